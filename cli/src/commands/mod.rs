@@ -1,0 +1,70 @@
+//! The subcommands of `cohort`, one module each.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+mod freeze;
+mod init;
+mod run;
+
+/// Citation-fidelity benchmarks of deep-research systems, with honest
+/// denominators.
+#[derive(Debug, Parser)]
+#[command(name = "cohort", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Create a cohort directory from a template.
+    Init {
+        /// The directory to create (must not exist).
+        dir: PathBuf,
+        /// `quickstart` (offline, simulated arms) or `protocol-v1` (the 30
+        /// frozen questions, three product arms).
+        #[arg(long, default_value = "quickstart")]
+        template: init::Template,
+    },
+    /// Validate a cohort directory and write its manifest, once. Run again
+    /// to verify that nothing changed.
+    Freeze {
+        /// The cohort directory (cohort.toml, questions.json, suffix.txt,
+        /// protocol.md, rubric.md).
+        dir: PathBuf,
+        /// After files changed: create a new cohort NEW_NAME beside this
+        /// one from the changed files, and log the amendment.
+        #[arg(long, value_name = "NEW_NAME", requires = "reason")]
+        amend: Option<String>,
+        /// Why the cohort is amended (recorded in the new manifest).
+        #[arg(long, requires = "amend")]
+        reason: Option<String>,
+        /// How many runs of the order to print.
+        #[arg(long, default_value_t = 10)]
+        show: usize,
+    },
+    /// Run a cohort on this machine: freeze it if needed, then run it.
+    Run {
+        /// The cohort directory.
+        dir: PathBuf,
+    },
+}
+
+/// Runs one parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Init { dir, template } => init::run(&dir, template),
+        Command::Freeze { dir, amend, reason, show } => freeze::run(&dir, amend.zip(reason), show),
+        Command::Run { dir } => run::run(&dir),
+    }
+}
+
+/// Writes a command's output to stdout. A closed pipe (`cohort ... | head`)
+/// ends the output quietly instead of panicking.
+pub fn emit(text: &str) {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush());
+}

@@ -1,0 +1,20 @@
+//! `cohort`: the one user-facing binary. It parses arguments and calls the
+//! libraries; every command's logic lives in a module of this crate or in
+//! the role crates, never here.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+mod commands;
+
+fn main() -> ExitCode {
+    let cli = commands::Cli::parse();
+    match commands::run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,326 @@
+//! `cohort freeze`: validate a cohort directory and write its manifest,
+//! once.
+//!
+//! - Not frozen yet: validate everything, archive the five files in the
+//!   artifact store, and write `manifest.json` write-once (a temporary file
+//!   hard-linked into place, which fails rather than overwrites).
+//! - Frozen and unchanged: verify and change nothing.
+//! - Frozen and changed: refuse, naming every changed file with its old and
+//!   new hash, unless `--amend NEW_NAME --reason TEXT` is given. Then a new
+//!   cohort `NEW_NAME` is created beside the old one from the changed files,
+//!   its manifest logs the amendment, and the old directory's files are put
+//!   back as they were frozen (from the artifact store), so the old cohort
+//!   verifies again. The old manifest is never touched.
+//!
+//! Architecture Invariant: bad input writes nothing. Every check runs
+//! before the first write.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use cohort_core::cohort::{CohortFiles, FROZEN_FILES, ValidatedCohort};
+use cohort_core::config;
+use cohort_core::error::ValidationError;
+use cohort_core::hash::sha256_hex;
+use cohort_core::manifest::{self, Amendment, FileChange, Manifest, QuestionChanges, rfc3339};
+use cohort_core::questions;
+
+use crate::artifacts::ArtifactStore;
+
+/// The largest cohort file read; larger ones are refused, not truncated.
+pub const MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
+
+/// What to do besides freezing.
+#[derive(Debug, Clone)]
+pub struct FreezeOptions {
+    /// The time to record as `frozen_at` (injected: tests pin it).
+    pub now: SystemTime,
+    /// Amend a changed, frozen cohort into a new one.
+    pub amend: Option<AmendRequest>,
+}
+
+/// `--amend NEW_NAME --reason TEXT`.
+#[derive(Debug, Clone)]
+pub struct AmendRequest {
+    pub new_name: String,
+    pub reason: String,
+}
+
+/// What `freeze` did.
+#[derive(Debug)]
+pub enum FreezeReport {
+    /// The manifest was written.
+    Frozen { manifest: Manifest, path: PathBuf },
+    /// The directory was already frozen and its files match the manifest.
+    Verified { manifest: Manifest, path: PathBuf },
+    /// A new cohort was created from the changed files.
+    Amended {
+        manifest: Manifest,
+        /// The new cohort's directory.
+        dir: PathBuf,
+        /// Whether the old directory's files were put back as frozen.
+        restored: bool,
+    },
+}
+
+/// Why a freeze did not happen. Nothing was written in any of these cases
+/// (except where a message says otherwise).
+#[derive(Debug, thiserror::Error)]
+pub enum FreezeError {
+    #[error("{0}")]
+    Invalid(#[from] ValidationError),
+    #[error("cannot read {}: {source}", path.display())]
+    Read { path: PathBuf, source: io::Error },
+    #[error("cannot write {}: {source}", path.display())]
+    Write { path: PathBuf, source: io::Error },
+    #[error("{} is larger than {MAX_FILE_BYTES} bytes: refusing to read it", path.display())]
+    TooLarge { path: PathBuf },
+    #[error("{}", ChangedMessage { dir, changes })]
+    Changed { dir: PathBuf, changes: Vec<FileChange> },
+    #[error("{} is not a manifest cohort can trust: {message}", path.display())]
+    BadManifest { path: PathBuf, message: String },
+    #[error("{} is not frozen yet: run `cohort freeze {}` first", dir.display(), dir.display())]
+    NotFrozen { dir: PathBuf },
+    #[error("nothing to amend: the files of {} match its manifest", dir.display())]
+    NothingToAmend { dir: PathBuf },
+    #[error("cannot amend into {}: it already exists; choose another name", path.display())]
+    AmendTargetExists { path: PathBuf },
+    #[error("--reason must say why the cohort is amended")]
+    EmptyReason,
+    #[error("{} appeared while freezing (another freeze?); nothing was overwritten", path.display())]
+    ManifestRace { path: PathBuf },
+}
+
+/// The message of [`FreezeError::Changed`]: each changed file, its old and
+/// new hash, and how to go on.
+struct ChangedMessage<'a> {
+    dir: &'a Path,
+    changes: &'a [FileChange],
+}
+
+impl fmt::Display for ChangedMessage<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let dir = self.dir.display();
+        writeln!(
+            f,
+            "{dir} is frozen and its files changed since; the manifest is write-once, so nothing was written:"
+        )?;
+        for c in self.changes {
+            let new = c.new_sha256.as_deref().unwrap_or("(missing)");
+            writeln!(f, "  {}: frozen {} now {new}", c.file, c.old_sha256)?;
+        }
+        write!(
+            f,
+            "to go on with the changed files, create a new, clearly named cohort:\n  \
+             cohort freeze {dir} --amend NEW_NAME --reason \"what changed and why\""
+        )
+    }
+}
+
+/// Freezes, verifies or amends the cohort in `dir` (see the module docs).
+pub fn freeze(dir: &Path, options: &FreezeOptions) -> Result<FreezeReport, FreezeError> {
+    let files = read_cohort_files(dir)?;
+    let manifest_path = dir.join(manifest::FILE);
+    let existing = read_manifest(&manifest_path)?;
+    match (existing, &options.amend) {
+        (None, None) => {
+            let cohort = files.validate()?;
+            let manifest = Manifest::build(&cohort, options.now, Vec::new());
+            write_frozen(dir, &files, &manifest)?;
+            Ok(FreezeReport::Frozen { manifest, path: manifest_path })
+        }
+        (None, Some(_)) => Err(FreezeError::NotFrozen { dir: dir.to_owned() }),
+        (Some((manifest, _)), None) => {
+            let changes = manifest.changes(&files.hashes());
+            if !changes.is_empty() {
+                return Err(FreezeError::Changed { dir: dir.to_owned(), changes });
+            }
+            // Same bytes as frozen; still check that manifest.json itself
+            // was not edited.
+            let cohort = files.validate()?;
+            manifest
+                .check_consistency(&cohort)
+                .map_err(|message| FreezeError::BadManifest { path: manifest_path.clone(), message })?;
+            Ok(FreezeReport::Verified { manifest, path: manifest_path })
+        }
+        (Some((old, old_sha256)), Some(request)) => amend(dir, &files, &old, &old_sha256, request, options.now),
+    }
+}
+
+fn amend(
+    dir: &Path,
+    files: &CohortFiles,
+    old: &Manifest,
+    old_manifest_sha256: &str,
+    request: &AmendRequest,
+    now: SystemTime,
+) -> Result<FreezeReport, FreezeError> {
+    let changes = old.changes(&files.hashes());
+    if changes.is_empty() {
+        return Err(FreezeError::NothingToAmend { dir: dir.to_owned() });
+    }
+    if request.reason.trim().is_empty() {
+        return Err(FreezeError::EmptyReason);
+    }
+    // The new cohort: the changed files, with the new name in cohort.toml.
+    let toml = files.get(config::FILE).and_then(|b| std::str::from_utf8(b).ok()).unwrap_or_default();
+    let renamed =
+        config::rename(toml, &request.new_name).map_err(|p| ValidationError { problems: vec![p.field("name")] })?;
+    let mut new_files = files.clone();
+    new_files.files.insert(config::FILE.to_owned(), Some(renamed.into_bytes()));
+    let cohort = new_files.validate()?;
+    let parent = dir.parent().unwrap_or(Path::new("."));
+    let new_dir = parent.join(&request.new_name);
+    if new_dir.exists() {
+        return Err(FreezeError::AmendTargetExists { path: new_dir });
+    }
+
+    let old_store = ArtifactStore::for_cohort(dir);
+    let question_changes = old_questions(&old_store, old).map(|q| QuestionChanges::between(&q, &cohort.questions));
+    let mut amendments = old.amendments.clone();
+    amendments.push(Amendment {
+        from_cohort: old.cohort.clone(),
+        from_manifest_sha256: old_manifest_sha256.to_owned(),
+        amended_at: rfc3339(now),
+        reason: request.reason.clone(),
+        changes,
+        questions: question_changes,
+    });
+    let manifest = Manifest::build(&cohort, now, amendments);
+
+    fs::create_dir(&new_dir).map_err(|source| FreezeError::Write { path: new_dir.clone(), source })?;
+    for name in FROZEN_FILES {
+        let path = new_dir.join(name);
+        let bytes = new_files.get(name).unwrap_or_default();
+        fs::write(&path, bytes).map_err(|source| FreezeError::Write { path, source })?;
+    }
+    write_frozen(&new_dir, &new_files, &manifest)?;
+    let restored = restore_frozen(dir, &old_store, old)?;
+    Ok(FreezeReport::Amended { manifest, dir: new_dir, restored })
+}
+
+/// The questions as they were frozen, when the artifact store has them.
+fn old_questions(store: &ArtifactStore, old: &Manifest) -> Option<Vec<questions::Question>> {
+    let bytes = store.get(old.files.get(questions::FILE)?).ok()??;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Puts the old directory's files back as frozen, when every one of them
+/// is in the artifact store. Returns whether it did.
+fn restore_frozen(dir: &Path, store: &ArtifactStore, old: &Manifest) -> Result<bool, FreezeError> {
+    let mut originals = Vec::new();
+    for name in FROZEN_FILES {
+        let Some(sha) = old.files.get(name) else {
+            return Ok(false);
+        };
+        match store.get(sha) {
+            Ok(Some(bytes)) => originals.push((name, bytes)),
+            _ => return Ok(false),
+        }
+    }
+    for (name, bytes) in originals {
+        let path = dir.join(name);
+        if fs::read(&path).ok().is_some_and(|now| sha256_hex(&now) == sha256_hex(&bytes)) {
+            continue;
+        }
+        let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+        fs::write(&tmp, &bytes)
+            .and_then(|()| fs::rename(&tmp, &path))
+            .map_err(|source| FreezeError::Write { path: path.clone(), source })?;
+    }
+    Ok(true)
+}
+
+/// Archives the five files and writes the manifest, write-once.
+fn write_frozen(dir: &Path, files: &CohortFiles, manifest: &Manifest) -> Result<(), FreezeError> {
+    let store = ArtifactStore::for_cohort(dir);
+    for name in FROZEN_FILES {
+        if let Some(bytes) = files.get(name) {
+            store.put(bytes).map_err(|source| FreezeError::Write { path: dir.join(crate::STATE_DIR), source })?;
+        }
+    }
+    let mut bytes = serde_json::to_vec_pretty(manifest)
+        .map_err(|e| FreezeError::Write { path: dir.join(manifest::FILE), source: io::Error::other(e) })?;
+    bytes.push(b'\n');
+    write_once(&dir.join(manifest::FILE), &bytes)
+}
+
+/// Writes `bytes` to `path` only if `path` does not exist, atomically: the
+/// content goes to a temporary file that is then hard-linked into place
+/// (`link` fails if the target exists, where `rename` would replace it).
+/// The result is made read-only as a reminder that it is never modified.
+pub fn write_once(path: &Path, bytes: &[u8]) -> Result<(), FreezeError> {
+    let write_err = |source| FreezeError::Write { path: path.to_owned(), source };
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let result = (|| {
+        let mut file = fs::File::create_new(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        let mut permissions = file.metadata()?.permissions();
+        permissions.set_readonly(true);
+        fs::set_permissions(&tmp, permissions)?;
+        fs::hard_link(&tmp, path)
+    })();
+    let _ = fs::remove_file(&tmp);
+    match result {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(FreezeError::ManifestRace { path: path.to_owned() }),
+        Err(e) => Err(write_err(e)),
+    }
+}
+
+/// Reads the five files of `dir`; a missing file is `None` (validation
+/// names it), any other read failure is an error.
+pub fn read_cohort_files(dir: &Path) -> Result<CohortFiles, FreezeError> {
+    if !dir.is_dir() {
+        return Err(FreezeError::Read {
+            path: dir.to_owned(),
+            source: io::Error::new(io::ErrorKind::NotFound, "not a cohort directory"),
+        });
+    }
+    let mut files = BTreeMap::new();
+    for name in FROZEN_FILES {
+        files.insert(name.to_owned(), read_capped(&dir.join(name))?);
+    }
+    Ok(CohortFiles { files })
+}
+
+fn read_capped(path: &Path) -> Result<Option<Vec<u8>>, FreezeError> {
+    match fs::metadata(path) {
+        Ok(m) if m.len() > MAX_FILE_BYTES => Err(FreezeError::TooLarge { path: path.to_owned() }),
+        Ok(_) => fs::read(path).map(Some).map_err(|source| FreezeError::Read { path: path.to_owned(), source }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(FreezeError::Read { path: path.to_owned(), source }),
+    }
+}
+
+/// The manifest of a frozen directory and the SHA-256 of its bytes; `None`
+/// when the directory is not frozen.
+pub fn read_manifest(path: &Path) -> Result<Option<(Manifest, String)>, FreezeError> {
+    let Some(bytes) = read_capped(path)? else {
+        return Ok(None);
+    };
+    let manifest: Manifest = serde_json::from_slice(&bytes)
+        .map_err(|e| FreezeError::BadManifest { path: path.to_owned(), message: e.to_string() })?;
+    Ok(Some((manifest, sha256_hex(&bytes))))
+}
+
+/// Loads a frozen cohort for running: its files must match the manifest
+/// and the manifest its files.
+pub fn load_frozen(dir: &Path) -> Result<(ValidatedCohort, Manifest, String), FreezeError> {
+    let files = read_cohort_files(dir)?;
+    let path = dir.join(manifest::FILE);
+    let (manifest, sha) = read_manifest(&path)?.ok_or_else(|| FreezeError::NotFrozen { dir: dir.to_owned() })?;
+    let changes = manifest.changes(&files.hashes());
+    if !changes.is_empty() {
+        return Err(FreezeError::Changed { dir: dir.to_owned(), changes });
+    }
+    let cohort = files.validate()?;
+    manifest.check_consistency(&cohort).map_err(|message| FreezeError::BadManifest { path, message })?;
+    Ok((cohort, manifest, sha))
+}

@@ -1,0 +1,16 @@
+//! The cohort coordinator. So far it owns freezing a cohort directory
+//! ([`freeze`]) and the content-addressed artifact store ([`artifacts`])
+//! where frozen files and, later, run artifacts are kept by SHA-256.
+//!
+//! The pure rules (validation, the order, the manifest) live in
+//! `cohort-core`; this crate does the file I/O around them.
+
+pub mod artifacts;
+pub mod freeze;
+
+pub use artifacts::ArtifactStore;
+pub use freeze::{FreezeError, FreezeOptions, FreezeReport, freeze};
+
+/// The folder inside a cohort directory that holds its state and results
+/// (the embedded ledger, the artifact store, reports) by default.
+pub const STATE_DIR: &str = ".cohort";

@@ -1,0 +1,198 @@
+//! The five files of a cohort directory, validated together.
+//!
+//! The caller reads the files (this crate does no I/O) and hands over their
+//! bytes; [`CohortFiles::validate`] checks encoding, each file's contents
+//! and the rules that span files (categories, ids), and returns every
+//! problem at once.
+
+use std::collections::BTreeMap;
+
+use crate::config::{self, CohortConfig};
+use crate::error::{Problem, ValidationError};
+use crate::hash::sha256_hex;
+use crate::order::{RunId, run_order};
+use crate::questions::{self, Question};
+
+/// The file holding the shared suffix, appended verbatim to every question.
+pub const SUFFIX_FILE: &str = "suffix.txt";
+/// The frozen protocol text.
+pub const PROTOCOL_FILE: &str = "protocol.md";
+/// The frozen scoring rubric.
+pub const RUBRIC_FILE: &str = "rubric.md";
+
+/// Every file a cohort freezes, in manifest order.
+pub const FROZEN_FILES: [&str; 5] = [config::FILE, questions::FILE, SUFFIX_FILE, PROTOCOL_FILE, RUBRIC_FILE];
+
+/// The raw bytes of a cohort's files; `None` for a missing file.
+#[derive(Debug, Clone, Default)]
+pub struct CohortFiles {
+    /// Keyed by the names of [`FROZEN_FILES`].
+    pub files: BTreeMap<String, Option<Vec<u8>>>,
+}
+
+/// A cohort whose files passed validation.
+#[derive(Debug, Clone)]
+pub struct ValidatedCohort {
+    pub config: CohortConfig,
+    pub questions: Vec<Question>,
+    /// The shared suffix as the prompt uses it (see [`prompt`]).
+    pub suffix: String,
+    /// File name -> lowercase hex SHA-256 of its bytes, for the five files.
+    pub file_hashes: BTreeMap<String, String>,
+    /// SHA-256 of [`CohortConfig::canonical_json`].
+    pub config_sha256: String,
+}
+
+impl CohortFiles {
+    /// The bytes of `name`, or `None` when it is missing.
+    pub fn get(&self, name: &str) -> Option<&[u8]> {
+        self.files.get(name).and_then(|f| f.as_deref())
+    }
+
+    /// The SHA-256 of every present file.
+    pub fn hashes(&self) -> BTreeMap<String, String> {
+        self.files.iter().filter_map(|(name, bytes)| Some((name.clone(), sha256_hex(bytes.as_deref()?)))).collect()
+    }
+
+    /// Validates the five files together.
+    pub fn validate(&self) -> Result<ValidatedCohort, ValidationError> {
+        let mut problems = Vec::new();
+        let mut texts: BTreeMap<&str, &str> = BTreeMap::new();
+        for name in FROZEN_FILES {
+            match self.get(name) {
+                None => problems.push(Problem::in_file(name, "missing: a cohort directory needs this file")),
+                Some(bytes) => match std::str::from_utf8(bytes) {
+                    Ok(text) if text.trim().is_empty() => problems.push(Problem::in_file(name, "is empty")),
+                    Ok(text) => {
+                        texts.insert(name, text);
+                    }
+                    Err(e) => {
+                        let offset = e.valid_up_to();
+                        // The valid prefix is text, so the position can be named.
+                        let valid = std::str::from_utf8(&bytes[..offset]).unwrap_or_default();
+                        problems.push(Problem::at_offset(
+                            name,
+                            valid,
+                            offset,
+                            format!("is not valid UTF-8 (invalid byte at offset {offset}): save it as UTF-8"),
+                        ));
+                    }
+                },
+            }
+        }
+        let config = texts.get(config::FILE).and_then(|text| match config::build_and_validate(text) {
+            Ok(c) => Some(c),
+            Err(p) => {
+                problems.extend(p);
+                None
+            }
+        });
+        let questions = match (texts.get(questions::FILE), &config) {
+            (Some(text), Some(config)) => match questions::parse_and_validate(text, &config.categories) {
+                Ok(q) => Some(q),
+                Err(p) => {
+                    problems.extend(p);
+                    None
+                }
+            },
+            // Categories come from the config: without it, check the
+            // questions against the default categories so their other
+            // problems are still reported in this round.
+            (Some(text), None) => {
+                let defaults: Vec<String> = config::DEFAULT_CATEGORIES.map(str::to_owned).to_vec();
+                if let Err(p) = questions::parse_and_validate(text, &defaults) {
+                    problems.extend(p.into_iter().filter(|p| !p.message.starts_with("unknown category")));
+                }
+                None
+            }
+            _ => None,
+        };
+        match (config, questions, texts.get(SUFFIX_FILE)) {
+            (Some(config), Some(questions), Some(suffix)) if problems.is_empty() => {
+                let config_sha256 = sha256_hex(config.canonical_json().as_bytes());
+                Ok(ValidatedCohort {
+                    suffix: suffix_for_prompt(suffix).to_owned(),
+                    config,
+                    questions,
+                    file_hashes: self.hashes(),
+                    config_sha256,
+                })
+            }
+            _ => Err(ValidationError { problems }),
+        }
+    }
+}
+
+impl ValidatedCohort {
+    /// The planned run order (algorithm v1).
+    pub fn run_order(&self) -> Vec<RunId> {
+        let question_ids: Vec<&str> = self.questions.iter().map(|q| q.id.as_str()).collect();
+        let arm_ids: Vec<&str> = self.config.arms.iter().map(|a| a.id.as_str()).collect();
+        run_order(&question_ids, &arm_ids, self.config.repeats, self.config.seed)
+    }
+
+    /// The question with id `id`.
+    pub fn question(&self, id: &str) -> Option<&Question> {
+        self.questions.iter().find(|q| q.id == id)
+    }
+}
+
+/// The suffix as appended: the file's text without its final line breaks
+/// (a file conventionally ends with one; it is not part of the suffix).
+pub fn suffix_for_prompt(file_text: &str) -> &str {
+    file_text.trim_end_matches(['\n', '\r'])
+}
+
+/// The exact prompt of a run: the question verbatim, a blank line, then the
+/// shared suffix verbatim.
+pub fn prompt(question: &str, suffix: &str) -> String {
+    format!("{question}\n\n{suffix}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn files(toml: &str, questions: &str) -> CohortFiles {
+        let mut f = CohortFiles::default();
+        f.files.insert(config::FILE.into(), Some(toml.as_bytes().to_vec()));
+        f.files.insert(questions::FILE.into(), Some(questions.as_bytes().to_vec()));
+        f.files.insert(SUFFIX_FILE.into(), Some(b"Cite sources.\n".to_vec()));
+        f.files.insert(PROTOCOL_FILE.into(), Some(b"# Protocol\n".to_vec()));
+        f.files.insert(RUBRIC_FILE.into(), Some(b"# Rubric\n".to_vec()));
+        f
+    }
+
+    const TOML: &str = "name = \"t\"\nseed = 1\n[[arms]]\nid = \"a\"\nlabel = \"A\"\nadapter = \"sim\"\npinned_version = \"v1\"\nvendor_lineage = \"x\"\n";
+    const QUESTIONS: &str = r#"[{"id":"s1","category":"science","text":"Why?"}]"#;
+
+    #[test]
+    fn validates_and_hashes_every_file() {
+        let c = files(TOML, QUESTIONS).validate().unwrap();
+        assert_eq!(c.file_hashes.len(), 5);
+        assert_eq!(c.file_hashes["rubric.md"], sha256_hex(b"# Rubric\n"));
+        assert_eq!(c.suffix, "Cite sources.");
+        assert_eq!(prompt(&c.questions[0].text, &c.suffix), "Why?\n\nCite sources.");
+        assert_eq!(c.run_order().len(), 1);
+    }
+
+    #[test]
+    fn missing_and_non_utf8_files_are_named() {
+        let mut f = files(TOML, QUESTIONS);
+        f.files.insert(RUBRIC_FILE.into(), None);
+        f.files.insert(PROTOCOL_FILE.into(), Some(b"ok\nbad \xff byte".to_vec()));
+        let e = f.validate().unwrap_err();
+        let text: Vec<String> = e.problems.iter().map(ToString::to_string).collect();
+        assert!(text.iter().any(|p| p.starts_with("protocol.md:2:5:") && p.contains("UTF-8")), "{text:?}");
+        assert!(text.iter().any(|p| p.starts_with("rubric.md: missing")), "{text:?}");
+    }
+
+    #[test]
+    fn problems_in_several_files_come_together() {
+        let e =
+            files(&TOML.replace("seed = 1", "seed = 1\nextra = 2"), r#"[{"id":"s1","category":"science","text":""}]"#)
+                .validate()
+                .unwrap_err();
+        assert_eq!(e.problems.len(), 2, "{e}");
+    }
+}

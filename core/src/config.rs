@@ -1,0 +1,653 @@
+//! `cohort.toml`: parsed into a raw serde struct that keeps the position of
+//! every field, then checked by [`build_and_validate`] into a
+//! [`CohortConfig`] whose invariants hold (every id valid and unique, every
+//! arm pinned, the judge independent of every arm and at temperature 0).
+//!
+//! The validated config serializes to canonical JSON ([`CohortConfig::canonical_json`]):
+//! struct fields in declaration order, map keys sorted. Its SHA-256 is the
+//! manifest's `config_sha256`.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+use crate::error::Problem;
+
+/// The file name of the config within a cohort directory.
+pub const FILE: &str = "cohort.toml";
+
+/// The collection window when `window_hours` is not set (seed 004).
+pub const DEFAULT_WINDOW_HOURS: u32 = 48;
+/// The per-run deadline when `run_timeout_secs` is not set.
+pub const DEFAULT_RUN_TIMEOUT_SECS: u64 = 1800;
+/// The judge batch size when `[judge] batch_size` is not set.
+pub const DEFAULT_JUDGE_BATCH_SIZE: u32 = 8;
+/// The categories of seed 004's protocol, used when `categories` is unset.
+pub const DEFAULT_CATEGORIES: [&str; 5] = ["science", "technology", "history", "disputed", "insufficient"];
+
+// === raw config, as written ===
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    name: Spanned<String>,
+    seed: Spanned<RawSeed>,
+    window_hours: Option<Spanned<i64>>,
+    repeats: Option<Spanned<i64>>,
+    repeat_schedule: Option<String>,
+    run_timeout_secs: Option<Spanned<i64>>,
+    categories: Option<Spanned<Vec<Spanned<String>>>>,
+    #[serde(default)]
+    arms: Vec<Spanned<RawArm>>,
+    judge: Option<Spanned<RawJudge>>,
+    retry: Option<Spanned<RawRetry>>,
+    prices: Option<Spanned<RawPrices>>,
+}
+
+/// A seed as written: TOML integers stop at 2^63-1, so the full u64 range
+/// may also be written as a string of decimal digits.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawSeed {
+    Int(i64),
+    Text(String),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawArm {
+    id: Spanned<String>,
+    label: Spanned<String>,
+    adapter: Spanned<AdapterKind>,
+    pinned_version: Option<Spanned<String>>,
+    vendor_lineage: Option<Spanned<String>>,
+    concurrency: Option<Spanned<i64>>,
+    #[serde(default)]
+    optional: bool,
+    #[serde(default)]
+    settings: toml::Table,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawJudge {
+    provider: Spanned<String>,
+    model: Spanned<String>,
+    served_model: Option<Spanned<String>>,
+    vendor_lineage: Spanned<String>,
+    temperature: Option<Spanned<f64>>,
+    batch_size: Option<Spanned<i64>>,
+    lineage_waiver: Option<Spanned<RawWaiver>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWaiver {
+    reason: Spanned<String>,
+    approved_by: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRetry {
+    max_attempts: Option<Spanned<i64>>,
+    initial_backoff_ms: Option<Spanned<i64>>,
+    max_backoff_ms: Option<Spanned<i64>>,
+    max_total_secs: Option<Spanned<i64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPrices {
+    currency: Spanned<String>,
+    #[serde(default)]
+    models: BTreeMap<String, Spanned<RawPrice>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPrice {
+    input_per_million_tokens: Spanned<f64>,
+    output_per_million_tokens: Spanned<f64>,
+}
+
+// === validated config ===
+
+/// A validated `cohort.toml`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CohortConfig {
+    pub name: String,
+    pub seed: u64,
+    pub window_hours: u32,
+    pub repeats: u32,
+    /// Required when `repeats > 1`: when the repeats are collected.
+    pub repeat_schedule: Option<String>,
+    pub run_timeout_secs: u64,
+    pub categories: Vec<String>,
+    pub arms: Vec<ArmConfig>,
+    pub judge: Option<JudgeConfig>,
+    pub retry: RetryPolicy,
+    pub prices: Option<PriceCatalog>,
+}
+
+/// The kind of adapter that runs an arm's system under test (SPEC section 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AdapterKind {
+    OpenaiChat,
+    OpenaiResponses,
+    HttpJson,
+    Command,
+    Manual,
+    /// The built-in simulated system: labelled simulated everywhere.
+    Sim,
+}
+
+/// One product arm.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ArmConfig {
+    pub id: String,
+    pub label: String,
+    pub adapter: AdapterKind,
+    /// The version or model label the arm is expected to report; a change
+    /// pauses the arm.
+    pub pinned_version: String,
+    pub vendor_lineage: String,
+    /// The most runs of this arm in flight at once.
+    pub concurrency: u32,
+    pub optional: bool,
+    /// Adapter settings, as JSON with sorted keys.
+    pub settings: serde_json::Value,
+}
+
+/// The judge of the cohort (seed 000 section 3.3).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JudgeConfig {
+    pub provider: String,
+    /// The model requested.
+    pub model: String,
+    /// The model that must actually serve (strict mode); defaults to `model`.
+    pub served_model: String,
+    pub vendor_lineage: String,
+    /// Always 0.0: validation refuses anything else.
+    pub temperature: f64,
+    pub batch_size: u32,
+    /// A recorded exception to judge independence.
+    pub lineage_waiver: Option<LineageWaiver>,
+}
+
+/// An explicit, recorded waiver of the judge-lineage rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LineageWaiver {
+    pub reason: String,
+    pub approved_by: String,
+}
+
+/// Retries of infrastructure outages (SPEC section 3): bounded by attempts
+/// and by total time. A completed output or a refusal is never retried.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RetryPolicy {
+    /// Attempts per run in all, the first included.
+    pub max_attempts: u32,
+    pub initial_backoff_ms: u64,
+    pub max_backoff_ms: u64,
+    pub max_total_secs: u64,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy { max_attempts: 3, initial_backoff_ms: 1_000, max_backoff_ms: 60_000, max_total_secs: 3_600 }
+    }
+}
+
+/// Prices per model, in one currency. Models not listed have unknown cost.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PriceCatalog {
+    pub currency: String,
+    pub models: BTreeMap<String, Price>,
+}
+
+/// The price of one model, per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Price {
+    pub input_per_million_tokens: f64,
+    pub output_per_million_tokens: f64,
+}
+
+impl CohortConfig {
+    /// The canonical JSON of the config, whose SHA-256 is `config_sha256`.
+    pub fn canonical_json(&self) -> String {
+        // Serializing plain structs, strings and numbers cannot fail.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// The arm with id `id`.
+    pub fn arm(&self, id: &str) -> Option<&ArmConfig> {
+        self.arms.iter().find(|a| a.id == id)
+    }
+}
+
+/// Whether `id` may be used as a question or arm id: non-empty, and free of
+/// `:` (the run-id separator) and whitespace.
+pub fn id_problem(id: &str) -> Option<&'static str> {
+    if id.is_empty() {
+        Some("must not be empty")
+    } else if id.contains(':') {
+        Some("must not contain ':' (it separates the parts of a run id)")
+    } else if id.chars().any(char::is_whitespace) {
+        Some("must not contain whitespace")
+    } else {
+        None
+    }
+}
+
+/// `text` with the value of its top-level `name` replaced by `new_name`,
+/// every other byte unchanged (used by amendments, which create a new,
+/// differently named cohort from a changed one). `new_name` must be a plain
+/// name (letters, digits, `.`, `_`, `-`), which needs no TOML escaping.
+pub fn rename(text: &str, new_name: &str) -> Result<String, Problem> {
+    #[derive(Deserialize)]
+    struct NameOnly {
+        name: Spanned<String>,
+    }
+    if !is_plain_name(new_name) {
+        return Err(Problem::in_file(
+            FILE,
+            format!("\"{new_name}\" is not a plain name: use letters, digits, '.', '_' and '-'"),
+        ));
+    }
+    let parsed: NameOnly = toml::from_str(text)
+        .map_err(|e| Problem::at_offset(FILE, text, e.span().map_or(0, |s| s.start), e.message().trim().to_owned()))?;
+    let span = parsed.name.span();
+    Ok(format!("{}\"{new_name}\"{}", &text[..span.start], &text[span.end..]))
+}
+
+/// Whether `name` is a plain name: non-empty ASCII letters, digits, `.`,
+/// `_` and `-`, not starting with `.` (safe as a directory name too).
+pub fn is_plain_name(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with('.')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// Parses and validates `cohort.toml`. Returns every problem found.
+pub fn build_and_validate(text: &str) -> Result<CohortConfig, Vec<Problem>> {
+    let raw: RawConfig = match toml::from_str(text) {
+        Ok(raw) => raw,
+        Err(e) => {
+            let offset = e.span().map_or(0, |s| s.start);
+            return Err(vec![Problem::at_offset(FILE, text, offset, e.message().trim().to_owned())]);
+        }
+    };
+    let mut v = Validator { text, problems: Vec::new() };
+    let config = v.config(raw);
+    if v.problems.is_empty() { Ok(config) } else { Err(v.problems) }
+}
+
+/// Collects problems with their positions while building the config.
+struct Validator<'a> {
+    text: &'a str,
+    problems: Vec<Problem>,
+}
+
+impl Validator<'_> {
+    fn problem(&mut self, span: Range<usize>, field: impl Into<String>, message: impl Into<String>) {
+        self.problems.push(Problem::at_offset(FILE, self.text, span.start, message).field(field));
+    }
+
+    /// A non-negative integer that fits `T`, at least `min`.
+    fn int<T: TryFrom<i64>>(&mut self, value: Option<Spanned<i64>>, field: &str, min: i64, default: T) -> T {
+        let Some(value) = value else { return default };
+        let span = value.span();
+        let n = value.into_inner();
+        match T::try_from(n) {
+            Ok(v) if n >= min => v,
+            _ => {
+                self.problem(span, field, format!("must be a whole number of at least {min} (got {n})"));
+                default
+            }
+        }
+    }
+
+    fn non_empty(&mut self, value: Spanned<String>, field: &str) -> String {
+        if value.get_ref().trim().is_empty() {
+            self.problem(value.span(), field, "must not be empty");
+        }
+        value.into_inner()
+    }
+
+    fn config(&mut self, raw: RawConfig) -> CohortConfig {
+        let name = self.non_empty(raw.name, "name");
+        let seed = self.seed(raw.seed);
+        let window_hours = self.int(raw.window_hours, "window_hours", 1, DEFAULT_WINDOW_HOURS);
+        let repeats_span = raw.repeats.as_ref().map(Spanned::span);
+        let repeats = self.int(raw.repeats, "repeats", 1, 1u32);
+        if repeats > 1 && raw.repeat_schedule.as_deref().is_none_or(|s| s.trim().is_empty()) {
+            self.problem(
+                repeats_span.unwrap_or(0..0),
+                "repeat_schedule",
+                "a repeated-run cohort must freeze its schedule: set repeat_schedule (e.g. \"every 24 h, 3 rounds\")",
+            );
+        }
+        let run_timeout_secs = self.int(raw.run_timeout_secs, "run_timeout_secs", 1, DEFAULT_RUN_TIMEOUT_SECS);
+        let categories = self.categories(raw.categories);
+        let arms = self.arms(raw.arms);
+        let judge = raw.judge.map(|judge| self.judge(judge, &arms));
+        let retry = raw.retry.map(|r| self.retry(r.into_inner())).unwrap_or_default();
+        let prices = raw.prices.map(|p| self.prices(p.into_inner()));
+        CohortConfig {
+            name,
+            seed,
+            window_hours,
+            repeats,
+            repeat_schedule: raw.repeat_schedule,
+            run_timeout_secs,
+            categories,
+            arms,
+            judge,
+            retry,
+            prices,
+        }
+    }
+
+    fn seed(&mut self, seed: Spanned<RawSeed>) -> u64 {
+        let span = seed.span();
+        match seed.into_inner() {
+            RawSeed::Int(n) if n >= 0 => n as u64,
+            RawSeed::Text(s) if s.bytes().all(|b| b.is_ascii_digit()) && !s.is_empty() => match s.parse() {
+                Ok(n) => n,
+                Err(_) => {
+                    self.problem(span, "seed", format!("{s} does not fit in 64 bits"));
+                    0
+                }
+            },
+            _ => {
+                self.problem(span, "seed", "must be a whole number from 0 to 2^64-1 (quote it when above 2^63-1)");
+                0
+            }
+        }
+    }
+
+    fn categories(&mut self, raw: Option<Spanned<Vec<Spanned<String>>>>) -> Vec<String> {
+        let Some(raw) = raw else {
+            return DEFAULT_CATEGORIES.map(str::to_owned).to_vec();
+        };
+        let span = raw.span();
+        let mut out: Vec<String> = Vec::new();
+        for (i, category) in raw.into_inner().into_iter().enumerate() {
+            let field = format!("categories[{i}]");
+            if let Some(why) = id_problem(category.get_ref()) {
+                self.problem(category.span(), &field, why);
+            } else if out.contains(category.get_ref()) {
+                self.problem(category.span(), &field, format!("duplicate category \"{}\"", category.get_ref()));
+            }
+            out.push(category.into_inner());
+        }
+        if out.is_empty() {
+            self.problem(span, "categories", "must list at least one category");
+        }
+        out
+    }
+
+    fn arms(&mut self, raw: Vec<Spanned<RawArm>>) -> Vec<ArmConfig> {
+        if raw.is_empty() {
+            self.problems.push(Problem::in_file(FILE, "no arms: add at least one [[arms]] table").field("arms"));
+        }
+        let mut arms: Vec<ArmConfig> = Vec::new();
+        for (i, arm) in raw.into_iter().enumerate() {
+            let arm_span = arm.span();
+            let arm = arm.into_inner();
+            let field = |name: &str| format!("arms[{i}].{name}");
+            let id_span = arm.id.span();
+            let id = arm.id.into_inner();
+            if let Some(why) = id_problem(&id) {
+                self.problem(id_span.clone(), field("id"), why);
+            } else if arms.iter().any(|a| a.id == id) {
+                self.problem(id_span, field("id"), format!("duplicate arm id \"{id}\""));
+            }
+            let label = self.non_empty(arm.label, &field("label"));
+            let pinned_version = match arm.pinned_version {
+                Some(v) => self.non_empty(v, &field("pinned_version")),
+                None => {
+                    self.problem(
+                        arm_span.clone(),
+                        field("pinned_version"),
+                        format!("arm \"{id}\" has no pinned_version: pin the version label the product reports"),
+                    );
+                    String::new()
+                }
+            };
+            let vendor_lineage = match arm.vendor_lineage {
+                Some(v) => self.non_empty(v, &field("vendor_lineage")),
+                None => {
+                    self.problem(
+                        arm_span,
+                        field("vendor_lineage"),
+                        format!("arm \"{id}\" has no vendor_lineage: judge independence cannot be checked without it"),
+                    );
+                    String::new()
+                }
+            };
+            let concurrency = self.int(arm.concurrency, &field("concurrency"), 1, 1u32);
+            let settings = serde_json::to_value(&arm.settings).unwrap_or(serde_json::Value::Null);
+            arms.push(ArmConfig {
+                id,
+                label,
+                adapter: arm.adapter.into_inner(),
+                pinned_version,
+                vendor_lineage,
+                concurrency,
+                optional: arm.optional,
+                settings,
+            });
+        }
+        arms
+    }
+
+    fn judge(&mut self, judge: Spanned<RawJudge>, arms: &[ArmConfig]) -> JudgeConfig {
+        let judge_span = judge.span();
+        let judge = judge.into_inner();
+        let provider = self.non_empty(judge.provider, "judge.provider");
+        let model = self.non_empty(judge.model, "judge.model");
+        let served_model =
+            judge.served_model.map_or_else(|| model.clone(), |s| self.non_empty(s, "judge.served_model"));
+        let lineage_span = judge.vendor_lineage.span();
+        let vendor_lineage = self.non_empty(judge.vendor_lineage, "judge.vendor_lineage");
+        let temperature = match judge.temperature {
+            Some(t) if *t.get_ref() == 0.0 => 0.0,
+            Some(t) => {
+                self.problem(
+                    t.span(),
+                    "judge.temperature",
+                    format!("must be 0 (got {}): the judge runs at temperature 0", t.get_ref()),
+                );
+                0.0
+            }
+            None => {
+                self.problem(
+                    judge_span,
+                    "judge.temperature",
+                    "must be set explicitly to 0: the judge must accept temperature=0",
+                );
+                0.0
+            }
+        };
+        let batch_size = self.int(judge.batch_size, "judge.batch_size", 1, DEFAULT_JUDGE_BATCH_SIZE);
+        let lineage_waiver = judge.lineage_waiver.map(|w| {
+            let w = w.into_inner();
+            LineageWaiver {
+                reason: self.non_empty(w.reason, "judge.lineage_waiver.reason"),
+                approved_by: self.non_empty(w.approved_by, "judge.lineage_waiver.approved_by"),
+            }
+        });
+        if lineage_waiver.is_none() {
+            let lineage = vendor_lineage.trim().to_lowercase();
+            for arm in arms.iter().filter(|a| a.vendor_lineage.trim().to_lowercase() == lineage && !lineage.is_empty())
+            {
+                self.problem(
+                    lineage_span.clone(),
+                    "judge.vendor_lineage",
+                    format!(
+                        "the judge shares vendor lineage \"{vendor_lineage}\" with arm \"{}\" (seed 000 3.3): \
+                         choose an independent judge, or record [judge.lineage_waiver] with reason and approved_by",
+                        arm.id
+                    ),
+                );
+            }
+        }
+        JudgeConfig { provider, model, served_model, vendor_lineage, temperature, batch_size, lineage_waiver }
+    }
+
+    fn retry(&mut self, raw: RawRetry) -> RetryPolicy {
+        let d = RetryPolicy::default();
+        let policy = RetryPolicy {
+            max_attempts: self.int(raw.max_attempts, "retry.max_attempts", 1, d.max_attempts),
+            initial_backoff_ms: self.int(raw.initial_backoff_ms, "retry.initial_backoff_ms", 0, d.initial_backoff_ms),
+            max_backoff_ms: self.int(raw.max_backoff_ms, "retry.max_backoff_ms", 0, d.max_backoff_ms),
+            max_total_secs: self.int(raw.max_total_secs, "retry.max_total_secs", 1, d.max_total_secs),
+        };
+        if policy.max_backoff_ms < policy.initial_backoff_ms {
+            self.problems.push(
+                Problem::in_file(FILE, "max_backoff_ms must be at least initial_backoff_ms")
+                    .field("retry.max_backoff_ms"),
+            );
+        }
+        policy
+    }
+
+    fn prices(&mut self, raw: RawPrices) -> PriceCatalog {
+        let currency = self.non_empty(raw.currency, "prices.currency");
+        let mut models = BTreeMap::new();
+        for (model, price) in raw.models {
+            let price = price.into_inner();
+            let mut rate = |v: Spanned<f64>, which: &str| {
+                let x = *v.get_ref();
+                if !(x.is_finite() && x >= 0.0) {
+                    self.problem(
+                        v.span(),
+                        format!("prices.models.{model}.{which}"),
+                        "must be a finite, non-negative price",
+                    );
+                }
+                x
+            };
+            let input = rate(price.input_per_million_tokens, "input_per_million_tokens");
+            let output = rate(price.output_per_million_tokens, "output_per_million_tokens");
+            models.insert(model, Price { input_per_million_tokens: input, output_per_million_tokens: output });
+        }
+        PriceCatalog { currency, models }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+name = "demo"
+seed = 7
+
+[[arms]]
+id = "a"
+label = "Arm A"
+adapter = "sim"
+pinned_version = "sim-1"
+vendor_lineage = "simco"
+
+[judge]
+provider = "openai"
+model = "judge-1"
+vendor_lineage = "judgeco"
+temperature = 0.0
+"#;
+
+    fn problems(text: &str) -> Vec<String> {
+        build_and_validate(text).err().unwrap_or_default().iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn good_config_gets_defaults() {
+        let c = build_and_validate(GOOD).unwrap();
+        assert_eq!((c.window_hours, c.repeats, c.run_timeout_secs), (48, 1, 1800));
+        assert_eq!(c.categories.len(), 5);
+        assert_eq!(c.judge.as_ref().unwrap().served_model, "judge-1");
+        assert_eq!(c.arms[0].concurrency, 1);
+    }
+
+    #[test]
+    fn canonical_json_is_stable_and_sorted() {
+        let a = build_and_validate(GOOD).unwrap().canonical_json();
+        let reordered = GOOD.replace("name = \"demo\"\nseed = 7", "seed = 7\nname = \"demo\"");
+        assert_eq!(a, build_and_validate(&reordered).unwrap().canonical_json());
+    }
+
+    #[test]
+    fn unknown_field_names_line_and_field() {
+        let p = problems(&GOOD.replace("seed = 7", "seed = 7\ncolour = \"red\""));
+        assert_eq!(p.len(), 1);
+        assert!(p[0].starts_with("cohort.toml:4:1:"), "{p:?}");
+        assert!(p[0].contains("colour"), "{p:?}");
+    }
+
+    #[test]
+    fn judge_temperature_must_be_zero() {
+        let p = problems(&GOOD.replace("temperature = 0.0", "temperature = 0.7"));
+        assert_eq!(p.len(), 1);
+        assert!(p[0].contains("cohort.toml:16:15:") && p[0].contains("judge.temperature"), "{p:?}");
+    }
+
+    #[test]
+    fn judge_sharing_lineage_needs_a_waiver() {
+        let shared = GOOD.replace("vendor_lineage = \"judgeco\"", "vendor_lineage = \"SimCo\"");
+        let p = problems(&shared);
+        assert_eq!(p.len(), 1);
+        assert!(p[0].contains("judge.vendor_lineage") && p[0].contains("arm \"a\""), "{p:?}");
+        let waived = format!("{shared}\n[judge.lineage_waiver]\nreason = \"ablation\"\napproved_by = \"pi\"\n");
+        let c = build_and_validate(&waived).unwrap();
+        assert_eq!(c.judge.unwrap().lineage_waiver.unwrap().approved_by, "pi");
+    }
+
+    #[test]
+    fn arm_without_pinned_version_is_refused() {
+        let p = problems(&GOOD.replace("pinned_version = \"sim-1\"\n", ""));
+        assert_eq!(p.len(), 1);
+        assert!(p[0].contains("arms[0].pinned_version") && p[0].contains("cohort.toml:5:"), "{p:?}");
+    }
+
+    #[test]
+    fn colon_in_arm_id_is_refused() {
+        let p = problems(&GOOD.replace("id = \"a\"", "id = \"a:b\""));
+        assert!(p[0].contains("arms[0].id") && p[0].contains("':'"), "{p:?}");
+    }
+
+    #[test]
+    fn big_seeds_may_be_quoted() {
+        let c = build_and_validate(&GOOD.replace("seed = 7", "seed = \"18446744073709551615\"")).unwrap();
+        assert_eq!(c.seed, u64::MAX);
+        assert!(!problems(&GOOD.replace("seed = 7", "seed = -1")).is_empty());
+    }
+
+    #[test]
+    fn repeats_need_a_schedule() {
+        let p = problems(&GOOD.replace("seed = 7", "seed = 7\nrepeats = 3"));
+        assert!(p[0].contains("repeat_schedule"), "{p:?}");
+        let ok = GOOD.replace("seed = 7", "seed = 7\nrepeats = 3\nrepeat_schedule = \"daily\"");
+        assert_eq!(build_and_validate(&ok).unwrap().repeats, 3);
+    }
+
+    #[test]
+    fn rename_changes_only_the_name_value() {
+        let renamed = rename(GOOD, "demo-v2").unwrap();
+        assert_eq!(renamed, GOOD.replace("name = \"demo\"", "name = \"demo-v2\""));
+        assert!(rename(GOOD, "../evil").is_err());
+        assert!(rename(GOOD, "a b").is_err());
+    }
+
+    #[test]
+    fn unknown_adapter_is_named() {
+        let p = problems(&GOOD.replace("adapter = \"sim\"", "adapter = \"telepathy\""));
+        assert!(p[0].contains("cohort.toml:8:") && p[0].contains("telepathy"), "{p:?}");
+    }
+}

@@ -1,0 +1,33 @@
+//! Pure domain logic of cohort, shared by every role. No I/O happens here:
+//! callers read files, clocks and sockets and hand this crate bytes and
+//! instants, so everything below is tested with plain unit and property
+//! tests.
+//!
+//! - [`config`]: `cohort.toml`, parsed raw and then validated.
+//! - [`questions`]: `questions.json`, with line numbers for every error.
+//! - [`cohort`]: the five cohort files validated together.
+//! - [`order`]: the run order, algorithm v1 (ChaCha20 + Fisher-Yates).
+//! - [`manifest`]: the write-once manifest and amendments.
+//! - [`taxonomy`]: outcomes and attempt classes.
+//! - [`hash`]: SHA-256 helpers.
+//! - [`error`]: validation errors that name the file, the line and the field.
+
+pub mod cohort;
+pub mod config;
+pub mod error;
+pub mod hash;
+pub mod manifest;
+pub mod order;
+pub mod questions;
+pub mod taxonomy;
+
+pub use cohort::{CohortFiles, ValidatedCohort};
+pub use error::{Problem, ValidationError};
+
+/// The version of the metric definitions. Bumped whenever a definition
+/// changes, so two runs are never silently compared across incompatible
+/// metrics (seed 000 section 8). Written into every manifest and result.
+pub const METRICS_VERSION: u32 = 1;
+
+/// The version of the cohort tool, written into every manifest.
+pub const TOOL_VERSION: &str = env!("CARGO_PKG_VERSION");
