@@ -6,7 +6,9 @@ use clap::{Parser, Subcommand};
 
 mod freeze;
 mod init;
+mod judge_proxy;
 mod run;
+mod score;
 
 /// Citation-fidelity benchmarks of deep-research systems, with honest
 /// denominators.
@@ -50,6 +52,12 @@ enum Command {
         /// The cohort directory.
         dir: PathBuf,
     },
+    /// Score one report collected anywhere: deterministic citation metrics,
+    /// the normalised reference table and the extracted claims, as JSON.
+    Score(score::ScoreArgs),
+    /// Run the judge proxy: shared provider quotas, retries, served-model
+    /// recording, behind gRPC `Judge` and `/v1/chat/completions`.
+    JudgeProxy(judge_proxy::JudgeProxyArgs),
 }
 
 /// Runs one parsed command line.
@@ -58,6 +66,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Init { dir, template } => init::run(&dir, template),
         Command::Freeze { dir, amend, reason, show } => freeze::run(&dir, amend.zip(reason), show),
         Command::Run { dir } => run::run(&dir),
+        Command::Score(args) => score::run(args),
+        Command::JudgeProxy(args) => judge_proxy::run(args),
     }
 }
 
