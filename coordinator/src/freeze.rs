@@ -71,11 +71,13 @@ pub enum FreezeReport {
 /// (except where a message says otherwise).
 #[derive(Debug, thiserror::Error)]
 pub enum FreezeError {
-    #[error("{0}")]
+    #[error(transparent)]
     Invalid(#[from] ValidationError),
-    #[error("cannot read {}: {source}", path.display())]
+    // The io::Error is the `source`: `{:#}` and log chains print it after
+    // this message, so the message does not repeat it.
+    #[error("cannot read {}", path.display())]
     Read { path: PathBuf, source: io::Error },
-    #[error("cannot write {}: {source}", path.display())]
+    #[error("cannot write {}", path.display())]
     Write { path: PathBuf, source: io::Error },
     #[error("{} is larger than {MAX_FILE_BYTES} bytes: refusing to read it", path.display())]
     TooLarge { path: PathBuf },

@@ -29,6 +29,9 @@ pub fn parse_and_validate(text: &str, categories: &[String]) -> Result<Vec<Quest
     let mut problems = Vec::new();
     let mut questions: Vec<Question> = Vec::with_capacity(elements.len());
     let mut first_line_of: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    // Lines are counted incrementally (elements come in file order), so
+    // validation stays linear in the file size.
+    let mut lines = LineCounter::default();
     if elements.is_empty() {
         problems.push(Problem::in_file(FILE, "no questions: the array is empty"));
     }
@@ -44,7 +47,7 @@ pub fn parse_and_validate(text: &str, categories: &[String]) -> Result<Vec<Quest
                 continue;
             }
         };
-        let line = line_column(text, offset).0;
+        let line = lines.line_at(text, offset);
         if let Some(why) = id_problem(&question.id) {
             problems.push(at(format!("question id \"{}\" {why}", question.id), "id"));
         } else if let Some(first) = first_line_of.get(&question.id) {
@@ -68,6 +71,25 @@ pub fn parse_and_validate(text: &str, categories: &[String]) -> Result<Vec<Quest
         questions.push(question);
     }
     if problems.is_empty() { Ok(questions) } else { Err(problems) }
+}
+
+/// 1-based line numbers of increasing byte offsets, in linear total time.
+#[derive(Default)]
+struct LineCounter {
+    offset: usize,
+    newlines: usize,
+}
+
+impl LineCounter {
+    fn line_at(&mut self, text: &str, offset: usize) -> usize {
+        let offset = offset.min(text.len());
+        if offset < self.offset {
+            *self = LineCounter::default();
+        }
+        self.newlines += text.as_bytes()[self.offset..offset].iter().filter(|&&b| b == b'\n').count();
+        self.offset = offset;
+        self.newlines + 1
+    }
 }
 
 /// The byte offset of `part` within `whole`; `part` must borrow from it.

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs every test of the cohort workspace, after making sure what the tests
+# need is installed:
+#   - redis-server (Debian package `redis-server`): tests start their own
+#     private servers on free loopback ports; they never use 6379;
+#   - python3: scripts/rederive_order.py re-derives run orders independently.
+# Usage: scripts/test.sh [extra args for the test runner]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+have() { command -v "$1" >/dev/null 2>&1; }
+
+apt_install() {
+  if [ "$(id -u)" = 0 ] && have apt-get; then
+    echo "test.sh: installing $* (Debian packages)"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+  else
+    echo "test.sh: missing $*; install it (e.g. 'sudo apt-get install $*') and run again" >&2
+    exit 1
+  fi
+}
+
+have redis-server || apt_install redis-server
+have python3 || apt_install python3
+
+if have cargo-nextest; then
+  cargo nextest run --workspace --no-fail-fast "$@"
+else
+  cargo test --workspace --no-fail-fast "$@"
+fi
