@@ -6,7 +6,11 @@
 //! `cohort-core`; this crate does the file I/O around them.
 
 pub mod artifacts;
+pub mod clock;
+mod convert;
 pub mod freeze;
+pub mod ledger;
+pub mod service;
 
 pub use artifacts::ArtifactStore;
 pub use freeze::{FreezeError, FreezeOptions, FreezeReport, freeze};

@@ -187,7 +187,7 @@ pub struct LineageWaiver {
 
 /// Retries of infrastructure outages (SPEC section 3): bounded by attempts
 /// and by total time. A completed output or a refusal is never retried.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RetryPolicy {
     /// Attempts per run in all, the first included.
     pub max_attempts: u32,

@@ -9,6 +9,7 @@
 //! - [`order`]: the run order, algorithm v1 (ChaCha20 + Fisher-Yates).
 //! - [`manifest`]: the write-once manifest and amendments.
 //! - [`taxonomy`]: outcomes and attempt classes.
+//! - [`lifecycle`]: the run lifecycle rules: retries, final outcomes, closing.
 //! - [`hash`]: SHA-256 helpers.
 //! - [`error`]: validation errors that name the file, the line and the field.
 
@@ -16,6 +17,7 @@ pub mod cohort;
 pub mod config;
 pub mod error;
 pub mod hash;
+pub mod lifecycle;
 pub mod manifest;
 pub mod order;
 pub mod questions;

@@ -9,3 +9,5 @@
 pub mod v1 {
     tonic::include_proto!("cohort.v1");
 }
+
+pub mod convert;

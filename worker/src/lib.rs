@@ -1,1 +1,332 @@
-//! Placeholder
+//! The cohort worker: leases runs from the coordinator, carries each out
+//! through its arm's adapter ([`execute`]), and reports attempts and
+//! results. It keeps its leases alive with heartbeats and drops a run the
+//! moment the coordinator says the lease is gone.
+//!
+//! When the coordinator is away it retries with backoff, and reports what it
+//! finished once the coordinator is back (a report that arrives after its
+//! lease expired is discarded by the ledger, never counted twice). On
+//! shutdown it drains: it stops leasing, lets running runs finish within a
+//! grace period, and gives back the rest unfinished.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use cohort_proto::v1 as pb;
+use cohort_proto::v1::coordinator_client::CoordinatorClient;
+use tokio::task::{AbortHandle, JoinSet};
+use tonic::transport::{Channel, Endpoint};
+use tracing::{debug, info, warn};
+
+pub mod adapters;
+pub mod execute;
+pub mod record;
+
+pub use execute::{ArmRuntime, Report, RunContext};
+
+/// How a worker is set up.
+#[derive(Debug)]
+pub struct WorkerConfig {
+    /// The coordinator's URL (`http://127.0.0.1:7100`).
+    pub coordinator: String,
+    /// A name operators recognise.
+    pub name: String,
+    /// How many runs at once.
+    pub slots: u32,
+    /// How long running runs may take to finish on shutdown.
+    pub drain_grace: Duration,
+    pub context: RunContext,
+    /// Arm id -> runtime; the worker runs only these arms.
+    pub arms: HashMap<String, ArmRuntime>,
+}
+
+/// What a worker did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerSummary {
+    pub leased: u64,
+    pub reported: u64,
+    /// Reports the coordinator did not accept (the lease had moved on).
+    pub stale: u64,
+    pub released: u64,
+}
+
+/// Why a worker stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("invalid coordinator url {url:?}: {message}")]
+    BadUrl { url: String, message: String },
+    #[error("the coordinator refused to register this worker: {0}")]
+    Refused(String),
+}
+
+/// Leases held now: run id -> (lease, the task running it).
+type Inflight = Arc<Mutex<HashMap<String, (pb::LeaseRef, AbortHandle)>>>;
+
+/// Runs the worker until the cohort is done or `shutdown` resolves.
+pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Result<WorkerSummary, WorkerError> {
+    let endpoint = Endpoint::from_shared(config.coordinator.clone())
+        .map_err(|e| WorkerError::BadUrl { url: config.coordinator.clone(), message: e.to_string() })?
+        .connect_timeout(Duration::from_secs(2))
+        .timeout(Duration::from_secs(30));
+    // A lazy channel reconnects by itself after the coordinator restarts.
+    let mut client = CoordinatorClient::new(endpoint.connect_lazy());
+    tokio::pin!(shutdown);
+
+    let register = pb::RegisterRequest {
+        worker_name: config.name.clone(),
+        arms: config.arms.keys().cloned().collect(),
+        cohort: config.context.cohort.clone(),
+        manifest_sha256: config.context.manifest_sha256.clone(),
+    };
+    let registered = tokio::select! {
+        r = retry_until_ok(|| { let mut c = client.clone(); let req = register.clone(); async move { c.register(req).await } }) => r,
+        () = &mut shutdown => return Ok(WorkerSummary::default()),
+    };
+    let registered = registered.map_err(|s| WorkerError::Refused(s.message().to_owned()))?;
+    let worker_id = registered.worker_id.clone();
+    info!(%worker_id, slots = config.slots, "worker registered");
+
+    let inflight: Inflight = Arc::default();
+    let heartbeat = tokio::spawn(heartbeat_loop(
+        client.clone(),
+        worker_id.clone(),
+        Arc::clone(&inflight),
+        Duration::from_millis(u64::from(registered.heartbeat_interval_ms.max(50))),
+    ));
+    let context = Arc::new(config.context);
+    let arms = Arc::new(config.arms);
+    let mut tasks: JoinSet<(String, Option<bool>)> = JoinSet::new();
+    let mut summary = WorkerSummary::default();
+    let mut backoff = ExponentialBuilder::new()
+        .with_min_delay(Duration::from_millis(50))
+        .with_max_delay(Duration::from_secs(2))
+        .with_jitter()
+        .without_max_times()
+        .build();
+    let mut cohort_done = false;
+
+    loop {
+        // Collect finished tasks without waiting.
+        while let Some(done) = tasks.try_join_next() {
+            account(&mut summary, &inflight, done);
+        }
+        if cohort_done && tasks.is_empty() {
+            break;
+        }
+        let free = config.slots.saturating_sub(tasks.len() as u32);
+        let wait = if free == 0 || cohort_done {
+            None
+        } else {
+            let request = pb::LeaseRequest { worker_id: worker_id.clone(), max_runs: free };
+            let leased = tokio::select! {
+                r = client.lease(request) => r,
+                () = &mut shutdown => break,
+            };
+            match leased {
+                Ok(response) => {
+                    let response = response.into_inner();
+                    backoff = ExponentialBuilder::new()
+                        .with_min_delay(Duration::from_millis(50))
+                        .with_max_delay(Duration::from_secs(2))
+                        .with_jitter()
+                        .without_max_times()
+                        .build();
+                    cohort_done = response.cohort_done;
+                    let granted = response.leases.len();
+                    for lease in response.leases {
+                        summary.leased += 1;
+                        spawn_run(&mut tasks, &inflight, &client, &worker_id, &context, &arms, lease);
+                    }
+                    (granted == 0 && !cohort_done).then(|| Duration::from_millis(u64::from(response.retry_after_ms.max(10))))
+                }
+                Err(status) => {
+                    let delay = backoff.next().unwrap_or(Duration::from_secs(2));
+                    debug!(error = %status.message(), ?delay, "lease failed; the coordinator may be away");
+                    Some(delay)
+                }
+            }
+        };
+        tokio::select! {
+            () = &mut shutdown => break,
+            Some(done) = tasks.join_next(), if !tasks.is_empty() => account(&mut summary, &inflight, done),
+            () = sleep_or_forever(wait), if wait.is_some() || tasks.is_empty() => {}
+        }
+    }
+
+    // Drain: no new leases; running runs get the grace period.
+    let grace = tokio::time::sleep(config.drain_grace);
+    tokio::pin!(grace);
+    while !tasks.is_empty() {
+        tokio::select! {
+            Some(done) = tasks.join_next() => account(&mut summary, &inflight, done),
+            () = &mut grace => break,
+        }
+    }
+    tasks.abort_all();
+    while let Some(done) = tasks.join_next().await {
+        account(&mut summary, &inflight, done);
+    }
+    let released: Vec<pb::LeaseRef> = lock(&inflight).drain().map(|(_, (l, _))| l).collect();
+    if !released.is_empty() {
+        let n = released.len() as u64;
+        let request = pb::DrainRequest { worker_id: worker_id.clone(), released };
+        match client.drain(request).await {
+            Ok(r) => summary.released = u64::from(r.into_inner().requeued),
+            Err(e) => warn!(error = %e.message(), leases = n, "drain failed: the leases will expire instead"),
+        }
+    }
+    heartbeat.abort();
+    info!(%worker_id, ?summary, "worker stopped");
+    Ok(summary)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+async fn sleep_or_forever(d: Option<Duration>) {
+    match d {
+        Some(d) => tokio::time::sleep(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Records a finished task: `Some(accepted)` when it reported.
+fn account(summary: &mut WorkerSummary, inflight: &Inflight, done: Result<(String, Option<bool>), tokio::task::JoinError>) {
+    if let Ok((run_id, reported)) = done {
+        lock(inflight).remove(&run_id);
+        match reported {
+            Some(true) => summary.reported += 1,
+            Some(false) => summary.stale += 1,
+            None => {}
+        }
+    }
+}
+
+fn spawn_run(
+    tasks: &mut JoinSet<(String, Option<bool>)>,
+    inflight: &Inflight,
+    client: &CoordinatorClient<Channel>,
+    worker_id: &str,
+    context: &Arc<RunContext>,
+    arms: &Arc<HashMap<String, ArmRuntime>>,
+    lease: pb::Lease,
+) {
+    let lease_ref = pb::LeaseRef { run_id: lease.run_id.clone(), fencing_token: lease.fencing_token };
+    let (client, worker_id, context, arms) = (client.clone(), worker_id.to_owned(), Arc::clone(context), Arc::clone(arms));
+    let (run_id, held) = (lease.run_id.clone(), lease_ref.clone());
+    let handle = tasks.spawn(async move {
+        let report = match arms.get(&lease.arm_id) {
+            Some(arm) => execute::execute(&context, arm, &lease).await,
+            None => {
+                // Registered for other arms only: give the lease back untouched.
+                let request = pb::DrainRequest { worker_id: worker_id.clone(), released: vec![lease_ref.clone()] };
+                let _ = client.clone().drain(request).await;
+                return (lease.run_id, None);
+            }
+        };
+        let accepted = send_report(client, &worker_id, &lease_ref, report).await;
+        (lease.run_id, accepted)
+    });
+    // Inserted before the main loop can join the task (same thread), so
+    // `account` always finds it.
+    lock(inflight).insert(run_id, (held, handle));
+}
+
+/// Reports until the coordinator answers (it may be restarting).
+async fn send_report(client: CoordinatorClient<Channel>, worker_id: &str, lease: &pb::LeaseRef, report: Report) -> Option<bool> {
+    let accepted = match report {
+        Report::Attempt(attempt) => {
+            let request = pb::ReportAttemptRequest { worker_id: worker_id.to_owned(), lease: Some(lease.clone()), attempt: Some(attempt) };
+            retry_until_ok(|| {
+                let mut c = client.clone();
+                let r = request.clone();
+                async move { c.report_attempt(r).await }
+            })
+            .await
+            .map(|r| r.accepted)
+        }
+        Report::Result { outcome, reason, record_sha256, observed_version, attempt } => {
+            let request = pb::ReportResultRequest {
+                worker_id: worker_id.to_owned(),
+                lease: Some(lease.clone()),
+                outcome: execute::outcome_wire(outcome),
+                reason,
+                record_sha256,
+                observed_version,
+                attempt: Some(attempt),
+            };
+            retry_until_ok(|| {
+                let mut c = client.clone();
+                let r = request.clone();
+                async move { c.report_result(r).await }
+            })
+            .await
+            .map(|r| r.accepted)
+        }
+    };
+    match accepted {
+        Ok(a) => Some(a),
+        Err(status) => {
+            warn!(run_id = %lease.run_id, error = %status.message(), "report refused");
+            Some(false)
+        }
+    }
+}
+
+/// Calls `f` until it succeeds or fails with an error that retrying cannot
+/// fix; transport errors (the coordinator is away) are retried with
+/// exponential backoff and jitter, without limit: the caller bounds it
+/// (shutdown, task abort).
+async fn retry_until_ok<T, F, Fut>(mut f: F) -> Result<T, tonic::Status>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+{
+    let mut backoff = ExponentialBuilder::new()
+        .with_min_delay(Duration::from_millis(50))
+        .with_max_delay(Duration::from_secs(2))
+        .with_jitter()
+        .without_max_times()
+        .build();
+    loop {
+        match f().await {
+            Ok(r) => return Ok(r.into_inner()),
+            Err(s) if matches!(s.code(), tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled) => {
+                let delay = backoff.next().unwrap_or(Duration::from_secs(2));
+                debug!(error = %s.message(), ?delay, "coordinator unavailable; retrying");
+                tokio::time::sleep(delay).await;
+            }
+            Err(s) => return Err(s),
+        }
+    }
+}
+
+/// Sends the leases held now every `interval`; stops the runs whose lease
+/// is gone (they must not report as final).
+async fn heartbeat_loop(client: CoordinatorClient<Channel>, worker_id: String, inflight: Inflight, interval: Duration) {
+    let mut tick = tokio::time::interval(interval);
+    loop {
+        tick.tick().await;
+        let leases: Vec<pb::LeaseRef> = lock(&inflight).values().map(|(l, _)| l.clone()).collect();
+        if leases.is_empty() {
+            continue;
+        }
+        let request = pb::HeartbeatRequest { worker_id: worker_id.clone(), leases };
+        match client.clone().heartbeat(request).await {
+            Ok(r) => {
+                let mut held = lock(&inflight);
+                for lost in r.into_inner().lost {
+                    if let Some((_, handle)) = held.remove(&lost.run_id) {
+                        warn!(run_id = %lost.run_id, "lease lost: stopping the run");
+                        handle.abort();
+                    }
+                }
+            }
+            Err(e) => debug!(error = %e.message(), "heartbeat failed; the coordinator may be away"),
+        }
+    }
+}

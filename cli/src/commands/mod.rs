@@ -7,8 +7,12 @@ use clap::{Parser, Subcommand};
 mod freeze;
 mod init;
 mod judge_proxy;
+mod local;
+mod operate;
+mod roles;
 mod run;
 mod score;
+mod table;
 
 /// Citation-fidelity benchmarks of deep-research systems, with honest
 /// denominators.
@@ -47,11 +51,21 @@ enum Command {
         #[arg(long, default_value_t = 10)]
         show: usize,
     },
-    /// Run a cohort on this machine: freeze it if needed, then run it.
-    Run {
-        /// The cohort directory.
-        dir: PathBuf,
-    },
+    /// Run a cohort on this machine: freeze it if needed, then run the
+    /// coordinator, workers and ledger in one process with progress bars.
+    Run(run::RunArgs),
+    /// Run the coordinator alone (a cluster's control plane).
+    Coordinator(roles::CoordinatorArgs),
+    /// Run a worker alone, against a coordinator.
+    Worker(roles::WorkerArgs),
+    /// Show a cohort's progress, outcome table, paused arms and audit log.
+    Status(operate::StatusArgs),
+    /// Pause an arm: no new leases until resumed.
+    Pause(operate::PauseArgs),
+    /// Resume a paused arm, with a logged acknowledgement.
+    Resume(operate::ResumeArgs),
+    /// Abort a cohort: pending runs become not_run (aborted).
+    Abort(operate::AbortArgs),
     /// Score one report collected anywhere: deterministic citation metrics,
     /// the normalised reference table and the extracted claims, as JSON.
     Score(score::ScoreArgs),
@@ -65,7 +79,13 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Init { dir, template } => init::run(&dir, template),
         Command::Freeze { dir, amend, reason, show } => freeze::run(&dir, amend.zip(reason), show),
-        Command::Run { dir } => run::run(&dir),
+        Command::Run(args) => run::run(args),
+        Command::Coordinator(args) => roles::coordinator(args),
+        Command::Worker(args) => roles::worker(args),
+        Command::Status(args) => operate::status(args),
+        Command::Pause(args) => operate::pause(args),
+        Command::Resume(args) => operate::resume(args),
+        Command::Abort(args) => operate::abort(args),
         Command::Score(args) => score::run(args),
         Command::JudgeProxy(args) => judge_proxy::run(args),
     }

@@ -1,23 +1,154 @@
-//! `cohort run DIR`: freeze the cohort if needed, then run it.
+//! `cohort run DIR`: freeze the cohort if needed, then run it on this
+//! machine: the coordinator, the workers and the ledger in one process,
+//! talking over real loopback gRPC, with progress bars per arm.
 //!
-//! Running needs the coordinator, workers and ledger, which are not built
-//! yet: for now this freezes (or verifies) the cohort, prints the planned
-//! order, and says plainly that no run was executed.
+//! Interrupted (Ctrl-C), it drains and stops; run again, it resumes from
+//! the ledger where it stopped.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
+use anyhow::Context as _;
+use cohort_coordinator::clock::SystemClock;
 use cohort_coordinator::freeze::read_manifest;
+use cohort_coordinator::service::{self, CoordinatorConfig, CoordinatorService};
 use cohort_core::manifest;
+use cohort_core::taxonomy::Outcome;
+use cohort_worker::WorkerConfig;
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use tokio::sync::watch;
 
-pub fn run(dir: &Path) -> anyhow::Result<()> {
-    let was_frozen = read_manifest(&dir.join(manifest::FILE))?.is_some();
-    super::freeze::run(dir, None, 20)?;
-    let mut out = String::new();
+use super::local::{self, StoreArgs};
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The cohort directory.
+    pub dir: PathBuf,
+    /// How many workers to run in this process.
+    #[arg(long, default_value_t = 2)]
+    pub workers: u32,
+    /// Runs each worker carries out at once (default: the sum of the arms'
+    /// concurrency caps, split over the workers).
+    #[arg(long)]
+    pub slots: Option<u32>,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    let was_frozen = read_manifest(&args.dir.join(manifest::FILE))?.is_some();
     if !was_frozen {
-        out.push_str("(the cohort was not frozen yet, so `cohort run` froze it first)\n");
+        super::freeze::run(&args.dir, None, 0)?;
     }
-    out.push_str("\nnothing was run: executing runs (coordinator, workers, ledger) is not built yet.\n");
-    out.push_str("the plan above is final: when execution lands, it runs exactly this order.\n");
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
+    runtime.block_on(run_cohort(&args.dir, &args))
+}
+
+async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
+    let frozen = local::load(dir)?;
+    let arms = local::arm_runtimes(&frozen, &[])?;
+    let ledger = local::open_ledger(&frozen, &args.store).await?;
+    let seeded = local::seed(ledger.as_ref(), &frozen).await?;
+    let config = &frozen.cohort.config;
+    let simulated: Vec<&str> = arms.values().filter(|a| a.adapter.simulated()).map(|a| a.config.id.as_str()).collect();
+    let mut head = format!(
+        "cohort \"{}\": {} planned runs ({seeded:?}), manifest {}\n",
+        config.name,
+        frozen.manifest.run_count,
+        &frozen.manifest_sha256[..12]
+    );
+    if !simulated.is_empty() {
+        head.push_str(&format!("arms {} are SIMULATED (built-in sim system, not real products)\n", simulated.join(", ")));
+    }
+    super::emit(&head);
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.context("cannot bind a loopback port")?;
+    let address = listener.local_addr()?;
+    let coordinator = CoordinatorService::new(
+        Arc::clone(&ledger),
+        local::served_plan(&frozen),
+        Arc::new(SystemClock),
+        CoordinatorConfig { reconcile_interval: Duration::from_millis(250), ..CoordinatorConfig::default() },
+    );
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let server = tokio::spawn(service::run(coordinator, listener, stopped(stop_rx.clone())));
+
+    let total_caps: u32 = config.arms.iter().map(|a| a.concurrency).sum();
+    let workers = args.workers.max(1);
+    let slots = args.slots.unwrap_or_else(|| total_caps.div_ceil(workers).max(1));
+    let mut worker_tasks = Vec::new();
+    for i in 0..workers {
+        let worker = WorkerConfig {
+            coordinator: format!("http://{address}"),
+            name: format!("local-{i}"),
+            slots,
+            drain_grace: Duration::from_secs(5),
+            context: local::run_context(&frozen, &args.store),
+            arms: arms.clone(),
+        };
+        worker_tasks.push(tokio::spawn(cohort_worker::run(worker, stopped(stop_rx.clone()))));
+    }
+
+    // Progress: one bar per arm, from the ledger's counts.
+    let bars = MultiProgress::new();
+    let style = ProgressStyle::with_template("{prefix:>14} [{bar:30}] {pos}/{len} {msg} eta {eta}")
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> ");
+    let arm_bars: Vec<(String, ProgressBar)> = config
+        .arms
+        .iter()
+        .map(|a| {
+            let bar = bars.add(ProgressBar::new(0).with_style(style.clone()).with_prefix(a.id.clone()));
+            (a.id.clone(), bar)
+        })
+        .collect();
+    let interrupted = local::shutdown_signal();
+    tokio::pin!(interrupted);
+    let mut was_interrupted = false;
+    let status = loop {
+        let status = ledger.status().await?;
+        for (id, bar) in &arm_bars {
+            if let Some(arm) = status.arms.iter().find(|a| &a.id == id) {
+                let finished: u64 = arm.by_outcome.values().sum();
+                let completed = arm.by_outcome.get(&Outcome::Completed).copied().unwrap_or(0);
+                bar.set_length(arm.planned);
+                bar.set_position(finished);
+                let paused = if arm.paused.is_some() { " PAUSED" } else { "" };
+                bar.set_message(format!("completed {completed}, not completed {}{paused}", finished - completed));
+            }
+        }
+        let workers_done = worker_tasks.iter().all(|t| t.is_finished());
+        if status.done() || workers_done {
+            break status;
+        }
+        tokio::select! {
+            () = &mut interrupted => { was_interrupted = true; break status; }
+            () = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+    };
+    for (_, bar) in &arm_bars {
+        bar.finish();
+    }
+    let _ = stop_tx.send(true);
+    for task in worker_tasks {
+        if let Ok(Err(e)) = task.await {
+            eprintln!("warning: a worker stopped with an error: {e}");
+        }
+    }
+    let _ = server.await;
+    let status = if was_interrupted { ledger.status().await.unwrap_or(status) } else { status };
+
+    let mut out = String::from("\n");
+    out.push_str(&super::table::outcome_table(&status));
+    if was_interrupted {
+        out.push_str("\ninterrupted: state is kept in the ledger; `cohort run` again resumes where this stopped.\n");
+    } else if !status.done() {
+        out.push_str("\nstopped before every run had its outcome: see `cohort status`.\n");
+    }
     super::emit(&out);
     Ok(())
 }

@@ -1,0 +1,154 @@
+//! What the cluster commands share: opening a cohort's ledger (embedded
+//! SQLite under `DIR/.cohort/` by default, or Redis), seeding it from the
+//! frozen manifest, and building the coordinator's and workers' configs.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use cohort_coordinator::ArtifactStore;
+use cohort_coordinator::clock::now_ms;
+use cohort_coordinator::freeze::load_frozen;
+use cohort_coordinator::ledger::redis::RedisLedger;
+use cohort_coordinator::ledger::sqlite::SqliteLedger;
+use cohort_coordinator::ledger::{ArmPlan, Ledger, PlanHeader, SeedOutcome};
+use cohort_coordinator::service::ServedPlan;
+use cohort_core::ValidatedCohort;
+use cohort_core::manifest::Manifest;
+use cohort_worker::{ArmRuntime, RunContext, adapters};
+
+/// Where a cohort's state lives.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StoreArgs {
+    /// Use the Redis ledger at this URL instead of the embedded store.
+    #[arg(long, env = "COHORT_REDIS_URL")]
+    pub redis: Option<String>,
+    /// The embedded ledger file (default: DIR/.cohort/ledger.sqlite).
+    #[arg(long, conflicts_with = "redis")]
+    pub ledger: Option<PathBuf>,
+    /// The artifact store directory (default: DIR/.cohort/artifacts).
+    #[arg(long)]
+    pub artifacts: Option<PathBuf>,
+}
+
+/// A frozen cohort, loaded and verified.
+#[derive(Debug)]
+pub struct Frozen {
+    pub dir: PathBuf,
+    pub cohort: ValidatedCohort,
+    pub manifest: Manifest,
+    pub manifest_sha256: String,
+}
+
+pub fn load(dir: &Path) -> anyhow::Result<Frozen> {
+    let (cohort, manifest, manifest_sha256) = load_frozen(dir)?;
+    Ok(Frozen { dir: dir.to_owned(), cohort, manifest, manifest_sha256 })
+}
+
+pub async fn open_ledger(frozen: &Frozen, store: &StoreArgs) -> anyhow::Result<Arc<dyn Ledger>> {
+    if let Some(url) = &store.redis {
+        let ledger = RedisLedger::connect(url, &frozen.manifest.cohort)
+            .await
+            .with_context(|| format!("cannot reach the Redis ledger at {}", redact_url(url)))?;
+        return Ok(Arc::new(ledger));
+    }
+    let path = store.ledger.clone().unwrap_or_else(|| frozen.dir.join(cohort_coordinator::STATE_DIR).join("ledger.sqlite"));
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
+    }
+    let ledger = SqliteLedger::open(&path).with_context(|| format!("cannot open the ledger {}", path.display()))?;
+    Ok(Arc::new(ledger))
+}
+
+/// A URL without its password, for messages.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => format!("{}://***@{}", &url[..scheme], &url[at + 1..]),
+        _ => url.to_owned(),
+    }
+}
+
+pub fn artifact_store(frozen: &Frozen, store: &StoreArgs) -> ArtifactStore {
+    store.artifacts.clone().map_or_else(|| ArtifactStore::for_cohort(&frozen.dir), ArtifactStore::local)
+}
+
+/// Seeds the ledger from the manifest (idempotent).
+pub async fn seed(ledger: &dyn Ledger, frozen: &Frozen) -> anyhow::Result<SeedOutcome> {
+    let c = &frozen.cohort.config;
+    let header = PlanHeader {
+        cohort: c.name.clone(),
+        manifest_sha256: frozen.manifest_sha256.clone(),
+        window_ms: i64::from(c.window_hours) * 3_600_000,
+        retry: c.retry.clone(),
+        arms: c
+            .arms
+            .iter()
+            .map(|a| ArmPlan { id: a.id.clone(), concurrency: a.concurrency, pinned_version: a.pinned_version.clone() })
+            .collect(),
+    };
+    let questions: Vec<(String, String)> =
+        frozen.cohort.questions.iter().map(|q| (q.id.clone(), q.text.clone())).collect();
+    Ok(ledger.seed(&header, &questions, &frozen.manifest.order, now_ms()).await?)
+}
+
+pub fn served_plan(frozen: &Frozen) -> ServedPlan {
+    let c = &frozen.cohort.config;
+    ServedPlan {
+        cohort: c.name.clone(),
+        manifest_sha256: frozen.manifest_sha256.clone(),
+        suffix: frozen.cohort.suffix.clone(),
+        run_timeout_ms: (c.run_timeout_secs as i64).saturating_mul(1000),
+        pinned_versions: c.arms.iter().map(|a| (a.id.clone(), a.pinned_version.clone())).collect(),
+    }
+}
+
+/// The runtimes of the arms this worker runs (`only`: all when empty).
+pub fn arm_runtimes(frozen: &Frozen, only: &[String]) -> anyhow::Result<HashMap<String, ArmRuntime>> {
+    let mut arms = HashMap::new();
+    for arm in &frozen.cohort.config.arms {
+        if !only.is_empty() && !only.contains(&arm.id) {
+            continue;
+        }
+        let adapter = adapters::for_arm(arm)?;
+        arms.insert(arm.id.clone(), ArmRuntime { config: arm.clone(), adapter });
+    }
+    if let Some(unknown) = only.iter().find(|a| frozen.cohort.config.arm(a).is_none()) {
+        anyhow::bail!("--arms names {unknown:?}, which is not an arm of cohort {:?}", frozen.cohort.config.name);
+    }
+    Ok(arms)
+}
+
+pub fn run_context(frozen: &Frozen, store: &StoreArgs) -> RunContext {
+    let c = &frozen.cohort.config;
+    RunContext {
+        cohort: c.name.clone(),
+        manifest_sha256: frozen.manifest_sha256.clone(),
+        run_timeout: Duration::from_secs(c.run_timeout_secs),
+        prices: c.prices.clone(),
+        store: artifact_store(frozen, store),
+    }
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}

@@ -1,0 +1,102 @@
+//! The roles run alone, for a cluster: `cohort coordinator` and
+//! `cohort worker`. Both stop cleanly on Ctrl-C or SIGTERM (a worker drains).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use cohort_coordinator::clock::SystemClock;
+use cohort_coordinator::service::{self, CoordinatorConfig, CoordinatorService};
+use cohort_worker::WorkerConfig;
+
+use super::local::{self, StoreArgs};
+
+#[derive(Debug, clap::Args)]
+pub struct CoordinatorArgs {
+    /// The frozen cohort directory.
+    pub dir: PathBuf,
+    /// Where to listen for workers.
+    #[arg(long, default_value = "127.0.0.1:7100")]
+    pub listen: String,
+    /// How long a lease lives without a heartbeat (ms).
+    #[arg(long, default_value_t = 30_000)]
+    pub lease_ttl_ms: i64,
+    /// How often workers heartbeat (ms).
+    #[arg(long, default_value_t = 5_000)]
+    pub heartbeat_ms: u32,
+    /// How often leases are expired and the window checked (ms).
+    #[arg(long, default_value_t = 500)]
+    pub reconcile_ms: u64,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct WorkerArgs {
+    /// The frozen cohort directory (the worker reads arms and settings).
+    pub dir: PathBuf,
+    /// The coordinator's URL.
+    #[arg(long, default_value = "http://127.0.0.1:7100")]
+    pub coordinator: String,
+    /// Runs carried out at once.
+    #[arg(long, default_value_t = 4)]
+    pub slots: u32,
+    /// A name operators recognise (default: worker-PID).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Only these arms (comma-separated; default all).
+    #[arg(long, value_delimiter = ',')]
+    pub arms: Vec<String>,
+    /// Seconds running runs may take to finish on shutdown.
+    #[arg(long, default_value_t = 10)]
+    pub drain_grace_secs: u64,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+pub fn coordinator(args: CoordinatorArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let frozen = local::load(&args.dir)?;
+        let ledger = local::open_ledger(&frozen, &args.store).await?;
+        let seeded = local::seed(ledger.as_ref(), &frozen).await?;
+        let listener = tokio::net::TcpListener::bind(&args.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
+        let address = listener.local_addr()?;
+        tracing::info!(%address, ?seeded, cohort = %frozen.manifest.cohort, "coordinator listening");
+        // The line tests and scripts wait for: where to connect.
+        super::emit(&format!("coordinator listening on {address}\n"));
+        let config = CoordinatorConfig {
+            lease_ttl_ms: args.lease_ttl_ms,
+            heartbeat_interval_ms: args.heartbeat_ms,
+            reconcile_interval: Duration::from_millis(args.reconcile_ms.max(10)),
+            ..CoordinatorConfig::default()
+        };
+        let service = CoordinatorService::new(ledger, local::served_plan(&frozen), Arc::new(SystemClock), config);
+        service::run(service, listener, local::shutdown_signal()).await?;
+        Ok(())
+    })
+}
+
+pub fn worker(args: WorkerArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let frozen = local::load(&args.dir)?;
+        let config = WorkerConfig {
+            coordinator: args.coordinator.clone(),
+            name: args.name.clone().unwrap_or_else(|| format!("worker-{}", std::process::id())),
+            slots: args.slots.max(1),
+            drain_grace: Duration::from_secs(args.drain_grace_secs),
+            context: local::run_context(&frozen, &args.store),
+            arms: local::arm_runtimes(&frozen, &args.arms)?,
+        };
+        let summary = cohort_worker::run(config, local::shutdown_signal()).await?;
+        super::emit(&format!(
+            "worker done: leased {}, reported {}, stale {}, released {}\n",
+            summary.leased, summary.reported, summary.stale, summary.released
+        ));
+        Ok(())
+    })
+}

@@ -1,0 +1,63 @@
+//! Wire <-> domain conversions for the coordinator's gRPC service, in one
+//! place. Bad wire input becomes `InvalidArgument` here, never a panic.
+
+use cohort_proto::convert::class_from_pb;
+pub use cohort_proto::convert::{outcome_from_pb, outcome_to_pb};
+use cohort_proto::v1 as pb;
+use tonic::Status;
+
+use crate::ledger::{AttemptRecord, LeaseRef};
+
+/// The largest free-text field accepted from a worker.
+const MAX_TEXT: usize = 4096;
+
+fn bounded(field: &str, s: &str) -> Result<String, Status> {
+    if s.len() > MAX_TEXT {
+        return Err(Status::invalid_argument(format!("{field} is longer than {MAX_TEXT} bytes")));
+    }
+    Ok(s.to_owned())
+}
+
+pub fn lease_ref_from_pb(l: Option<&pb::LeaseRef>) -> Result<LeaseRef, Status> {
+    let l = l.ok_or_else(|| Status::invalid_argument("lease is required"))?;
+    if l.run_id.is_empty() || l.fencing_token == 0 {
+        return Err(Status::invalid_argument("lease needs a run_id and a fencing_token"));
+    }
+    Ok(LeaseRef { run_id: bounded("lease.run_id", &l.run_id)?, token: l.fencing_token })
+}
+
+pub fn lease_ref_to_pb(l: &LeaseRef) -> pb::LeaseRef {
+    pb::LeaseRef { run_id: l.run_id.clone(), fencing_token: l.token }
+}
+
+pub fn attempt_from_pb(a: Option<&pb::Attempt>) -> Result<AttemptRecord, Status> {
+    let a = a.ok_or_else(|| Status::invalid_argument("attempt is required"))?;
+    Ok(AttemptRecord {
+        class: class_from_pb(a.class)?,
+        http_status: u16::try_from(a.http_status).map_err(|_| Status::invalid_argument("http_status out of range"))?,
+        detail: bounded("attempt.detail", &a.detail)?,
+        started_ms: a.started_unix_ms,
+        ended_ms: a.ended_unix_ms,
+        observed_version: version_from_pb(&a.observed_version)?,
+        worker: String::new(),
+        attempt: 0,
+        token: 0,
+    })
+}
+
+/// An empty label on the wire means "not disclosed".
+pub fn version_from_pb(v: &str) -> Result<Option<String>, Status> {
+    Ok(if v.is_empty() { None } else { Some(bounded("observed_version", v)?) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_leases_are_invalid_arguments() {
+        assert_eq!(lease_ref_from_pb(None).unwrap_err().code(), tonic::Code::InvalidArgument);
+        let zero = pb::LeaseRef { run_id: "a:b:1".into(), fencing_token: 0 };
+        assert_eq!(lease_ref_from_pb(Some(&zero)).unwrap_err().code(), tonic::Code::InvalidArgument);
+    }
+}

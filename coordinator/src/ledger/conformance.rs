@@ -1,0 +1,400 @@
+//! The ledger conformance suite: the behaviour every [`Ledger`] must have.
+//! Each case takes a fresh, empty ledger; `conformance_tests!` turns the
+//! cases into one `#[tokio::test]` each for a given implementation (see
+//! `coordinator/tests/ledger_conformance.rs`).
+
+use cohort_core::config::RetryPolicy;
+use cohort_core::lifecycle::CloseReason;
+use cohort_core::order::run_order;
+use cohort_core::taxonomy::{AttemptClass, Outcome};
+
+use super::*;
+
+/// Lease time-to-live used by the cases.
+pub const TTL: i64 = 1_000;
+
+/// The plan every case seeds: questions q1..q4, arms `a` (cap 2) and `b`
+/// (cap 1), one repeat, a 10 s window, 3 attempts.
+pub fn header() -> PlanHeader {
+    PlanHeader {
+        cohort: "conformance".into(),
+        manifest_sha256: "a".repeat(64),
+        window_ms: 10_000,
+        retry: RetryPolicy { max_attempts: 3, initial_backoff_ms: 100, max_backoff_ms: 400, max_total_secs: 3600 },
+        arms: vec![
+            ArmPlan { id: "a".into(), concurrency: 2, pinned_version: "a-1".into() },
+            ArmPlan { id: "b".into(), concurrency: 1, pinned_version: "b-1".into() },
+        ],
+    }
+}
+
+pub fn questions() -> Vec<(String, String)> {
+    (1..=4).map(|i| (format!("q{i}"), format!("Question {i}?"))).collect()
+}
+
+pub fn order() -> Vec<String> {
+    run_order(&["q1", "q2", "q3", "q4"], &["a", "b"], 1, 99).iter().map(ToString::to_string).collect()
+}
+
+async fn seeded(l: &dyn Ledger) {
+    assert_eq!(l.seed(&header(), &questions(), &order(), 0).await.unwrap(), SeedOutcome::Seeded);
+}
+
+fn ok_attempt(at: i64) -> AttemptRecord {
+    attempt(AttemptClass::Ok, at)
+}
+
+fn attempt(class: AttemptClass, at: i64) -> AttemptRecord {
+    AttemptRecord {
+        class,
+        http_status: 0,
+        detail: String::new(),
+        started_ms: at,
+        ended_ms: at + 1,
+        observed_version: None,
+        worker: String::new(),
+        attempt: 0,
+        token: 0,
+    }
+}
+
+fn completed(at: i64) -> RunResult {
+    RunResult {
+        outcome: Outcome::Completed,
+        reason: String::new(),
+        record_sha256: "b".repeat(64),
+        observed_version: Some("a-1".into()),
+        attempt: ok_attempt(at),
+    }
+}
+
+fn lref(g: &LeaseGrant) -> LeaseRef {
+    LeaseRef { run_id: g.run_id.clone(), token: g.token }
+}
+
+/// Checks the accounting identity: every planned run is pending, leased or
+/// final, and the final ones add up by outcome, overall and per arm.
+async fn assert_counts_add_up(l: &dyn Ledger) -> Status {
+    let s = l.status().await.unwrap();
+    assert_eq!(s.pending + s.leased + s.finished, s.planned, "{s:?}");
+    assert_eq!(s.by_outcome.values().sum::<u64>(), s.finished, "{s:?}");
+    let runs = l.runs().await.unwrap();
+    assert_eq!(runs.len() as u64, s.planned);
+    for arm in &s.arms {
+        let finals = runs.iter().filter(|r| r.arm_id == arm.id && r.state == RunStateKind::Final).count() as u64;
+        assert_eq!(arm.by_outcome.values().sum::<u64>(), finals, "arm {}", arm.id);
+    }
+    s
+}
+
+/// Seeding twice changes nothing; another manifest is refused.
+pub async fn seed_is_idempotent(l: &dyn Ledger) {
+    seeded(l).await;
+    assert_eq!(l.seed(&header(), &questions(), &order(), 5).await.unwrap(), SeedOutcome::AlreadySeeded);
+    let mut other = header();
+    other.manifest_sha256 = "c".repeat(64);
+    assert!(matches!(l.seed(&other, &questions(), &order(), 5).await, Err(LedgerError::ManifestMismatch { .. })));
+    let s = assert_counts_add_up(l).await;
+    assert_eq!((s.planned, s.pending), (8, 8));
+    let runs = l.runs().await.unwrap();
+    assert_eq!(runs.iter().map(|r| r.run_id.clone()).collect::<Vec<_>>(), order(), "runs come back in planned order");
+}
+
+/// Leases follow the planned order, within each arm's cap, and carry the
+/// question text and a fresh fencing token.
+pub async fn lease_follows_order_within_caps(l: &dyn Ledger) {
+    seeded(l).await;
+    let batch = l.lease("w1", 10, 100, TTL).await.unwrap();
+    // Caps: at most 2 of arm a and 1 of arm b at once.
+    let expected: Vec<String> = {
+        let (mut a, mut b) = (0, 0);
+        order()
+            .into_iter()
+            .filter(|id| {
+                let arm = id.split(':').nth(1).unwrap();
+                let (n, cap) = if arm == "a" { (&mut a, 2) } else { (&mut b, 1) };
+                *n += 1;
+                *n <= cap
+            })
+            .collect()
+    };
+    let got: Vec<String> = batch.leases.iter().map(|g| g.run_id.clone()).collect();
+    assert_eq!(got, expected);
+    let first = &batch.leases[0];
+    assert_eq!(first.attempt, 1);
+    assert_eq!(first.question_text, format!("Question {}?", &first.question_id[1..]));
+    assert_eq!(first.expires_ms, 100 + TTL);
+    let mut tokens: Vec<u64> = batch.leases.iter().map(|g| g.token).collect();
+    tokens.dedup();
+    assert_eq!(tokens.len(), 3, "distinct tokens");
+    assert!(l.lease("w2", 10, 101, TTL).await.unwrap().leases.is_empty(), "every arm at its cap");
+    let s = assert_counts_add_up(l).await;
+    assert_eq!(s.leased, 3);
+    assert_eq!(s.window_start_ms, Some(100));
+    assert_eq!(s.window_end_ms, Some(100 + header().window_ms));
+}
+
+/// A final result is absorbing: reported again, or with another token, it
+/// changes nothing; counts move with it.
+pub async fn finish_is_absorbing(l: &dyn Ledger) {
+    seeded(l).await;
+    let g = l.lease("w1", 1, 100, TTL).await.unwrap().leases.remove(0);
+    assert!(l.finish("w1", &lref(&g), &completed(150), 200).await.unwrap());
+    assert!(!l.finish("w1", &lref(&g), &completed(150), 201).await.unwrap(), "second report refused");
+    let mut refused = completed(150);
+    refused.outcome = Outcome::Refused;
+    assert!(!l.finish("w1", &lref(&g), &refused, 202).await.unwrap(), "a final outcome never changes");
+    let s = assert_counts_add_up(l).await;
+    assert_eq!(s.by_outcome.get(&Outcome::Completed), Some(&1));
+    assert_eq!(s.by_outcome.get(&Outcome::Refused), None);
+    assert_eq!(s.attempts_by_class.get(&AttemptClass::Ok), Some(&1));
+    let row = l.runs().await.unwrap().into_iter().find(|r| r.run_id == g.run_id).unwrap();
+    assert_eq!((row.state, row.outcome, row.attempts), (RunStateKind::Final, Some(Outcome::Completed), 1));
+    assert_eq!(row.observed_version.as_deref(), Some("a-1"));
+    assert_eq!(row.record_sha256, "b".repeat(64));
+    assert_eq!(l.attempts(&g.run_id).await.unwrap().len(), 1);
+    assert_eq!(l.discarded().await.unwrap().len(), 2, "both refused reports are kept for audit");
+}
+
+/// A lost worker's lease expires (worker_lost attempt, run re-queued at its
+/// place in the order); its late report is discarded, not counted.
+pub async fn expiry_fences_out_the_lost_worker(l: &dyn Ledger) {
+    seeded(l).await;
+    let g = l.lease("lost", 1, 100, TTL).await.unwrap().leases.remove(0);
+    assert_eq!(l.expire(100 + TTL - 1).await.unwrap(), 0, "not before its time");
+    assert_eq!(l.expire(100 + TTL).await.unwrap(), 1);
+    let attempts = l.attempts(&g.run_id).await.unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0].class, AttemptClass::WorkerLost);
+    assert_eq!(attempts[0].worker, "lost");
+    // Backoff after one failure is 100 ms.
+    let now = 100 + TTL;
+    let early = l.lease("w2", 1, now + 50, TTL).await.unwrap().leases;
+    assert!(early.iter().all(|e| e.run_id != g.run_id), "not before its backoff");
+    for e in &early {
+        assert!(l.release("w2", &lref(e), now + 60).await.unwrap());
+    }
+    let again = l.lease("w2", 8, now + 100, TTL).await.unwrap().leases;
+    let g2 = again.iter().find(|e| e.run_id == g.run_id).expect("re-leased after backoff").clone();
+    assert_eq!(g2.attempt, 2);
+    assert_ne!(g2.token, g.token);
+    assert!(!l.finish("lost", &lref(&g), &completed(150), now + 120).await.unwrap(), "stale token refused");
+    assert!(l.finish("w2", &lref(&g2), &completed(now + 110), now + 130).await.unwrap());
+    let d = l.discarded().await.unwrap();
+    assert_eq!(d.len(), 1);
+    assert_eq!((d[0].worker.as_str(), d[0].token, d[0].kind.as_str()), ("lost", g.token, "result"));
+    let s = assert_counts_add_up(l).await;
+    assert_eq!(s.by_outcome.get(&Outcome::Completed), Some(&1));
+    assert_eq!(s.attempts_by_class.get(&AttemptClass::WorkerLost), Some(&1));
+    assert_eq!(s.discarded, 1);
+}
+
+/// Outages retry under the policy until attempts run out, then the run is
+/// unavailable; non-retryable classes are final at once.
+pub async fn retries_follow_the_policy(l: &dyn Ledger) {
+    seeded(l).await;
+    let mut now = 100;
+    let g = l.lease("w", 1, now, TTL).await.unwrap().leases.remove(0);
+    let run = g.run_id.clone();
+    let v = l.report_attempt("w", &lref(&g), &attempt(AttemptClass::ServerError, now), now + 1).await.unwrap();
+    assert_eq!(v, AttemptVerdict::Retry { not_before_ms: now + 1 + 100 });
+    now += 101;
+    let g = find_lease(l, &run, now).await;
+    assert_eq!(g.attempt, 2);
+    let v = l.report_attempt("w", &lref(&g), &attempt(AttemptClass::RateLimited, now), now + 1).await.unwrap();
+    assert_eq!(v, AttemptVerdict::Retry { not_before_ms: now + 1 + 200 });
+    now += 201;
+    let g = find_lease(l, &run, now).await;
+    assert_eq!(g.attempt, 3);
+    let v = l.report_attempt("w", &lref(&g), &attempt(AttemptClass::EmptyContent, now), now + 1).await.unwrap();
+    assert_eq!(v, AttemptVerdict::Final(Outcome::Unavailable));
+    assert_eq!(l.report_attempt("w", &lref(&g), &attempt(AttemptClass::ServerError, now), now + 2).await.unwrap(), AttemptVerdict::Stale);
+    let s = assert_counts_add_up(l).await;
+    assert_eq!(s.by_outcome.get(&Outcome::Unavailable), Some(&1));
+    assert_eq!(l.attempts(&run).await.unwrap().len(), 3);
+    let row = l.runs().await.unwrap().into_iter().find(|r| r.run_id == run).unwrap();
+    assert_eq!((row.attempts, row.outcome), (3, Some(Outcome::Unavailable)));
+    assert!(!row.reason.is_empty(), "the reason names the last class");
+
+    // Quota exhaustion fails fast.
+    let g = l.lease("w", 1, now + 10, TTL).await.unwrap().leases.remove(0);
+    let v = l.report_attempt("w", &lref(&g), &attempt(AttemptClass::QuotaExhausted, now), now + 11).await.unwrap();
+    assert_eq!(v, AttemptVerdict::Final(Outcome::Unavailable));
+}
+
+async fn find_lease(l: &dyn Ledger, run: &str, now: i64) -> LeaseGrant {
+    let batch = l.lease("w", 8, now, TTL).await.unwrap();
+    let mut found = None;
+    for g in batch.leases {
+        if g.run_id == run {
+            found = Some(g);
+        } else {
+            // Give the others back so caps do not interfere.
+            assert!(l.release("w", &lref(&g), now).await.unwrap());
+        }
+    }
+    found.unwrap_or_else(|| panic!("{run} was not leased at {now}"))
+}
+
+/// Draining gives a lease back without counting an attempt; the run is
+/// leased again at its place in the order.
+pub async fn release_requeues_without_an_attempt(l: &dyn Ledger) {
+    seeded(l).await;
+    let g = l.lease("w", 1, 100, TTL).await.unwrap().leases.remove(0);
+    assert!(l.release("w", &lref(&g), 110).await.unwrap());
+    assert!(!l.release("w", &lref(&g), 111).await.unwrap(), "already released");
+    assert!(l.attempts(&g.run_id).await.unwrap().is_empty());
+    let again = l.lease("w", 1, 120, TTL).await.unwrap().leases.remove(0);
+    assert_eq!(again.run_id, g.run_id, "first in order again");
+    assert_eq!(again.attempt, 1, "a release is not an attempt");
+    assert_counts_add_up(l).await;
+}
+
+/// Heartbeats extend current leases and name the ones that are gone.
+pub async fn heartbeat_extends_and_names_lost_leases(l: &dyn Ledger) {
+    seeded(l).await;
+    let g = l.lease("w", 1, 100, TTL).await.unwrap().leases.remove(0);
+    let ghost = LeaseRef { run_id: g.run_id.clone(), token: g.token + 1000 };
+    let lost = l.heartbeat("w", &[lref(&g), ghost.clone()], 900, TTL).await.unwrap();
+    assert_eq!(lost, vec![ghost]);
+    assert_eq!(l.expire(100 + TTL).await.unwrap(), 0, "extended to 900 + ttl");
+    assert_eq!(l.expire(900 + TTL).await.unwrap(), 1);
+    assert_eq!(l.heartbeat("w", &[lref(&g)], 901 + TTL, TTL).await.unwrap(), vec![lref(&g)]);
+}
+
+/// Runs not started when the window closes are not_run(window_closed);
+/// runs waiting for a retry are unavailable; in-flight runs may finish.
+pub async fn window_close_finalises_pending_runs(l: &dyn Ledger) {
+    seeded(l).await;
+    let start = 1_000;
+    let batch = l.lease("w", 2, start, TTL).await.unwrap();
+    let (inflight, failing) = (&batch.leases[0], &batch.leases[1]);
+    let v = l.report_attempt("w", &lref(failing), &attempt(AttemptClass::ServerError, start), start + 1).await.unwrap();
+    assert!(matches!(v, AttemptVerdict::Retry { .. }));
+    let end = start + header().window_ms;
+    assert_eq!(l.close_window_if_due(end - 1).await.unwrap(), 0);
+    assert_eq!(l.close_window_if_due(end).await.unwrap(), 7, "every pending run, the retrying one included");
+    let batch = l.lease("w", 8, end + 1, TTL).await.unwrap();
+    assert!(batch.leases.is_empty() && batch.closed);
+    assert!(l.finish("w", &lref(inflight), &completed(end - 5), end + 2).await.unwrap(), "started before the close");
+    let s = assert_counts_add_up(l).await;
+    assert!(s.done());
+    assert_eq!(s.by_outcome.get(&Outcome::NotRun), Some(&6));
+    assert_eq!(s.by_outcome.get(&Outcome::Unavailable), Some(&1));
+    assert_eq!(s.by_outcome.get(&Outcome::Completed), Some(&1));
+    let runs = l.runs().await.unwrap();
+    assert!(runs.iter().filter(|r| r.outcome == Some(Outcome::NotRun)).all(|r| r.reason == CloseReason::WindowClosed.as_str()));
+    assert!(l.lease("w", 1, end + 3, TTL).await.unwrap().done);
+}
+
+/// A lease call after the window's end closes it too (no reconcile needed).
+pub async fn lease_after_the_window_closes_it(l: &dyn Ledger) {
+    seeded(l).await;
+    let g = l.lease("w", 1, 0, TTL).await.unwrap().leases.remove(0);
+    assert!(l.finish("w", &lref(&g), &completed(1), 2).await.unwrap());
+    let batch = l.lease("w", 8, header().window_ms, TTL).await.unwrap();
+    assert!(batch.closed && batch.leases.is_empty());
+    let s = assert_counts_add_up(l).await;
+    assert_eq!(s.by_outcome.get(&Outcome::NotRun), Some(&7));
+}
+
+/// A paused arm gets no leases; at the window's close its pending runs are
+/// not_run(arm_paused); resume is logged and lets leasing continue.
+pub async fn paused_arms_are_skipped_and_resume_is_logged(l: &dyn Ledger) {
+    seeded(l).await;
+    l.pause_arm("a", "version changed: pinned a-1, observed a-2", 10).await.unwrap();
+    let batch = l.lease("w", 8, 20, TTL).await.unwrap();
+    assert!(batch.leases.iter().all(|g| g.arm_id == "b"), "{batch:?}");
+    let s = l.status().await.unwrap();
+    let arm_a = s.arms.iter().find(|a| a.id == "a").unwrap();
+    assert_eq!(arm_a.paused.as_deref(), Some("version changed: pinned a-1, observed a-2"));
+    l.resume_arm("a", "checked release notes", Some("a-2"), 30).await.unwrap();
+    let s = l.status().await.unwrap();
+    let arm_a = s.arms.iter().find(|a| a.id == "a").unwrap();
+    assert_eq!(arm_a.paused, None);
+    assert_eq!(arm_a.accepted_versions, vec!["a-1".to_owned(), "a-2".to_owned()]);
+    assert!(l.lease("w", 8, 40, TTL).await.unwrap().leases.iter().any(|g| g.arm_id == "a"));
+    let events = l.events(100).await.unwrap();
+    assert!(events.iter().any(|e| e.kind == "arm_paused" && e.detail.contains("a-2")));
+    assert!(events.iter().any(|e| e.kind == "arm_resumed" && e.detail.contains("checked release notes")));
+    assert!(l.pause_arm("zzz", "x", 50).await.is_err(), "unknown arm");
+
+    l.pause_arm("b", "version changed", 50).await.unwrap();
+    l.close_window_if_due(20 + header().window_ms).await.unwrap();
+    let runs = l.runs().await.unwrap();
+    let b_not_run: Vec<&RunRow> = runs.iter().filter(|r| r.arm_id == "b" && r.outcome == Some(Outcome::NotRun)).collect();
+    assert!(!b_not_run.is_empty());
+    assert!(b_not_run.iter().all(|r| r.reason == CloseReason::ArmPaused.as_str()), "{b_not_run:?}");
+}
+
+/// Abort finalises every pending run as not_run(aborted) and stops leasing.
+pub async fn abort_stops_the_cohort(l: &dyn Ledger) {
+    seeded(l).await;
+    let g = l.lease("w", 1, 10, TTL).await.unwrap().leases.remove(0);
+    assert_eq!(l.abort("operator stopped it", 20).await.unwrap(), 7);
+    let batch = l.lease("w", 8, 30, TTL).await.unwrap();
+    assert!(batch.closed && batch.leases.is_empty());
+    assert!(l.finish("w", &lref(&g), &completed(15), 40).await.unwrap(), "in-flight runs still report");
+    let s = assert_counts_add_up(l).await;
+    assert_eq!(s.aborted.as_deref(), Some("operator stopped it"));
+    assert_eq!(s.by_outcome.get(&Outcome::NotRun), Some(&7));
+    assert!(l.runs().await.unwrap().iter().filter(|r| r.outcome == Some(Outcome::NotRun)).all(|r| r.reason == "aborted"));
+}
+
+/// A retry reported after the cohort closed can never run: the run is
+/// unavailable at once, and the cohort still reaches done.
+pub async fn no_retry_after_the_cohort_closed(l: &dyn Ledger) {
+    seeded(l).await;
+    let g = l.lease("w", 1, 10, TTL).await.unwrap().leases.remove(0);
+    l.abort("stop", 20).await.unwrap();
+    let v = l.report_attempt("w", &lref(&g), &attempt(AttemptClass::ServerError, 15), 30).await.unwrap();
+    assert_eq!(v, AttemptVerdict::Final(Outcome::Unavailable));
+    let s = assert_counts_add_up(l).await;
+    assert!(s.done(), "{s:?}");
+}
+
+/// The window opens at the first start, not at a lease call that granted
+/// nothing.
+pub async fn window_opens_at_the_first_start(l: &dyn Ledger) {
+    seeded(l).await;
+    l.pause_arm("a", "hold", 1).await.unwrap();
+    l.pause_arm("b", "hold", 1).await.unwrap();
+    assert!(l.lease("w", 4, 100, TTL).await.unwrap().leases.is_empty());
+    assert_eq!(l.status().await.unwrap().window_start_ms, None);
+    l.resume_arm("a", "go", None, 200).await.unwrap();
+    assert!(!l.lease("w", 4, 500, TTL).await.unwrap().leases.is_empty());
+    assert_eq!(l.status().await.unwrap().window_start_ms, Some(500));
+}
+
+/// Generates one `#[tokio::test]` per conformance case for a ledger made
+/// by `$make` (an async expression returning the ledger and a guard that
+/// must live as long as the test).
+#[macro_export]
+macro_rules! conformance_tests {
+    ($make:expr) => {
+        $crate::conformance_tests!(@cases $make;
+            seed_is_idempotent,
+            lease_follows_order_within_caps,
+            finish_is_absorbing,
+            expiry_fences_out_the_lost_worker,
+            retries_follow_the_policy,
+            release_requeues_without_an_attempt,
+            heartbeat_extends_and_names_lost_leases,
+            window_close_finalises_pending_runs,
+            lease_after_the_window_closes_it,
+            paused_arms_are_skipped_and_resume_is_logged,
+            abort_stops_the_cohort,
+            no_retry_after_the_cohort_closed,
+            window_opens_at_the_first_start,
+        );
+    };
+    (@cases $make:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $case() {
+                let (ledger, _guard) = $make.await;
+                $crate::ledger::conformance::$case(&ledger).await;
+            }
+        )*
+    };
+}

@@ -1,0 +1,183 @@
+-- Shared prelude of every ledger script (prepended by redis.rs).
+--
+-- KEYS[1] is always the cohort's meta hash, `cohort:{NAME}:meta`. Every
+-- other key the scripts touch is derived from it and carries the same hash
+-- tag `{NAME}`, so all of a cohort's keys live in one Redis Cluster slot and
+-- each script runs atomically over them. Key layout (P = `cohort:{NAME}:`):
+--   P.."meta"            hash: seeded, manifest_sha256, header (JSON),
+--                        token (fencing counter), window_ms, retry policy,
+--                        window_start, window_end, window_closed, aborted,
+--                        planned, finished, discarded
+--   P.."pending:"..arm   zset: run_id -> position, runs ready to lease
+--   P.."delayed"         zset: run_id -> not_before_ms, retries in backoff
+--   P.."leases"          zset: run_id -> expires_ms, runs leased now
+--   P.."run:"..run_id    hash: pos, arm, q, rep, state, attempts, token,
+--                        worker, expires, started, ended, outcome, reason,
+--                        record, version
+--   P.."attempts:"..id   list: attempt records (JSON), in order
+--   P.."questions"       hash: question_id -> text
+--   P.."arms"            hash: ARM|cap, ARM|leased, ARM|paused, ARM|versions
+--   P.."counts"          hash: o|OUTCOME, c|CLASS, a|ARM|OUTCOME, a|ARM|planned
+--   P.."order"           list: run ids in planned order
+--   P.."discarded"       list: stale reports (JSON)
+--   P.."events"          stream: the audit log (capped, ~100000 entries)
+
+local META = KEYS[1]
+local P = string.sub(META, 1, -5)
+
+local RETRYABLE = { rate_limited = true, server_error = true, empty_content = true,
+  connection_error = true, worker_lost = true }
+local FINAL_OF = { ok = 'completed', refused = 'refused', client_error = 'failed',
+  malformed = 'failed', timeout = 'timed_out' }
+
+local function event(now, kind, run_id, detail)
+  redis.call('XADD', P .. 'events', 'MAXLEN', '~', 100000, '*',
+    'at_ms', now, 'kind', kind, 'run_id', run_id or '', 'detail', detail or '')
+end
+
+local function arm_of(run_id)
+  return string.match(run_id, '^[^:]+:([^:]+):')
+end
+
+-- Ends a run with `outcome`: the state and every count move together.
+local function finalize(run_id, arm, outcome, reason, now)
+  redis.call('HSET', P .. 'run:' .. run_id, 'state', 'final', 'outcome', outcome,
+    'reason', reason, 'ended', now)
+  redis.call('HINCRBY', META, 'finished', 1)
+  redis.call('HINCRBY', P .. 'counts', 'o|' .. outcome, 1)
+  redis.call('HINCRBY', P .. 'counts', 'a|' .. arm .. '|' .. outcome, 1)
+  event(now, 'final', run_id, outcome .. (reason ~= '' and (': ' .. reason) or ''))
+end
+
+-- Records an attempt (JSON from the caller) with its worker, number and token.
+local function record_attempt(run_id, attempt_json, worker, number, token)
+  local a = cjson.decode(attempt_json)
+  a['worker'] = worker
+  a['attempt'] = number
+  a['token'] = token
+  redis.call('RPUSH', P .. 'attempts:' .. run_id, cjson.encode(a))
+  redis.call('HINCRBY', P .. 'counts', 'c|' .. a['class'], 1)
+  return a
+end
+
+local function discard(run_id, token, worker, kind, now, class, outcome)
+  local d = { run_id = run_id, token = token, worker = worker, kind = kind, at_ms = now }
+  if class then d['class'] = class end
+  if outcome then d['outcome'] = outcome end
+  redis.call('RPUSH', P .. 'discarded', cjson.encode(d))
+  redis.call('HINCRBY', META, 'discarded', 1)
+  event(now, 'discarded', run_id, kind .. ' with stale token ' .. token .. ' from ' .. worker)
+end
+
+-- Whether `run_id` is leased under `token` right now.
+local function is_current(run_id, token)
+  local r = redis.call('HMGET', P .. 'run:' .. run_id, 'state', 'token')
+  return r[1] == 'leased' and r[2] == tostring(token)
+end
+
+-- Ends a lease: out of the lease set, the arm's slot freed.
+local function end_lease(run_id, arm)
+  redis.call('ZREM', P .. 'leases', run_id)
+  redis.call('HINCRBY', P .. 'arms', arm .. '|leased', -1)
+end
+
+-- Puts a run back in the queue: ready at its position, or delayed.
+local function requeue(run_id, arm, not_before, now)
+  redis.call('HSET', P .. 'run:' .. run_id, 'state', 'pending', 'token', 0, 'worker', '')
+  if not_before > now then
+    redis.call('ZADD', P .. 'delayed', not_before, run_id)
+  else
+    local pos = redis.call('HGET', P .. 'run:' .. run_id, 'pos')
+    redis.call('ZADD', P .. 'pending:' .. arm, pos, run_id)
+  end
+end
+
+-- Why nothing can be leased any more, or nil: a run sent back to the queue
+-- then would never run, so it is closed at once instead.
+local function closed_reason(arm, now)
+  if redis.call('HEXISTS', META, 'aborted') == 1 then return 'aborted' end
+  local w = redis.call('HMGET', META, 'window_end', 'window_closed')
+  if w[2] == '1' or (w[1] and now >= tonumber(w[1])) then
+    if redis.call('HEXISTS', P .. 'arms', arm .. '|paused') == 1 then return 'arm_paused' end
+    return 'window_closed'
+  end
+  return nil
+end
+
+-- The retry policy (mirror of cohort_core RetryPolicy::decide). Returns
+-- ('retry', not_before) or ('final', outcome).
+local function decide(class, attempts, started, now)
+  local m = redis.call('HMGET', META, 'max_attempts', 'initial_backoff_ms', 'max_backoff_ms', 'max_total_ms')
+  local max_attempts, initial, max_backoff, max_total = tonumber(m[1]), tonumber(m[2]), tonumber(m[3]), tonumber(m[4])
+  if RETRYABLE[class] and attempts < max_attempts and (now - started) < max_total then
+    local doublings = math.min(math.max(attempts - 1, 0), 32)
+    local backoff = math.min(initial * (2 ^ doublings), max_backoff)
+    return 'retry', now + backoff
+  end
+  return 'final', FINAL_OF[class] or 'unavailable'
+end
+
+-- Applies a failed attempt to a leased run: retry or final.
+local function after_failure(run_id, arm, class, detail, now)
+  local r = redis.call('HMGET', P .. 'run:' .. run_id, 'attempts', 'started')
+  local kind, value = decide(class, tonumber(r[1]), tonumber(r[2]), now)
+  end_lease(run_id, arm)
+  local closed = kind == 'retry' and closed_reason(arm, now)
+  if closed then
+    finalize(run_id, arm, 'unavailable', class .. ', no retry possible: ' .. closed, now)
+    return 'final', 'unavailable'
+  end
+  if kind == 'retry' then
+    requeue(run_id, arm, value, now)
+    event(now, 'retry', run_id, class .. ', not before ' .. value)
+  else
+    local reason = class
+    if detail and detail ~= '' then reason = class .. ': ' .. detail end
+    finalize(run_id, arm, value, reason, now)
+  end
+  return kind, value
+end
+
+-- Finalises up to `limit` pending runs (ready or delayed) with their
+-- closing outcome; `reason` is used unless the run's arm is paused and
+-- `paused_reason` is given. Returns how many it finalised.
+local function close_pending(reason, paused_reason, now, limit)
+  local done = 0
+  local arms = cjson.decode(redis.call('HGET', P .. 'arms', 'order'))
+  local function close_run(run_id, arm)
+    local attempts = tonumber(redis.call('HGET', P .. 'run:' .. run_id, 'attempts'))
+    local outcome = 'not_run'
+    if attempts > 0 then outcome = 'unavailable' end
+    local why = reason
+    if paused_reason and redis.call('HEXISTS', P .. 'arms', arm .. '|paused') == 1 then why = paused_reason end
+    finalize(run_id, arm, outcome, why, now)
+    done = done + 1
+  end
+  for _, arm in ipairs(arms) do
+    if done >= limit then break end
+    local ids = redis.call('ZRANGE', P .. 'pending:' .. arm, 0, limit - done - 1)
+    for _, id in ipairs(ids) do
+      redis.call('ZREM', P .. 'pending:' .. arm, id)
+      close_run(id, arm)
+    end
+  end
+  if done < limit then
+    local ids = redis.call('ZRANGE', P .. 'delayed', 0, limit - done - 1)
+    for _, id in ipairs(ids) do
+      redis.call('ZREM', P .. 'delayed', id)
+      close_run(id, arm_of(id))
+    end
+  end
+  return done
+end
+
+-- Closes the window if it has passed. Returns (closed?, finalised).
+local function close_window_if_due(now, limit)
+  local w = redis.call('HMGET', META, 'window_start', 'window_end', 'window_closed')
+  if not w[1] or now < tonumber(w[2]) then return false, 0 end
+  if w[3] ~= '1' then
+    redis.call('HSET', META, 'window_closed', '1')
+    event(now, 'window_closed', '', 'window ended at ' .. w[2])
+  end
+  return true, close_pending('window_closed', 'arm_paused', now, limit)
+end

@@ -1,0 +1,73 @@
+-- lease: hands up to ARGV[2] runs to worker ARGV[4], in planned order.
+-- KEYS[1] meta. ARGV: now_ms, max, ttl_ms, worker, close_limit.
+-- Atomic: the window check, the move of due retries, the grants, the
+-- tokens and the arm slot counts happen in one script.
+-- Returns {closed, done, n, run_id, token, attempt, question_text, expires, ...}.
+local now, max, ttl, worker = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local close_limit = tonumber(ARGV[5])
+if redis.call('HGET', META, 'seeded') ~= '1' then return redis.error_reply('NOTSEEDED the ledger is not seeded') end
+
+local function finished_all()
+  local m = redis.call('HMGET', META, 'planned', 'finished')
+  return tonumber(m[1]) == tonumber(m[2] or 0)
+end
+
+local closed = close_window_if_due(now, close_limit)
+if closed or redis.call('HEXISTS', META, 'aborted') == 1 then
+  return { 1, finished_all() and 1 or 0, 0 }
+end
+
+-- Retries whose backoff has elapsed go back to their arm's queue.
+local due = redis.call('ZRANGEBYSCORE', P .. 'delayed', '-inf', now)
+for _, id in ipairs(due) do
+  redis.call('ZREM', P .. 'delayed', id)
+  redis.call('ZADD', P .. 'pending:' .. arm_of(id), redis.call('HGET', P .. 'run:' .. id, 'pos'), id)
+end
+
+-- The head of each eligible arm's queue, merged by position.
+local candidates = {}
+local arms = cjson.decode(redis.call('HGET', P .. 'arms', 'order'))
+for _, arm in ipairs(arms) do
+  if redis.call('HEXISTS', P .. 'arms', arm .. '|paused') == 0 then
+    local a = redis.call('HMGET', P .. 'arms', arm .. '|cap', arm .. '|leased')
+    local room = math.min(tonumber(a[1]) - tonumber(a[2] or 0), max)
+    if room > 0 then
+      local head = redis.call('ZRANGE', P .. 'pending:' .. arm, 0, room - 1, 'WITHSCORES')
+      for i = 1, #head, 2 do
+        table.insert(candidates, { id = head[i], pos = tonumber(head[i + 1]), arm = arm })
+      end
+    end
+  end
+end
+table.sort(candidates, function(x, y) return x.pos < y.pos end)
+
+local out = { 0, 0, 0 }
+local n = 0
+for _, c in ipairs(candidates) do
+  if n >= max then break end
+  local key = P .. 'run:' .. c.id
+  local token = redis.call('HINCRBY', META, 'token', 1)
+  local attempts = redis.call('HINCRBY', key, 'attempts', 1)
+  local expires = now + ttl
+  redis.call('HSET', key, 'state', 'leased', 'token', token, 'worker', worker, 'expires', expires)
+  if attempts == 1 then redis.call('HSET', key, 'started', now) end
+  redis.call('ZREM', P .. 'pending:' .. c.arm, c.id)
+  redis.call('ZADD', P .. 'leases', expires, c.id)
+  redis.call('HINCRBY', P .. 'arms', c.arm .. '|leased', 1)
+  local q = redis.call('HGET', key, 'q')
+  table.insert(out, c.id)
+  table.insert(out, token)
+  table.insert(out, attempts)
+  table.insert(out, redis.call('HGET', P .. 'questions', q) or '')
+  table.insert(out, expires)
+  n = n + 1
+end
+-- The window opens at the first start: the first lease that grants a run.
+if n > 0 and not redis.call('HGET', META, 'window_start') then
+  local window_ms = tonumber(redis.call('HGET', META, 'window_ms'))
+  redis.call('HSET', META, 'window_start', now, 'window_end', now + window_ms)
+  event(now, 'window_opened', '', 'closes at ' .. (now + window_ms))
+end
+out[3] = n
+out[2] = finished_all() and 1 or 0
+return out

@@ -1,0 +1,361 @@
+//! The ledger: the one source of truth about a cohort's runs. It holds each
+//! planned run's state, every attempt, the counts by outcome and by attempt
+//! class, the arms' pause state, the collection window and an audit log.
+//!
+//! One trait, [`Ledger`], two implementations that pass one conformance
+//! suite ([`conformance`]): [`redis::RedisLedger`] for a cluster and
+//! [`sqlite::SqliteLedger`] for one machine. Both apply the rules of
+//! `cohort_core::lifecycle`; every state change of a run is atomic with the
+//! counts it moves.
+//!
+//! Architecture Invariant: a report is accepted only with the fencing token
+//! of the run's current lease. A late report from a worker that lost its
+//! lease is kept as a discarded report for audit and changes nothing else.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use cohort_core::config::RetryPolicy;
+use cohort_core::taxonomy::{AttemptClass, Outcome};
+use serde::{Deserialize, Serialize};
+
+pub mod conformance;
+pub mod redis;
+pub mod sqlite;
+
+/// What a ledger is seeded with: the frozen plan's header.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanHeader {
+    pub cohort: String,
+    /// SHA-256 of manifest.json: a ledger seeded from one manifest refuses
+    /// another.
+    pub manifest_sha256: String,
+    /// The collection window, from the first lease.
+    pub window_ms: i64,
+    pub retry: RetryPolicy,
+    pub arms: Vec<ArmPlan>,
+}
+
+/// One arm as the ledger needs it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArmPlan {
+    pub id: String,
+    /// The most runs of this arm leased at once.
+    pub concurrency: u32,
+    /// The pinned version label: accepted without pausing.
+    pub pinned_version: String,
+}
+
+/// Whether seeding wrote the plan or found it already there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeedOutcome {
+    Seeded,
+    AlreadySeeded,
+}
+
+/// A run handed to a worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseGrant {
+    pub run_id: String,
+    pub question_id: String,
+    pub arm_id: String,
+    pub repeat: u32,
+    /// 1-based number of this attempt.
+    pub attempt: u32,
+    /// Fencing token: every report about this lease must carry it.
+    pub token: u64,
+    /// The question text, verbatim.
+    pub question_text: String,
+    pub expires_ms: i64,
+}
+
+/// A worker's reference to its lease.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LeaseRef {
+    pub run_id: String,
+    pub token: u64,
+}
+
+/// One attempt at a run, as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttemptRecord {
+    pub class: AttemptClass,
+    /// HTTP status when there was one.
+    #[serde(default)]
+    pub http_status: u16,
+    /// A short, secret-free description.
+    #[serde(default)]
+    pub detail: String,
+    pub started_ms: i64,
+    pub ended_ms: i64,
+    /// The model or version label the provider reported; `None` when it
+    /// disclosed none.
+    #[serde(default)]
+    pub observed_version: Option<String>,
+    /// Filled in by the ledger: the worker, the attempt number, the token.
+    #[serde(default)]
+    pub worker: String,
+    #[serde(default)]
+    pub attempt: u32,
+    #[serde(default)]
+    pub token: u64,
+}
+
+/// The final result of a run, reported with its last attempt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunResult {
+    pub outcome: Outcome,
+    /// Why, when not completed.
+    pub reason: String,
+    /// SHA-256 of the run record in the artifact store (empty if none).
+    pub record_sha256: String,
+    pub observed_version: Option<String>,
+    pub attempt: AttemptRecord,
+}
+
+/// What became of a reported failed attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptVerdict {
+    /// The lease was not current: kept as a discarded report only.
+    Stale,
+    /// Back to the queue, not before this instant.
+    Retry { not_before_ms: i64 },
+    /// No retry: the run is final with this outcome.
+    Final(Outcome),
+}
+
+/// The result of a lease call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseBatch {
+    pub leases: Vec<LeaseGrant>,
+    /// Whether no run can be leased any more (window closed, aborted, or
+    /// every run final): workers may stop asking.
+    pub closed: bool,
+    /// Every planned run has its final outcome.
+    pub done: bool,
+}
+
+/// The state of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStateKind {
+    Pending,
+    Leased,
+    Final,
+}
+
+/// One run as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunRow {
+    pub run_id: String,
+    /// Its position in the planned order (0-based).
+    pub position: u64,
+    pub arm_id: String,
+    pub state: RunStateKind,
+    pub attempts: u32,
+    pub outcome: Option<Outcome>,
+    pub reason: String,
+    pub record_sha256: String,
+    pub observed_version: Option<String>,
+    /// First start and final end (ms); 0 when not yet.
+    pub started_ms: i64,
+    pub ended_ms: i64,
+}
+
+/// A report that arrived with a stale lease, kept for audit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DiscardedReport {
+    pub run_id: String,
+    pub token: u64,
+    pub worker: String,
+    /// `attempt`, `result` or `release`.
+    pub kind: String,
+    pub at_ms: i64,
+    pub class: Option<AttemptClass>,
+    pub outcome: Option<Outcome>,
+}
+
+/// One entry of the audit log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerEvent {
+    pub at_ms: i64,
+    /// `seeded`, `window_opened`, `window_closed`, `arm_paused`,
+    /// `arm_resumed`, `aborted`, `expired`, `final`, `retry`, `discarded`.
+    pub kind: String,
+    #[serde(default)]
+    pub run_id: String,
+    #[serde(default)]
+    pub detail: String,
+}
+
+/// One arm's state and counts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArmStatus {
+    pub id: String,
+    pub planned: u64,
+    pub leased: u64,
+    pub by_outcome: BTreeMap<Outcome, u64>,
+    /// Why the arm is paused; `None` when it is not.
+    pub paused: Option<String>,
+    /// The version labels that do not pause the arm (the pinned one and
+    /// those acknowledged on resume).
+    pub accepted_versions: Vec<String>,
+}
+
+/// The whole cohort's state and counts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Status {
+    pub cohort: String,
+    pub manifest_sha256: String,
+    pub planned: u64,
+    pub pending: u64,
+    pub leased: u64,
+    pub finished: u64,
+    pub by_outcome: BTreeMap<Outcome, u64>,
+    /// Every recorded attempt by class (discarded reports excluded).
+    pub attempts_by_class: BTreeMap<AttemptClass, u64>,
+    pub arms: Vec<ArmStatus>,
+    pub window_start_ms: Option<i64>,
+    pub window_end_ms: Option<i64>,
+    pub aborted: Option<String>,
+    pub discarded: u64,
+}
+
+impl Status {
+    /// Every planned run has its final outcome.
+    pub fn done(&self) -> bool {
+        self.planned > 0 && self.finished == self.planned
+    }
+
+    /// Runs that started at least once (every final outcome but not_run).
+    pub fn attempted(&self) -> u64 {
+        self.finished - self.by_outcome.get(&Outcome::NotRun).copied().unwrap_or(0)
+    }
+}
+
+/// Why a ledger call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    #[error("redis: {0}")]
+    Redis(String),
+    #[error("sqlite: {0}")]
+    Sqlite(String),
+    #[error("the ledger holds cohort {found_cohort:?} from manifest {found}, not {expected}: use a fresh ledger or the matching manifest")]
+    ManifestMismatch { found_cohort: String, found: String, expected: String },
+    #[error("the ledger is not seeded yet")]
+    NotSeeded,
+    #[error("unknown arm {0:?}")]
+    UnknownArm(String),
+    #[error("the ledger holds data this version cannot read: {0}")]
+    Corrupt(String),
+}
+
+impl LedgerError {
+    /// Whether retrying the call may succeed (the store was unreachable).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, LedgerError::Redis(_))
+    }
+}
+
+/// The ledger's operations. Every method is atomic: it moves a run's state
+/// and the counts together, or changes nothing.
+#[async_trait]
+pub trait Ledger: Send + Sync + std::fmt::Debug + 'static {
+    /// Seeds the plan: the runs in order, the question texts, the arms.
+    /// Idempotent: seeding the same manifest again changes nothing; another
+    /// manifest is refused.
+    async fn seed(
+        &self,
+        header: &PlanHeader,
+        questions: &[(String, String)],
+        order: &[String],
+        now_ms: i64,
+    ) -> Result<SeedOutcome, LedgerError>;
+
+    /// Leases up to `max` pending runs to `worker`, in the planned order,
+    /// skipping arms that are paused or at their concurrency cap, and runs
+    /// whose retry backoff has not elapsed. The window opens at the first
+    /// start: the first call that grants a run (a call that grants nothing
+    /// does not start the clock). Once the window has passed, the call
+    /// closes it (pending runs get their closing outcome) and grants nothing.
+    ///
+    /// A run that would go back to the queue after the cohort closed
+    /// (aborted, or the window passed) is closed at once instead: a retry
+    /// becomes `unavailable`, a release `not_run` or `unavailable`.
+    async fn lease(&self, worker: &str, max: u32, now_ms: i64, ttl_ms: i64) -> Result<LeaseBatch, LedgerError>;
+
+    /// Extends the worker's current leases; returns those it no longer holds.
+    async fn heartbeat(
+        &self,
+        worker: &str,
+        leases: &[LeaseRef],
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<Vec<LeaseRef>, LedgerError>;
+
+    /// Records a failed attempt and applies the retry policy.
+    async fn report_attempt(
+        &self,
+        worker: &str,
+        lease: &LeaseRef,
+        attempt: &AttemptRecord,
+        now_ms: i64,
+    ) -> Result<AttemptVerdict, LedgerError>;
+
+    /// Records a run's final result. `false` when the lease was stale.
+    async fn finish(&self, worker: &str, lease: &LeaseRef, result: &RunResult, now_ms: i64)
+    -> Result<bool, LedgerError>;
+
+    /// Gives a lease back unfinished (drain): the run returns to the queue
+    /// and no attempt is counted. `false` when the lease was stale.
+    async fn release(&self, worker: &str, lease: &LeaseRef, now_ms: i64) -> Result<bool, LedgerError>;
+
+    /// Expires leases whose time passed: a worker_lost attempt is recorded
+    /// and the retry policy applied. Returns how many expired.
+    async fn expire(&self, now_ms: i64) -> Result<u64, LedgerError>;
+
+    /// Closes the collection window if it has passed: every pending run
+    /// gets its closing outcome. Returns how many runs it finalised.
+    async fn close_window_if_due(&self, now_ms: i64) -> Result<u64, LedgerError>;
+
+    /// Pauses an arm (no new leases); logged with the reason.
+    async fn pause_arm(&self, arm: &str, reason: &str, now_ms: i64) -> Result<(), LedgerError>;
+
+    /// Resumes an arm; `accept_version` is added to its accepted labels.
+    /// The acknowledgement is logged.
+    async fn resume_arm(
+        &self,
+        arm: &str,
+        acknowledgement: &str,
+        accept_version: Option<&str>,
+        now_ms: i64,
+    ) -> Result<(), LedgerError>;
+
+    /// Aborts the cohort: pending runs become not_run(aborted); leased runs
+    /// may still report. Returns how many runs it finalised.
+    async fn abort(&self, reason: &str, now_ms: i64) -> Result<u64, LedgerError>;
+
+    /// Counts and arm states.
+    async fn status(&self) -> Result<Status, LedgerError>;
+
+    /// Every run, in planned order.
+    async fn runs(&self) -> Result<Vec<RunRow>, LedgerError>;
+
+    /// The recorded attempts of a run, in order.
+    async fn attempts(&self, run_id: &str) -> Result<Vec<AttemptRecord>, LedgerError>;
+
+    /// Reports that arrived with stale leases.
+    async fn discarded(&self) -> Result<Vec<DiscardedReport>, LedgerError>;
+
+    /// The audit log, oldest first, at most `limit` entries from the end.
+    async fn events(&self, limit: usize) -> Result<Vec<LedgerEvent>, LedgerError>;
+}
+
+/// Splits a run id `{question}:{arm}:{repeat}` (valid by construction).
+pub(crate) fn split_run_id(run_id: &str) -> (&str, &str, u32) {
+    let mut parts = run_id.splitn(3, ':');
+    let q = parts.next().unwrap_or_default();
+    let a = parts.next().unwrap_or_default();
+    let r = parts.next().and_then(|r| r.parse().ok()).unwrap_or(1);
+    (q, a, r)
+}

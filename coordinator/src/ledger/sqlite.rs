@@ -1,0 +1,1212 @@
+//! The embedded ledger (SQLite): the [`Ledger`] for single-machine runs
+//! (`cohort run`), one file next to the cohort.
+//!
+//! # Schema
+//!
+//! The schema lives in `sqlite_schema.sql` (version 1, kept in
+//! `PRAGMA user_version`) and is applied on the first open:
+//!
+//! - `cohort`: one row (id = 1) with the cohort name, the manifest hash, the
+//!   [`PlanHeader`] as JSON, the last fencing token handed out, the window
+//!   (start, end, when it was closed) and the abort reason. One typed row
+//!   rather than a key-value table, so the mutable cohort state is read and
+//!   written as one unit.
+//! - `questions(id, text)` and `arms(id, position, concurrency,
+//!   pinned_version, paused_reason, accepted_versions JSON)`.
+//! - `runs`: one row per planned run, keyed by its position in the planned
+//!   order, with its state (`pending`, `leased`, `final`), attempt count,
+//!   retry backoff (`not_before_ms`), current lease (token, worker, grant,
+//!   expiry), first start, end, outcome, reason, record hash and observed
+//!   version. Indexed on (state, position) for leasing and closing and on
+//!   (state, expires_ms) for expiry.
+//! - `attempts`: every recorded attempt (the [`AttemptRecord`] as JSON, its
+//!   class in a column of its own for the counts by class).
+//! - `discarded`: reports that arrived with a stale lease, as JSON.
+//! - `events`: the audit log.
+//!
+//! Counts (by state, by outcome, by class, per arm) are not stored: they
+//! are computed from the rows by `GROUP BY` queries, so they cannot drift
+//! from the runs they count.
+//!
+//! # Atomicity and durability
+//!
+//! Every [`Ledger`] method runs in one `BEGIN IMMEDIATE` transaction: a
+//! run's state, its attempts, the cohort state and the audit events it
+//! moves are committed together or not at all (an error or a panic rolls
+//! the transaction back). IMMEDIATE takes the write lock at `BEGIN`, so a
+//! read-then-write (the fencing check, the token counter) can never be
+//! interleaved with another writer, even one in another process. The file
+//! is in WAL mode with `synchronous = FULL`: a committed transaction
+//! survives a process crash and a power loss, and reopening the file
+//! resumes the cohort where it stood.
+//!
+//! The lifecycle rules are not re-implemented here: retries are decided by
+//! [`RetryPolicy::decide`] and closing outcomes by [`closed_outcome`].
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cohort_core::config::RetryPolicy;
+use cohort_core::lifecycle::{CloseReason, RetryDecision, closed_outcome};
+use cohort_core::taxonomy::{AttemptClass, Outcome};
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+
+use super::{
+    ArmStatus, AttemptRecord, AttemptVerdict, DiscardedReport, LeaseBatch, LeaseGrant, LeaseRef, Ledger, LedgerError,
+    LedgerEvent, PlanHeader, RunResult, RunRow, RunStateKind, SeedOutcome, Status, split_run_id,
+};
+
+/// The schema, applied once to an empty file.
+const SCHEMA: &str = include_str!("sqlite_schema.sql");
+
+/// The schema version this code reads and writes (`PRAGMA user_version`).
+const SCHEMA_VERSION: i64 = 1;
+
+/// How long a call waits for another connection's write lock (another
+/// process on the same file, e.g. `cohort status` or `cohort pause`) before
+/// it fails with "database is locked".
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The embedded ledger. See the module documentation for the schema and
+/// the atomicity guarantee.
+pub struct SqliteLedger {
+    /// A std (not tokio) Mutex: every call holds it only for one short,
+    /// synchronous SQLite transaction and never across an `.await`, so an
+    /// async mutex would add cost and buy nothing. SQLite serialises writers
+    /// anyway; one connection avoids lock contention between our own calls.
+    inner: Mutex<Inner>,
+    /// The file, for `Debug` and error messages; `None` in memory.
+    path: Option<PathBuf>,
+}
+
+/// What the mutex guards.
+struct Inner {
+    conn: Connection,
+    /// The seeded plan header, cached after its first committed read: it
+    /// never changes once seeded, and lease and report need it on every
+    /// call.
+    header: Option<PlanHeader>,
+}
+
+impl fmt::Debug for SqliteLedger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqliteLedger").field("path", &self.path).finish_non_exhaustive()
+    }
+}
+
+// === impl SqliteLedger ===
+
+impl SqliteLedger {
+    /// Opens the ledger file at `path`, creating the file and its schema if
+    /// missing; an existing ledger is resumed as it stands.
+    pub fn open(path: &Path) -> Result<SqliteLedger, LedgerError> {
+        let conn = Connection::open(path).sql()?;
+        conn.busy_timeout(BUSY_TIMEOUT).sql()?;
+        // WAL: readers (status from another process) never block the
+        // coordinator's writes, and a commit appends to the log instead of
+        // rewriting pages.
+        let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0)).sql()?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(LedgerError::Sqlite(format!(
+                "{} cannot use the WAL journal (got {mode}): put the ledger on a local filesystem",
+                path.display()
+            )));
+        }
+        // FULL, not NORMAL: in WAL mode NORMAL skips the fsync at commit, so
+        // a power loss may roll back the last commits. Here a rolled-back
+        // `lease` or `finish` would hand the same run out again, a second
+        // attempt SPEC section 3 forbids; an fsync per commit costs far less
+        // than one run (minutes of model calls).
+        conn.pragma_update(None, "synchronous", "FULL").sql()?;
+        Self::init(conn, Some(path.to_path_buf()))
+    }
+
+    /// An ephemeral ledger in memory (tests, dry runs): nothing survives
+    /// the process.
+    pub fn in_memory() -> Result<SqliteLedger, LedgerError> {
+        Self::init(Connection::open_in_memory().sql()?, None)
+    }
+
+    fn init(mut conn: Connection, path: Option<PathBuf>) -> Result<SqliteLedger, LedgerError> {
+        conn.pragma_update(None, "foreign_keys", "ON").sql()?;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).sql()?;
+        let version: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0)).sql()?;
+        match version {
+            0 => tx.execute_batch(SCHEMA).sql()?,
+            SCHEMA_VERSION => {}
+            other => {
+                return Err(LedgerError::Corrupt(format!(
+                    "schema version {other}, this version reads {SCHEMA_VERSION}: use the cohort version that wrote it"
+                )));
+            }
+        }
+        tx.commit().sql()?;
+        Ok(SqliteLedger { inner: Mutex::new(Inner { conn, header: None }), path })
+    }
+
+    /// The guarded connection. A poisoned lock is taken over: the panic
+    /// that poisoned it dropped its transaction, which rolled back, so the
+    /// database is as the last commit left it.
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Runs `f` in one IMMEDIATE transaction, committed if `f` succeeds and
+    /// rolled back otherwise.
+    fn write<T>(
+        &self,
+        f: impl FnOnce(&Transaction<'_>, &mut Option<PlanHeader>) -> Result<T, LedgerError>,
+    ) -> Result<T, LedgerError> {
+        let mut guard = self.lock();
+        let Inner { conn, header } = &mut *guard;
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).sql()?;
+        let out = f(&tx, header)?;
+        tx.commit().sql()?;
+        Ok(out)
+    }
+
+    /// Runs `f` in one read transaction: a consistent snapshot across the
+    /// several queries of `status`.
+    fn read<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T, LedgerError>) -> Result<T, LedgerError> {
+        let mut guard = self.lock();
+        let tx = guard.conn.transaction_with_behavior(TransactionBehavior::Deferred).sql()?;
+        let out = f(&tx)?;
+        tx.commit().sql()?;
+        Ok(out)
+    }
+}
+
+// === impl Ledger ===
+
+#[async_trait]
+impl Ledger for SqliteLedger {
+    async fn seed(
+        &self,
+        header: &PlanHeader,
+        questions: &[(String, String)],
+        order: &[String],
+        now_ms: i64,
+    ) -> Result<SeedOutcome, LedgerError> {
+        self.write(|tx, _| seed(tx, header, questions, order, now_ms))
+    }
+
+    async fn lease(&self, worker: &str, max: u32, now_ms: i64, ttl_ms: i64) -> Result<LeaseBatch, LedgerError> {
+        self.write(|tx, cache| {
+            let window_ms = plan(tx, cache)?.window_ms;
+            lease(tx, window_ms, worker, max, now_ms, ttl_ms)
+        })
+    }
+
+    async fn heartbeat(
+        &self,
+        _worker: &str,
+        leases: &[LeaseRef],
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<Vec<LeaseRef>, LedgerError> {
+        // The fencing token alone identifies a lease: it is unique across
+        // the cohort, so the worker name adds nothing to the check. A lease
+        // whose time has passed but that `expire` has not reaped yet is
+        // still current and is extended: its worker is evidently alive.
+        self.write(|tx, _| {
+            let mut stmt = tx
+                .prepare_cached("UPDATE runs SET expires_ms = ?3 WHERE run_id = ?1 AND state = 'leased' AND token = ?2")
+                .sql()?;
+            let mut lost = Vec::new();
+            for lease in leases {
+                let extended = match i64::try_from(lease.token) {
+                    Ok(token) => stmt.execute(params![lease.run_id, token, now_ms.saturating_add(ttl_ms)]).sql()? == 1,
+                    Err(_) => false,
+                };
+                if !extended {
+                    lost.push(lease.clone());
+                }
+            }
+            Ok(lost)
+        })
+    }
+
+    async fn report_attempt(
+        &self,
+        worker: &str,
+        lease: &LeaseRef,
+        attempt: &AttemptRecord,
+        now_ms: i64,
+    ) -> Result<AttemptVerdict, LedgerError> {
+        self.write(|tx, cache| {
+            let policy = &plan(tx, cache)?.retry;
+            let Some(run) = leased_run(tx, lease)? else {
+                let report = discarded_report(worker, lease, "attempt", now_ms, Some(attempt.class), None);
+                discard(tx, &report)?;
+                return Ok(AttemptVerdict::Stale);
+            };
+            let record = AttemptRecord {
+                worker: worker.to_owned(),
+                attempt: run.attempts,
+                token: lease.token,
+                ..attempt.clone()
+            };
+            record_attempt(tx, &run.run_id, &record)?;
+            apply_failure(tx, policy, &run, attempt.class, &attempt.detail, now_ms)
+        })
+    }
+
+    async fn finish(
+        &self,
+        worker: &str,
+        lease: &LeaseRef,
+        result: &RunResult,
+        now_ms: i64,
+    ) -> Result<bool, LedgerError> {
+        self.write(|tx, _| {
+            let Some(run) = leased_run(tx, lease)? else {
+                let report =
+                    discarded_report(worker, lease, "result", now_ms, Some(result.attempt.class), Some(result.outcome));
+                discard(tx, &report)?;
+                return Ok(false);
+            };
+            let record = AttemptRecord {
+                worker: worker.to_owned(),
+                attempt: run.attempts,
+                token: lease.token,
+                ..result.attempt.clone()
+            };
+            record_attempt(tx, &run.run_id, &record)?;
+            tx.execute(
+                "UPDATE runs SET state = 'final', outcome = ?2, reason = ?3, record_sha256 = ?4, \
+                 observed_version = ?5, ended_ms = ?6, expires_ms = 0 WHERE position = ?1",
+                params![
+                    run.position,
+                    result.outcome.as_str(),
+                    result.reason,
+                    result.record_sha256,
+                    result.observed_version,
+                    now_ms
+                ],
+            )
+            .sql()?;
+            log_event(tx, now_ms, "final", &run.run_id, &final_detail(result.outcome, &result.reason))?;
+            Ok(true)
+        })
+    }
+
+    async fn release(&self, worker: &str, lease: &LeaseRef, now_ms: i64) -> Result<bool, LedgerError> {
+        self.write(|tx, _| {
+            let Some(run) = leased_run(tx, lease)? else {
+                discard(tx, &discarded_report(worker, lease, "release", now_ms, None, None))?;
+                return Ok(false);
+            };
+            // A release is not an attempt: the count goes back, and the run
+            // keeps its place in the order with no backoff.
+            requeue(tx, &run, run.attempts.saturating_sub(1), 0, now_ms)?;
+            Ok(true)
+        })
+    }
+
+    async fn expire(&self, now_ms: i64) -> Result<u64, LedgerError> {
+        self.write(|tx, cache| {
+            let expired: Vec<(LiveRun, i64)> = {
+                let mut stmt = tx
+                    .prepare_cached(&format!(
+                        "SELECT {LIVE_RUN_COLUMNS}, expires_ms FROM runs \
+                         WHERE state = 'leased' AND expires_ms <= ?1 ORDER BY expires_ms, position"
+                    ))
+                    .sql()?;
+                let rows = stmt.query_map(params![now_ms], |row| Ok((LiveRun::from_row(row)?, row.get(7)?))).sql()?;
+                rows.collect::<Result<_, _>>().sql()?
+            };
+            if expired.is_empty() {
+                return Ok(0);
+            }
+            let policy = &plan(tx, cache)?.retry;
+            for (run, expires_ms) in &expired {
+                let record = AttemptRecord {
+                    class: AttemptClass::WorkerLost,
+                    http_status: 0,
+                    detail: format!("lease expired at {expires_ms}"),
+                    started_ms: run.leased_ms,
+                    ended_ms: now_ms,
+                    observed_version: None,
+                    worker: run.worker.clone(),
+                    attempt: run.attempts,
+                    token: run.token,
+                };
+                record_attempt(tx, &run.run_id, &record)?;
+                log_event(
+                    tx,
+                    now_ms,
+                    "expired",
+                    &run.run_id,
+                    &format!("worker {:?}, token {}, attempt {}", run.worker, run.token, run.attempts),
+                )?;
+                apply_failure(tx, policy, run, AttemptClass::WorkerLost, "", now_ms)?;
+            }
+            Ok(expired.len() as u64)
+        })
+    }
+
+    async fn close_window_if_due(&self, now_ms: i64) -> Result<u64, LedgerError> {
+        self.write(|tx, _| {
+            let Some(cohort) = cohort_state(tx)? else {
+                return Ok(0);
+            };
+            Ok(close_window_if_due(tx, &cohort, now_ms)?.unwrap_or(0))
+        })
+    }
+
+    async fn pause_arm(&self, arm: &str, reason: &str, now_ms: i64) -> Result<(), LedgerError> {
+        self.write(|tx, _| {
+            let changed = tx.execute("UPDATE arms SET paused_reason = ?2 WHERE id = ?1", params![arm, reason]).sql()?;
+            if changed == 0 {
+                return Err(LedgerError::UnknownArm(arm.to_owned()));
+            }
+            log_event(tx, now_ms, "arm_paused", "", &format!("arm {arm}: {reason}"))?;
+            tracing::warn!(arm, reason, "arm paused");
+            Ok(())
+        })
+    }
+
+    async fn resume_arm(
+        &self,
+        arm: &str,
+        acknowledgement: &str,
+        accept_version: Option<&str>,
+        now_ms: i64,
+    ) -> Result<(), LedgerError> {
+        self.write(|tx, _| {
+            let accepted: Option<String> = tx
+                .query_row("SELECT accepted_versions FROM arms WHERE id = ?1", params![arm], |row| row.get(0))
+                .optional()
+                .sql()?;
+            let accepted = accepted.ok_or_else(|| LedgerError::UnknownArm(arm.to_owned()))?;
+            let mut accepted: Vec<String> = from_json("accepted versions", &accepted)?;
+            if let Some(version) = accept_version
+                && !accepted.iter().any(|v| v == version)
+            {
+                accepted.push(version.to_owned());
+            }
+            tx.execute(
+                "UPDATE arms SET paused_reason = NULL, accepted_versions = ?2 WHERE id = ?1",
+                params![arm, to_json(&accepted)?],
+            )
+            .sql()?;
+            let mut detail = format!("arm {arm}: {acknowledgement}");
+            if let Some(version) = accept_version {
+                detail.push_str(&format!("; accepted version {version}"));
+            }
+            log_event(tx, now_ms, "arm_resumed", "", &detail)?;
+            tracing::info!(arm, acknowledgement, accept_version, "arm resumed");
+            Ok(())
+        })
+    }
+
+    async fn abort(&self, reason: &str, now_ms: i64) -> Result<u64, LedgerError> {
+        self.write(|tx, _| {
+            cohort_state(tx)?.ok_or(LedgerError::NotSeeded)?;
+            // The first reason stands: a second abort only sweeps up.
+            tx.execute("UPDATE cohort SET aborted = COALESCE(aborted, ?1) WHERE id = 1", params![reason]).sql()?;
+            let closed = close_pending(tx, Closing::Abort, now_ms)?;
+            log_event(tx, now_ms, "aborted", "", &format!("{reason} ({closed} pending runs finalised)"))?;
+            tracing::warn!(reason, closed, "cohort aborted");
+            Ok(closed)
+        })
+    }
+
+    async fn status(&self) -> Result<Status, LedgerError> {
+        self.read(status)
+    }
+
+    async fn runs(&self) -> Result<Vec<RunRow>, LedgerError> {
+        self.read(|tx| {
+            let mut stmt = tx
+                .prepare_cached(
+                    "SELECT run_id, position, arm_id, state, attempts, outcome, reason, record_sha256, \
+                     observed_version, started_ms, ended_ms FROM runs ORDER BY position",
+                )
+                .sql()?;
+            let mut rows = stmt.query([]).sql()?;
+            let mut runs = Vec::new();
+            while let Some(row) = rows.next().sql()? {
+                let outcome: Option<String> = row.get(5).sql()?;
+                runs.push(RunRow {
+                    run_id: row.get(0).sql()?,
+                    position: to_unsigned("position", row.get(1).sql()?)?,
+                    arm_id: row.get(2).sql()?,
+                    state: parse_state(&row.get::<_, String>(3).sql()?)?,
+                    attempts: to_unsigned("attempts", row.get(4).sql()?)?,
+                    outcome: outcome.as_deref().map(parse_outcome).transpose()?,
+                    reason: row.get(6).sql()?,
+                    record_sha256: row.get(7).sql()?,
+                    observed_version: row.get(8).sql()?,
+                    started_ms: row.get(9).sql()?,
+                    ended_ms: row.get(10).sql()?,
+                });
+            }
+            Ok(runs)
+        })
+    }
+
+    async fn attempts(&self, run_id: &str) -> Result<Vec<AttemptRecord>, LedgerError> {
+        self.read(|tx| {
+            let mut stmt = tx.prepare_cached("SELECT record FROM attempts WHERE run_id = ?1 ORDER BY id").sql()?;
+            let records = stmt.query_map(params![run_id], |row| row.get::<_, String>(0)).sql()?;
+            records.map(|json| from_json("attempt record", &json.sql()?)).collect()
+        })
+    }
+
+    async fn discarded(&self) -> Result<Vec<DiscardedReport>, LedgerError> {
+        self.read(|tx| {
+            let mut stmt = tx.prepare_cached("SELECT record FROM discarded ORDER BY id").sql()?;
+            let records = stmt.query_map([], |row| row.get::<_, String>(0)).sql()?;
+            records.map(|json| from_json("discarded report", &json.sql()?)).collect()
+        })
+    }
+
+    async fn events(&self, limit: usize) -> Result<Vec<LedgerEvent>, LedgerError> {
+        self.read(|tx| {
+            let mut stmt = tx
+                .prepare_cached(
+                    "SELECT at_ms, kind, run_id, detail FROM \
+                     (SELECT * FROM events ORDER BY seq DESC LIMIT ?1) ORDER BY seq",
+                )
+                .sql()?;
+            let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+            let events = stmt
+                .query_map(params![limit], |row| {
+                    Ok(LedgerEvent { at_ms: row.get(0)?, kind: row.get(1)?, run_id: row.get(2)?, detail: row.get(3)? })
+                })
+                .sql()?;
+            events.collect::<Result<_, _>>().sql()
+        })
+    }
+}
+
+// === the operations, inside their transaction ===
+
+fn seed(
+    tx: &Transaction<'_>,
+    header: &PlanHeader,
+    questions: &[(String, String)],
+    order: &[String],
+    now_ms: i64,
+) -> Result<SeedOutcome, LedgerError> {
+    let existing: Option<(String, String)> = tx
+        .query_row("SELECT name, manifest_sha256 FROM cohort WHERE id = 1", [], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()
+        .sql()?;
+    if let Some((found_cohort, found)) = existing {
+        if found == header.manifest_sha256 {
+            return Ok(SeedOutcome::AlreadySeeded);
+        }
+        return Err(LedgerError::ManifestMismatch { found_cohort, found, expected: header.manifest_sha256.clone() });
+    }
+
+    // The plan is valid by construction; a mistake here would otherwise
+    // surface as a bare foreign-key failure.
+    let question_ids: HashSet<&str> = questions.iter().map(|(id, _)| id.as_str()).collect();
+    let arm_ids: HashSet<&str> = header.arms.iter().map(|a| a.id.as_str()).collect();
+    for run_id in order {
+        let (question, arm, _) = split_run_id(run_id);
+        if !arm_ids.contains(arm) {
+            return Err(LedgerError::UnknownArm(arm.to_owned()));
+        }
+        if !question_ids.contains(question) {
+            return Err(LedgerError::Corrupt(format!("the plan's run {run_id} names a question that is not in it")));
+        }
+    }
+
+    tx.execute(
+        "INSERT INTO cohort (id, name, manifest_sha256, header) VALUES (1, ?1, ?2, ?3)",
+        params![header.cohort, header.manifest_sha256, to_json(header)?],
+    )
+    .sql()?;
+    {
+        let mut stmt = tx.prepare_cached("INSERT INTO questions (id, text) VALUES (?1, ?2)").sql()?;
+        for (id, text) in questions {
+            stmt.execute(params![id, text]).sql()?;
+        }
+    }
+    {
+        let mut stmt = tx
+            .prepare_cached(
+                "INSERT INTO arms (id, position, concurrency, pinned_version, accepted_versions) \
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+            )
+            .sql()?;
+        for (position, arm) in header.arms.iter().enumerate() {
+            let accepted = to_json(&[&arm.pinned_version])?;
+            stmt.execute(params![arm.id, position as i64, arm.concurrency, arm.pinned_version, accepted]).sql()?;
+        }
+    }
+    {
+        let mut stmt = tx
+            .prepare_cached(
+                "INSERT INTO runs (position, run_id, question_id, arm_id, rep, state) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'pending')",
+            )
+            .sql()?;
+        for (position, run_id) in order.iter().enumerate() {
+            let (question, arm, repeat) = split_run_id(run_id);
+            stmt.execute(params![position as i64, run_id, question, arm, repeat]).sql()?;
+        }
+    }
+    log_event(
+        tx,
+        now_ms,
+        "seeded",
+        "",
+        &format!("cohort {}, manifest {}, {} runs", header.cohort, header.manifest_sha256, order.len()),
+    )?;
+    Ok(SeedOutcome::Seeded)
+}
+
+/// One arm's room for leases during a lease call.
+struct ArmSlot {
+    paused: bool,
+    /// Leases it may still take (its cap minus its current leases).
+    free: u32,
+}
+
+impl ArmSlot {
+    fn blocked(&self) -> bool {
+        self.paused || self.free == 0
+    }
+}
+
+fn lease(
+    tx: &Transaction<'_>,
+    window_ms: i64,
+    worker: &str,
+    max: u32,
+    now_ms: i64,
+    ttl_ms: i64,
+) -> Result<LeaseBatch, LedgerError> {
+    let cohort = cohort_state(tx)?.ok_or(LedgerError::NotSeeded)?;
+    // Closing is part of leasing: no reconcile loop has to run first.
+    if close_window_if_due(tx, &cohort, now_ms)?.is_some() || cohort.aborted.is_some() {
+        return Ok(LeaseBatch { leases: Vec::new(), closed: true, done: all_final(tx)? });
+    }
+
+    let mut arms: HashMap<String, ArmSlot> = HashMap::new();
+    {
+        let mut stmt = tx
+            .prepare_cached(
+                "SELECT a.id, a.paused_reason IS NOT NULL, a.concurrency, \
+                 (SELECT COUNT(*) FROM runs r WHERE r.state = 'leased' AND r.arm_id = a.id) FROM arms a",
+            )
+            .sql()?;
+        let mut rows = stmt.query([]).sql()?;
+        while let Some(row) = rows.next().sql()? {
+            let cap: u32 = to_unsigned("concurrency", row.get(2).sql()?)?;
+            let leased: u32 = to_unsigned("leased count", row.get(3).sql()?)?;
+            arms.insert(row.get(0).sql()?, ArmSlot { paused: row.get(1).sql()?, free: cap.saturating_sub(leased) });
+        }
+    }
+    let mut blocked = arms.values().filter(|slot| slot.blocked()).count();
+
+    // Walk pending runs in order through the (state, position) index: the
+    // work is the runs granted plus the runs skipped before the batch is
+    // full or every arm is blocked, never the whole table.
+    let mut picked: Vec<PendingRun> = Vec::new();
+    if max > 0 && blocked < arms.len() {
+        let mut stmt = tx
+            .prepare_cached(
+                "SELECT position, run_id, question_id, arm_id, rep, attempts FROM runs \
+                 WHERE state = 'pending' AND not_before_ms <= ?1 ORDER BY position",
+            )
+            .sql()?;
+        let mut rows = stmt.query(params![now_ms]).sql()?;
+        while let Some(row) = rows.next().sql()? {
+            let arm_id: String = row.get(3).sql()?;
+            let Some(slot) = arms.get_mut(&arm_id) else { continue };
+            if slot.blocked() {
+                continue;
+            }
+            slot.free -= 1;
+            if slot.blocked() {
+                blocked += 1;
+            }
+            picked.push(PendingRun {
+                position: row.get(0).sql()?,
+                run_id: row.get(1).sql()?,
+                question_id: row.get(2).sql()?,
+                arm_id,
+                repeat: to_unsigned("repeat", row.get(4).sql()?)?,
+                attempts: to_unsigned("attempts", row.get(5).sql()?)?,
+            });
+            if picked.len() as u64 >= u64::from(max) || blocked == arms.len() {
+                break;
+            }
+        }
+    }
+
+    if picked.is_empty() {
+        let done = all_final(tx)?;
+        return Ok(LeaseBatch { leases: Vec::new(), closed: done, done });
+    }
+
+    // SPEC section 3: the window runs from the first start, so it opens
+    // with the first lease actually granted.
+    if cohort.window_start_ms.is_none() {
+        let end = now_ms.saturating_add(window_ms);
+        tx.execute("UPDATE cohort SET window_start_ms = ?1, window_end_ms = ?2 WHERE id = 1", params![now_ms, end])
+            .sql()?;
+        log_event(tx, now_ms, "window_opened", "", &format!("closes at {end}"))?;
+        tracing::info!(start_ms = now_ms, end_ms = end, "collection window opened");
+    }
+
+    let expires_ms = now_ms.saturating_add(ttl_ms);
+    let mut token = cohort.last_token;
+    let mut leases = Vec::with_capacity(picked.len());
+    {
+        let mut grant = tx
+            .prepare_cached(
+                "UPDATE runs SET state = 'leased', attempts = attempts + 1, token = ?2, worker = ?3, \
+                 leased_ms = ?4, expires_ms = ?5, started_ms = CASE WHEN attempts = 0 THEN ?4 ELSE started_ms END \
+                 WHERE position = ?1",
+            )
+            .sql()?;
+        let mut text = tx.prepare_cached("SELECT text FROM questions WHERE id = ?1").sql()?;
+        for run in picked {
+            token += 1;
+            grant.execute(params![run.position, token, worker, now_ms, expires_ms]).sql()?;
+            let question_text: String = text.query_row(params![run.question_id], |row| row.get(0)).sql()?;
+            leases.push(LeaseGrant {
+                run_id: run.run_id,
+                question_id: run.question_id,
+                arm_id: run.arm_id,
+                repeat: run.repeat,
+                attempt: run.attempts + 1,
+                token: to_unsigned("token", token)?,
+                question_text,
+                expires_ms,
+            });
+        }
+    }
+    tx.execute("UPDATE cohort SET last_token = ?1 WHERE id = 1", params![token]).sql()?;
+    Ok(LeaseBatch { leases, closed: false, done: false })
+}
+
+/// A pending run picked for a lease.
+struct PendingRun {
+    position: i64,
+    run_id: String,
+    question_id: String,
+    arm_id: String,
+    repeat: u32,
+    attempts: u32,
+}
+
+fn status(tx: &Transaction<'_>) -> Result<Status, LedgerError> {
+    let (cohort, manifest_sha256): (String, String) = tx
+        .query_row("SELECT name, manifest_sha256 FROM cohort WHERE id = 1", [], |row| Ok((row.get(0)?, row.get(1)?)))
+        .optional()
+        .sql()?
+        .ok_or(LedgerError::NotSeeded)?;
+    let state = cohort_state(tx)?.ok_or(LedgerError::NotSeeded)?;
+    let mut status = Status {
+        cohort,
+        manifest_sha256,
+        window_start_ms: state.window_start_ms,
+        window_end_ms: state.window_end_ms,
+        aborted: state.aborted,
+        ..Status::default()
+    };
+
+    let mut arms: Vec<ArmStatus> = Vec::new();
+    {
+        let mut stmt =
+            tx.prepare_cached("SELECT id, paused_reason, accepted_versions FROM arms ORDER BY position").sql()?;
+        let mut rows = stmt.query([]).sql()?;
+        while let Some(row) = rows.next().sql()? {
+            arms.push(ArmStatus {
+                id: row.get(0).sql()?,
+                paused: row.get(1).sql()?,
+                accepted_versions: from_json("accepted versions", &row.get::<_, String>(2).sql()?)?,
+                ..ArmStatus::default()
+            });
+        }
+    }
+    let arm_index: HashMap<String, usize> = arms.iter().enumerate().map(|(i, a)| (a.id.clone(), i)).collect();
+    let arm_of = |id: &str| {
+        arm_index
+            .get(id)
+            .copied()
+            .ok_or_else(|| LedgerError::Corrupt(format!("a run names arm {id:?}, not in the plan")))
+    };
+
+    {
+        let mut stmt = tx.prepare_cached("SELECT arm_id, state, COUNT(*) FROM runs GROUP BY arm_id, state").sql()?;
+        let mut rows = stmt.query([]).sql()?;
+        while let Some(row) = rows.next().sql()? {
+            let arm = arm_of(&row.get::<_, String>(0).sql()?)?;
+            let state = parse_state(&row.get::<_, String>(1).sql()?)?;
+            let n: u64 = to_unsigned("run count", row.get(2).sql()?)?;
+            status.planned += n;
+            arms[arm].planned += n;
+            match state {
+                RunStateKind::Pending => status.pending += n,
+                RunStateKind::Leased => {
+                    status.leased += n;
+                    arms[arm].leased += n;
+                }
+                RunStateKind::Final => status.finished += n,
+            }
+        }
+    }
+    {
+        let mut stmt = tx
+            .prepare_cached("SELECT arm_id, outcome, COUNT(*) FROM runs WHERE state = 'final' GROUP BY arm_id, outcome")
+            .sql()?;
+        let mut rows = stmt.query([]).sql()?;
+        while let Some(row) = rows.next().sql()? {
+            let arm = arm_of(&row.get::<_, String>(0).sql()?)?;
+            let outcome: Option<String> = row.get(1).sql()?;
+            let outcome = parse_outcome(
+                outcome.as_deref().ok_or_else(|| LedgerError::Corrupt("a final run has no outcome".to_owned()))?,
+            )?;
+            let n: u64 = to_unsigned("run count", row.get(2).sql()?)?;
+            *status.by_outcome.entry(outcome).or_default() += n;
+            *arms[arm].by_outcome.entry(outcome).or_default() += n;
+        }
+    }
+    {
+        let mut stmt = tx.prepare_cached("SELECT class, COUNT(*) FROM attempts GROUP BY class").sql()?;
+        let mut rows = stmt.query([]).sql()?;
+        let mut by_class = BTreeMap::new();
+        while let Some(row) = rows.next().sql()? {
+            let class = parse_class(&row.get::<_, String>(0).sql()?)?;
+            by_class.insert(class, to_unsigned("attempt count", row.get(1).sql()?)?);
+        }
+        status.attempts_by_class = by_class;
+    }
+    status.discarded =
+        to_unsigned("discarded count", tx.query_row("SELECT COUNT(*) FROM discarded", [], |row| row.get(0)).sql()?)?;
+    status.arms = arms;
+    Ok(status)
+}
+
+// === the lifecycle moves shared by the operations ===
+
+/// The mutable cohort state (the `cohort` row without the plan).
+struct CohortState {
+    last_token: i64,
+    window_start_ms: Option<i64>,
+    window_end_ms: Option<i64>,
+    window_closed: bool,
+    aborted: Option<String>,
+}
+
+impl CohortState {
+    /// Whether the window has opened and its end has come.
+    fn window_due(&self, now_ms: i64) -> bool {
+        self.window_end_ms.is_some_and(|end| now_ms >= end)
+    }
+}
+
+fn cohort_state(conn: &Connection) -> Result<Option<CohortState>, LedgerError> {
+    conn.query_row(
+        "SELECT last_token, window_start_ms, window_end_ms, window_closed_ms IS NOT NULL, aborted \
+         FROM cohort WHERE id = 1",
+        [],
+        |row| {
+            Ok(CohortState {
+                last_token: row.get(0)?,
+                window_start_ms: row.get(1)?,
+                window_end_ms: row.get(2)?,
+                window_closed: row.get(3)?,
+                aborted: row.get(4)?,
+            })
+        },
+    )
+    .optional()
+    .sql()
+}
+
+/// The seeded plan header, read once and then cached (it never changes).
+fn plan<'h>(conn: &Connection, cache: &'h mut Option<PlanHeader>) -> Result<&'h PlanHeader, LedgerError> {
+    if cache.is_none() {
+        let json: Option<String> =
+            conn.query_row("SELECT header FROM cohort WHERE id = 1", [], |row| row.get(0)).optional().sql()?;
+        *cache = Some(from_json("plan header", &json.ok_or(LedgerError::NotSeeded)?)?);
+    }
+    cache.as_ref().ok_or(LedgerError::NotSeeded)
+}
+
+/// Every planned run has its final outcome.
+fn all_final(conn: &Connection) -> Result<bool, LedgerError> {
+    // Two EXISTS probes of the state index, not a count of the open runs.
+    conn.query_row(
+        "SELECT NOT EXISTS (SELECT 1 FROM runs WHERE state = 'pending') \
+         AND NOT EXISTS (SELECT 1 FROM runs WHERE state = 'leased')",
+        [],
+        |row| row.get(0),
+    )
+    .sql()
+}
+
+/// Closes the window if it has opened and its end has come: every pending
+/// run gets its closing outcome. `None` when not due; otherwise how many
+/// runs it finalised (0 when it was already closed). The `window_closed`
+/// event is logged once.
+fn close_window_if_due(conn: &Connection, cohort: &CohortState, now_ms: i64) -> Result<Option<u64>, LedgerError> {
+    if !cohort.window_due(now_ms) {
+        return Ok(None);
+    }
+    let closed = close_pending(conn, Closing::Window, now_ms)?;
+    if !cohort.window_closed {
+        conn.execute("UPDATE cohort SET window_closed_ms = ?1 WHERE id = 1", params![now_ms]).sql()?;
+        log_event(conn, now_ms, "window_closed", "", &format!("{closed} pending runs finalised"))?;
+        tracing::info!(closed, "collection window closed");
+    }
+    Ok(Some(closed))
+}
+
+/// What is closing the pending runs.
+#[derive(Clone, Copy)]
+enum Closing {
+    /// The window: `arm_paused` for the runs of a paused arm, else
+    /// `window_closed`.
+    Window,
+    Abort,
+}
+
+/// Finalises every pending run with [`closed_outcome`]; returns how many.
+fn close_pending(conn: &Connection, closing: Closing, now_ms: i64) -> Result<u64, LedgerError> {
+    let paused = paused_arms(conn)?;
+    let pending: Vec<(i64, String, u32)> = {
+        let mut stmt = conn
+            .prepare_cached("SELECT position, arm_id, attempts FROM runs WHERE state = 'pending' ORDER BY position")
+            .sql()?;
+        let mut rows = stmt.query([]).sql()?;
+        let mut pending = Vec::new();
+        while let Some(row) = rows.next().sql()? {
+            pending.push((row.get(0).sql()?, row.get(1).sql()?, to_unsigned("attempts", row.get(2).sql()?)?));
+        }
+        pending
+    };
+    let mut stmt = conn
+        .prepare_cached(
+            "UPDATE runs SET state = 'final', outcome = ?2, reason = ?3, ended_ms = ?4, not_before_ms = 0 \
+             WHERE position = ?1",
+        )
+        .sql()?;
+    for (position, arm, attempts) in &pending {
+        let reason = match closing {
+            Closing::Abort => CloseReason::Aborted,
+            Closing::Window if paused.contains(arm) => CloseReason::ArmPaused,
+            Closing::Window => CloseReason::WindowClosed,
+        };
+        stmt.execute(params![position, closed_outcome(*attempts).as_str(), reason.as_str(), now_ms]).sql()?;
+    }
+    Ok(pending.len() as u64)
+}
+
+fn paused_arms(conn: &Connection) -> Result<HashSet<String>, LedgerError> {
+    let mut stmt = conn.prepare_cached("SELECT id FROM arms WHERE paused_reason IS NOT NULL").sql()?;
+    let ids = stmt.query_map([], |row| row.get(0)).sql()?;
+    ids.collect::<Result<_, _>>().sql()
+}
+
+/// A leased run, as the fencing check reads it.
+struct LiveRun {
+    position: i64,
+    run_id: String,
+    arm_id: String,
+    attempts: u32,
+    token: u64,
+    worker: String,
+    leased_ms: i64,
+    started_ms: i64,
+}
+
+/// The columns [`LiveRun::from_row`] reads, in order.
+const LIVE_RUN_COLUMNS: &str = "position, run_id, arm_id, attempts, token, worker, leased_ms, started_ms";
+
+impl LiveRun {
+    fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<LiveRun> {
+        let attempts: i64 = row.get(3)?;
+        let token: i64 = row.get(4)?;
+        Ok(LiveRun {
+            position: row.get(0)?,
+            run_id: row.get(1)?,
+            arm_id: row.get(2)?,
+            attempts: u32::try_from(attempts).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(3, attempts))?,
+            token: u64::try_from(token).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(4, token))?,
+            worker: row.get(5)?,
+            leased_ms: row.get(6)?,
+            started_ms: row.get(7)?,
+        })
+    }
+}
+
+/// The fencing check: the run, if `lease` is its current lease.
+fn leased_run(conn: &Connection, lease: &LeaseRef) -> Result<Option<LiveRun>, LedgerError> {
+    // A token beyond i64 was never handed out: stale.
+    let Ok(token) = i64::try_from(lease.token) else { return Ok(None) };
+    let mut stmt = conn
+        .prepare_cached(&format!(
+            "SELECT {LIVE_RUN_COLUMNS} FROM runs WHERE run_id = ?1 AND state = 'leased' AND token = ?2"
+        ))
+        .sql()?;
+    stmt.query_row(params![lease.run_id, token], LiveRun::from_row).optional().sql()
+}
+
+/// Applies the retry policy after a failed attempt of a leased run.
+fn apply_failure(
+    conn: &Connection,
+    policy: &RetryPolicy,
+    run: &LiveRun,
+    class: AttemptClass,
+    detail: &str,
+    now_ms: i64,
+) -> Result<AttemptVerdict, LedgerError> {
+    match policy.decide(class, run.attempts, run.started_ms, now_ms) {
+        RetryDecision::RetryAt { not_before_ms } => match requeue(conn, run, run.attempts, not_before_ms, now_ms)? {
+            Some(outcome) => Ok(AttemptVerdict::Final(outcome)),
+            None => {
+                log_event(
+                    conn,
+                    now_ms,
+                    "retry",
+                    &run.run_id,
+                    &format!("{} after attempt {}, not before {not_before_ms}", class.as_str(), run.attempts),
+                )?;
+                Ok(AttemptVerdict::Retry { not_before_ms })
+            }
+        },
+        RetryDecision::Final(outcome) => {
+            let reason =
+                if detail.is_empty() { class.as_str().to_owned() } else { format!("{}: {detail}", class.as_str()) };
+            finalise(conn, run.position, &run.run_id, outcome, &reason, now_ms)?;
+            Ok(AttemptVerdict::Final(outcome))
+        }
+    }
+}
+
+/// Puts a leased run back in the queue with `attempts` counted, not to be
+/// leased before `not_before_ms`. If the cohort is aborted or its window
+/// has ended, nothing would ever lease it again, so it is closed at once
+/// instead, with the outcome it would get at the close: returned as
+/// `Some(outcome)`.
+fn requeue(
+    conn: &Connection,
+    run: &LiveRun,
+    attempts: u32,
+    not_before_ms: i64,
+    now_ms: i64,
+) -> Result<Option<Outcome>, LedgerError> {
+    let cohort = cohort_state(conn)?.ok_or(LedgerError::NotSeeded)?;
+    let closing = if cohort.aborted.is_some() {
+        Some(CloseReason::Aborted)
+    } else if cohort.window_closed || cohort.window_due(now_ms) {
+        Some(if paused_arms(conn)?.contains(&run.arm_id) { CloseReason::ArmPaused } else { CloseReason::WindowClosed })
+    } else {
+        None
+    };
+    // A run given back before any counted attempt has not started.
+    conn.execute(
+        "UPDATE runs SET state = 'pending', attempts = ?2, not_before_ms = ?3, expires_ms = 0, \
+         started_ms = CASE WHEN ?2 = 0 THEN 0 ELSE started_ms END WHERE position = ?1",
+        params![run.position, attempts, not_before_ms],
+    )
+    .sql()?;
+    let Some(reason) = closing else { return Ok(None) };
+    let outcome = closed_outcome(attempts);
+    finalise(conn, run.position, &run.run_id, outcome, reason.as_str(), now_ms)?;
+    Ok(Some(outcome))
+}
+
+/// Makes a run final with `outcome` (no record: the run produced none).
+fn finalise(
+    conn: &Connection,
+    position: i64,
+    run_id: &str,
+    outcome: Outcome,
+    reason: &str,
+    now_ms: i64,
+) -> Result<(), LedgerError> {
+    conn.execute(
+        "UPDATE runs SET state = 'final', outcome = ?2, reason = ?3, ended_ms = ?4, expires_ms = 0, \
+         not_before_ms = 0 WHERE position = ?1",
+        params![position, outcome.as_str(), reason, now_ms],
+    )
+    .sql()?;
+    log_event(conn, now_ms, "final", run_id, &final_detail(outcome, reason))
+}
+
+fn final_detail(outcome: Outcome, reason: &str) -> String {
+    if reason.is_empty() { outcome.as_str().to_owned() } else { format!("{}: {reason}", outcome.as_str()) }
+}
+
+fn record_attempt(conn: &Connection, run_id: &str, record: &AttemptRecord) -> Result<(), LedgerError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "INSERT INTO attempts (run_id, attempt, token, worker, class, record) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        )
+        .sql()?;
+    let token = i64::try_from(record.token).map_err(|_| LedgerError::Corrupt(format!("token {}", record.token)))?;
+    stmt.execute(params![run_id, record.attempt, token, record.worker, record.class.as_str(), to_json(record)?])
+        .sql()?;
+    Ok(())
+}
+
+fn discarded_report(
+    worker: &str,
+    lease: &LeaseRef,
+    kind: &str,
+    now_ms: i64,
+    class: Option<AttemptClass>,
+    outcome: Option<Outcome>,
+) -> DiscardedReport {
+    DiscardedReport {
+        run_id: lease.run_id.clone(),
+        token: lease.token,
+        worker: worker.to_owned(),
+        kind: kind.to_owned(),
+        at_ms: now_ms,
+        class,
+        outcome,
+    }
+}
+
+/// Keeps a stale report for audit; it changes nothing else.
+fn discard(conn: &Connection, report: &DiscardedReport) -> Result<(), LedgerError> {
+    conn.execute("INSERT INTO discarded (record) VALUES (?1)", params![to_json(report)?]).sql()?;
+    let detail = format!("stale {} from worker {:?}, token {}", report.kind, report.worker, report.token);
+    tracing::debug!(run_id = %report.run_id, %detail, "report discarded");
+    log_event(conn, report.at_ms, "discarded", &report.run_id, &detail)
+}
+
+fn log_event(conn: &Connection, at_ms: i64, kind: &str, run_id: &str, detail: &str) -> Result<(), LedgerError> {
+    let mut stmt =
+        conn.prepare_cached("INSERT INTO events (at_ms, kind, run_id, detail) VALUES (?1, ?2, ?3, ?4)").sql()?;
+    stmt.execute(params![at_ms, kind, run_id, detail]).sql()?;
+    Ok(())
+}
+
+// === encoding ===
+
+/// Maps rusqlite errors to [`LedgerError::Sqlite`] (the message only).
+trait SqlResult<T> {
+    fn sql(self) -> Result<T, LedgerError>;
+}
+
+impl<T> SqlResult<T> for rusqlite::Result<T> {
+    fn sql(self) -> Result<T, LedgerError> {
+        self.map_err(|e| LedgerError::Sqlite(e.to_string()))
+    }
+}
+
+fn to_json<T: serde::Serialize + ?Sized>(value: &T) -> Result<String, LedgerError> {
+    serde_json::to_string(value).map_err(|e| LedgerError::Corrupt(format!("cannot encode a ledger value: {e}")))
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(what: &str, json: &str) -> Result<T, LedgerError> {
+    serde_json::from_str(json).map_err(|e| LedgerError::Corrupt(format!("{what}: {e}")))
+}
+
+fn to_unsigned<T: TryFrom<i64>>(what: &str, value: i64) -> Result<T, LedgerError> {
+    T::try_from(value).map_err(|_| LedgerError::Corrupt(format!("{what} {value} is out of range")))
+}
+
+fn parse_state(name: &str) -> Result<RunStateKind, LedgerError> {
+    match name {
+        "pending" => Ok(RunStateKind::Pending),
+        "leased" => Ok(RunStateKind::Leased),
+        "final" => Ok(RunStateKind::Final),
+        other => Err(LedgerError::Corrupt(format!("unknown run state {other:?}"))),
+    }
+}
+
+fn parse_outcome(name: &str) -> Result<Outcome, LedgerError> {
+    Outcome::ALL
+        .into_iter()
+        .find(|o| o.as_str() == name)
+        .ok_or_else(|| LedgerError::Corrupt(format!("unknown outcome {name:?}")))
+}
+
+fn parse_class(name: &str) -> Result<AttemptClass, LedgerError> {
+    AttemptClass::ALL
+        .into_iter()
+        .find(|c| c.as_str() == name)
+        .ok_or_else(|| LedgerError::Corrupt(format!("unknown attempt class {name:?}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ledger::conformance;
+
+    /// The conformance suite also holds on the in-memory ledger, and a
+    /// reopened file resumes where it stood.
+    #[tokio::test]
+    async fn in_memory_ledger_conforms() {
+        conformance::lease_follows_order_within_caps(&SqliteLedger::in_memory().unwrap()).await;
+        conformance::window_close_finalises_pending_runs(&SqliteLedger::in_memory().unwrap()).await;
+    }
+
+    /// Reopening the file resumes the cohort: leases, tokens and the window
+    /// survive, and the fencing token keeps increasing.
+    #[tokio::test]
+    async fn reopening_resumes_the_cohort() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.sqlite");
+        let first = {
+            let l = SqliteLedger::open(&path).unwrap();
+            l.seed(&conformance::header(), &conformance::questions(), &conformance::order(), 0).await.unwrap();
+            l.lease("w", 1, 100, conformance::TTL).await.unwrap().leases.remove(0)
+        };
+        let l = SqliteLedger::open(&path).unwrap();
+        assert_eq!(
+            l.seed(&conformance::header(), &conformance::questions(), &conformance::order(), 5).await.unwrap(),
+            SeedOutcome::AlreadySeeded
+        );
+        let s = l.status().await.unwrap();
+        assert_eq!((s.leased, s.window_start_ms), (1, Some(100)));
+        let next = l.lease("w", 1, 200, conformance::TTL).await.unwrap().leases.remove(0);
+        assert!(next.token > first.token);
+        assert!(l.finish("w", &LeaseRef { run_id: first.run_id, token: first.token }, &result(), 300).await.unwrap());
+    }
+
+    /// A retry reported after an abort cannot wait for a lease that will
+    /// never come: the run is closed at once.
+    #[tokio::test]
+    async fn retry_after_abort_closes_the_run() {
+        let l = SqliteLedger::in_memory().unwrap();
+        l.seed(&conformance::header(), &conformance::questions(), &conformance::order(), 0).await.unwrap();
+        let g = l.lease("w", 1, 10, conformance::TTL).await.unwrap().leases.remove(0);
+        assert_eq!(l.abort("stop", 20).await.unwrap(), 7);
+        let mut attempt = result().attempt;
+        attempt.class = AttemptClass::ServerError;
+        let lease = LeaseRef { run_id: g.run_id.clone(), token: g.token };
+        let v = l.report_attempt("w", &lease, &attempt, 30).await.unwrap();
+        assert_eq!(v, AttemptVerdict::Final(Outcome::Unavailable));
+        assert!(l.status().await.unwrap().done());
+        assert!(l.lease("w", 1, 40, conformance::TTL).await.unwrap().done);
+    }
+
+    fn result() -> RunResult {
+        RunResult {
+            outcome: Outcome::Completed,
+            reason: String::new(),
+            record_sha256: "b".repeat(64),
+            observed_version: None,
+            attempt: AttemptRecord {
+                class: AttemptClass::Ok,
+                http_status: 200,
+                detail: String::new(),
+                started_ms: 0,
+                ended_ms: 1,
+                observed_version: None,
+                worker: String::new(),
+                attempt: 0,
+                token: 0,
+            },
+        }
+    }
+}

@@ -1,0 +1,97 @@
+-- The embedded ledger's schema, version 1 (`PRAGMA user_version`).
+-- Applied once, in one transaction, by `SqliteLedger::open` on an empty
+-- file. Enumerations are stored as their snake_case names.
+
+-- The cohort itself: exactly one row (id = 1), written by `seed`. Typed
+-- columns rather than a key-value table, so that the mutable cohort state
+-- (the token counter, the window, abort) is read and written as one row.
+CREATE TABLE cohort (
+    id               INTEGER PRIMARY KEY CHECK (id = 1),
+    name             TEXT    NOT NULL,
+    manifest_sha256  TEXT    NOT NULL,
+    -- The PlanHeader as JSON: immutable once seeded.
+    header           TEXT    NOT NULL,
+    -- The last fencing token handed out (cohort-wide; the first is 1).
+    last_token       INTEGER NOT NULL DEFAULT 0,
+    -- The collection window: NULL until the first lease is granted.
+    window_start_ms  INTEGER,
+    window_end_ms    INTEGER,
+    -- When the window was closed (its pending runs finalised); NULL before.
+    window_closed_ms INTEGER,
+    -- The operator's reason, once aborted.
+    aborted          TEXT
+);
+
+CREATE TABLE questions (
+    id   TEXT PRIMARY KEY,
+    text TEXT NOT NULL
+);
+
+CREATE TABLE arms (
+    id                TEXT    PRIMARY KEY,
+    -- Index in the plan's arm list: status lists arms in this order.
+    position          INTEGER NOT NULL UNIQUE,
+    concurrency       INTEGER NOT NULL,
+    pinned_version    TEXT    NOT NULL,
+    paused_reason     TEXT,
+    -- JSON array of labels, the pinned one first.
+    accepted_versions TEXT    NOT NULL
+);
+
+-- One row per planned run; `position` is its index in the planned order.
+CREATE TABLE runs (
+    position         INTEGER PRIMARY KEY,
+    run_id           TEXT    NOT NULL UNIQUE,
+    question_id      TEXT    NOT NULL REFERENCES questions (id),
+    arm_id           TEXT    NOT NULL REFERENCES arms (id),
+    rep              INTEGER NOT NULL,
+    state            TEXT    NOT NULL CHECK (state IN ('pending', 'leased', 'final')),
+    attempts         INTEGER NOT NULL DEFAULT 0,
+    -- A pending run is not leased before this instant (retry backoff).
+    not_before_ms    INTEGER NOT NULL DEFAULT 0,
+    -- The current (or last) lease: fencing token, holder, grant, expiry.
+    token            INTEGER NOT NULL DEFAULT 0,
+    worker           TEXT    NOT NULL DEFAULT '',
+    leased_ms        INTEGER NOT NULL DEFAULT 0,
+    expires_ms       INTEGER NOT NULL DEFAULT 0,
+    started_ms       INTEGER NOT NULL DEFAULT 0,
+    ended_ms         INTEGER NOT NULL DEFAULT 0,
+    outcome          TEXT,
+    reason           TEXT    NOT NULL DEFAULT '',
+    record_sha256    TEXT    NOT NULL DEFAULT '',
+    observed_version TEXT
+);
+-- Leasing walks pending runs in order; counts and closing use it too.
+CREATE INDEX runs_by_state_position ON runs (state, position);
+-- Expiry finds leased runs whose time has passed.
+CREATE INDEX runs_by_state_expiry ON runs (state, expires_ms);
+
+-- Every recorded attempt (AttemptRecord JSON); `class` is kept in its own
+-- column so that status can count attempts by class without parsing JSON.
+CREATE TABLE attempts (
+    id      INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id  TEXT    NOT NULL REFERENCES runs (run_id),
+    attempt INTEGER NOT NULL,
+    token   INTEGER NOT NULL,
+    worker  TEXT    NOT NULL,
+    class   TEXT    NOT NULL,
+    record  TEXT    NOT NULL
+);
+CREATE INDEX attempts_by_run ON attempts (run_id, id);
+
+-- Reports that arrived with a stale lease (DiscardedReport JSON).
+CREATE TABLE discarded (
+    id     INTEGER PRIMARY KEY AUTOINCREMENT,
+    record TEXT NOT NULL
+);
+
+-- The audit log.
+CREATE TABLE events (
+    seq    INTEGER PRIMARY KEY AUTOINCREMENT,
+    at_ms  INTEGER NOT NULL,
+    kind   TEXT    NOT NULL,
+    run_id TEXT    NOT NULL DEFAULT '',
+    detail TEXT    NOT NULL DEFAULT ''
+);
+
+PRAGMA user_version = 1;

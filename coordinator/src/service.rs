@@ -1,0 +1,313 @@
+//! The coordinator's gRPC service and its reconcile loop.
+//!
+//! The service is thin: every state change is one ledger call, so a killed
+//! and restarted coordinator resumes from the ledger and loses nothing. What
+//! it keeps in memory is the plan's constant-size part (cohort name,
+//! manifest hash, suffix, arms) and a cache of each arm's accepted version
+//! labels, refreshed from the ledger on every reconcile tick.
+//!
+//! The reconcile loop expires the leases of silent workers, closes the
+//! collection window when it passes, and refreshes the version cache.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use cohort_core::cohort::prompt;
+use cohort_proto::v1 as pb;
+use cohort_proto::v1::coordinator_server::{Coordinator, CoordinatorServer};
+use tokio::net::TcpListener;
+use tokio::sync::RwLock;
+use tonic::{Request, Response, Status};
+use tracing::{info, warn};
+
+use crate::clock::Clock;
+use crate::convert;
+use crate::ledger::{AttemptVerdict, Ledger, LedgerError, RunResult};
+
+/// Tunables of the coordinator.
+#[derive(Debug, Clone)]
+pub struct CoordinatorConfig {
+    /// How long a lease lives without a heartbeat.
+    pub lease_ttl_ms: i64,
+    /// How often workers are told to heartbeat.
+    pub heartbeat_interval_ms: u32,
+    /// How often leases are expired and the window checked.
+    pub reconcile_interval: Duration,
+    /// How long a worker waits before asking again after an empty lease.
+    pub empty_lease_retry_ms: u32,
+}
+
+impl Default for CoordinatorConfig {
+    fn default() -> Self {
+        CoordinatorConfig {
+            lease_ttl_ms: 30_000,
+            heartbeat_interval_ms: 5_000,
+            reconcile_interval: Duration::from_millis(500),
+            empty_lease_retry_ms: 200,
+        }
+    }
+}
+
+/// The constant-size part of a frozen plan the coordinator serves.
+#[derive(Debug, Clone)]
+pub struct ServedPlan {
+    pub cohort: String,
+    pub manifest_sha256: String,
+    /// The shared suffix, as the prompt uses it.
+    pub suffix: String,
+    /// The per-run deadline.
+    pub run_timeout_ms: i64,
+    /// Arm id -> pinned version label.
+    pub pinned_versions: HashMap<String, String>,
+}
+
+/// The gRPC `Coordinator` service over a ledger.
+#[derive(Debug)]
+pub struct CoordinatorService {
+    ledger: Arc<dyn Ledger>,
+    plan: Arc<ServedPlan>,
+    clock: Arc<dyn Clock>,
+    config: CoordinatorConfig,
+    /// Arm id -> (accepted version labels, paused). A tokio RwLock because
+    /// the reconcile loop holds it across the ledger call that refreshes it.
+    arms: Arc<RwLock<HashMap<String, (Vec<String>, bool)>>>,
+    /// Distinguishes workers registered by this process.
+    worker_seq: AtomicU64,
+}
+
+fn ledger_status(e: LedgerError) -> Status {
+    match e {
+        LedgerError::Redis(_) => Status::unavailable(e.to_string()),
+        LedgerError::NotSeeded => Status::failed_precondition(e.to_string()),
+        LedgerError::UnknownArm(_) => Status::invalid_argument(e.to_string()),
+        _ => Status::internal(e.to_string()),
+    }
+}
+
+impl CoordinatorService {
+    pub fn new(
+        ledger: Arc<dyn Ledger>,
+        plan: ServedPlan,
+        clock: Arc<dyn Clock>,
+        config: CoordinatorConfig,
+    ) -> CoordinatorService {
+        let arms = plan.pinned_versions.iter().map(|(a, v)| (a.clone(), (vec![v.clone()], false))).collect();
+        CoordinatorService {
+            ledger,
+            plan: Arc::new(plan),
+            clock,
+            config,
+            arms: Arc::new(RwLock::new(arms)),
+            worker_seq: AtomicU64::new(0),
+        }
+    }
+
+    /// One reconcile tick: expire leases, close the window if due, refresh
+    /// the arms' accepted versions and pause states.
+    pub async fn reconcile(&self) -> Result<(), LedgerError> {
+        let now = self.clock.now_ms();
+        let expired = self.ledger.expire(now).await?;
+        if expired > 0 {
+            warn!(expired, "leases expired: workers lost, attempts recorded as worker_lost");
+        }
+        let closed = self.ledger.close_window_if_due(now).await?;
+        if closed > 0 {
+            info!(closed, "collection window closed: pending runs finalised");
+        }
+        let status = self.ledger.status().await?;
+        let mut arms = self.arms.write().await;
+        for arm in status.arms {
+            arms.insert(arm.id, (arm.accepted_versions, arm.paused.is_some()));
+        }
+        Ok(())
+    }
+
+    /// Pauses the arm of a run that reported a version label other than
+    /// the accepted ones. A label that was not disclosed cannot be compared
+    /// and never pauses.
+    async fn check_version(&self, run_id: &str, arm: &str, observed: Option<&str>) -> Result<(), LedgerError> {
+        let Some(observed) = observed else { return Ok(()) };
+        {
+            let arms = self.arms.read().await;
+            match arms.get(arm) {
+                Some((accepted, paused)) if *paused || accepted.iter().any(|v| v == observed) => return Ok(()),
+                None => return Ok(()),
+                _ => {}
+            }
+        }
+        let pinned = self.plan.pinned_versions.get(arm).cloned().unwrap_or_default();
+        let reason = format!("version changed: pinned {pinned}, observed {observed} on run {run_id}");
+        warn!(arm, %reason, "pausing arm");
+        self.ledger.pause_arm(arm, &reason, self.clock.now_ms()).await?;
+        if let Some(entry) = self.arms.write().await.get_mut(arm) {
+            entry.1 = true;
+        }
+        Ok(())
+    }
+}
+
+#[tonic::async_trait]
+impl Coordinator for CoordinatorService {
+    async fn register(&self, request: Request<pb::RegisterRequest>) -> Result<Response<pb::RegisterResponse>, Status> {
+        let r = request.into_inner();
+        if r.cohort != self.plan.cohort || r.manifest_sha256 != self.plan.manifest_sha256 {
+            return Err(Status::failed_precondition(format!(
+                "this coordinator serves cohort {:?} (manifest {}), not {:?} (manifest {})",
+                self.plan.cohort, self.plan.manifest_sha256, r.cohort, r.manifest_sha256
+            )));
+        }
+        let name: String = r.worker_name.chars().filter(|c| c.is_ascii_alphanumeric() || "-_.".contains(*c)).take(64).collect();
+        let seq = self.worker_seq.fetch_add(1, Ordering::Relaxed);
+        let worker_id = format!("{}-{:x}-{seq}", if name.is_empty() { "worker" } else { &name }, self.clock.now_ms());
+        info!(%worker_id, "worker registered");
+        Ok(Response::new(pb::RegisterResponse {
+            worker_id,
+            lease_ttl_ms: self.config.lease_ttl_ms as u32,
+            heartbeat_interval_ms: self.config.heartbeat_interval_ms,
+        }))
+    }
+
+    async fn lease(&self, request: Request<pb::LeaseRequest>) -> Result<Response<pb::LeaseResponse>, Status> {
+        let r = request.into_inner();
+        if r.worker_id.is_empty() {
+            return Err(Status::invalid_argument("worker_id is required: register first"));
+        }
+        let max = r.max_runs.min(1_000);
+        let now = self.clock.now_ms();
+        let batch = self.ledger.lease(&r.worker_id, max, now, self.config.lease_ttl_ms).await.map_err(ledger_status)?;
+        let leases: Vec<pb::Lease> = batch
+            .leases
+            .into_iter()
+            .map(|g| pb::Lease {
+                prompt: prompt(&g.question_text, &self.plan.suffix),
+                suffix: self.plan.suffix.clone(),
+                deadline_unix_ms: now + self.plan.run_timeout_ms,
+                run_id: g.run_id,
+                question_id: g.question_id,
+                arm_id: g.arm_id,
+                repeat: g.repeat,
+                attempt: g.attempt,
+                fencing_token: g.token,
+            })
+            .collect();
+        let retry_after_ms = if leases.is_empty() && !batch.closed { self.config.empty_lease_retry_ms } else { 0 };
+        Ok(Response::new(pb::LeaseResponse { leases, retry_after_ms, cohort_done: batch.closed }))
+    }
+
+    async fn heartbeat(&self, request: Request<pb::HeartbeatRequest>) -> Result<Response<pb::HeartbeatResponse>, Status> {
+        let r = request.into_inner();
+        let leases = r.leases.iter().map(|l| convert::lease_ref_from_pb(Some(l))).collect::<Result<Vec<_>, _>>()?;
+        let lost = self
+            .ledger
+            .heartbeat(&r.worker_id, &leases, self.clock.now_ms(), self.config.lease_ttl_ms)
+            .await
+            .map_err(ledger_status)?;
+        Ok(Response::new(pb::HeartbeatResponse { lost: lost.iter().map(convert::lease_ref_to_pb).collect() }))
+    }
+
+    async fn report_attempt(
+        &self,
+        request: Request<pb::ReportAttemptRequest>,
+    ) -> Result<Response<pb::ReportAttemptResponse>, Status> {
+        let r = request.into_inner();
+        let lease = convert::lease_ref_from_pb(r.lease.as_ref())?;
+        let attempt = convert::attempt_from_pb(r.attempt.as_ref())?;
+        let verdict = self
+            .ledger
+            .report_attempt(&r.worker_id, &lease, &attempt, self.clock.now_ms())
+            .await
+            .map_err(ledger_status)?;
+        let response = match verdict {
+            AttemptVerdict::Stale => pb::ReportAttemptResponse { accepted: false, retry: false, final_outcome: 0 },
+            AttemptVerdict::Retry { .. } => pb::ReportAttemptResponse { accepted: true, retry: true, final_outcome: 0 },
+            AttemptVerdict::Final(o) => pb::ReportAttemptResponse {
+                accepted: true,
+                retry: false,
+                final_outcome: convert::outcome_to_pb(o) as i32,
+            },
+        };
+        Ok(Response::new(response))
+    }
+
+    async fn report_result(
+        &self,
+        request: Request<pb::ReportResultRequest>,
+    ) -> Result<Response<pb::ReportResultResponse>, Status> {
+        let r = request.into_inner();
+        let lease = convert::lease_ref_from_pb(r.lease.as_ref())?;
+        let outcome = convert::outcome_from_pb(r.outcome)?;
+        let attempt = convert::attempt_from_pb(r.attempt.as_ref())?;
+        let observed_version = convert::version_from_pb(&r.observed_version)?;
+        if !r.record_sha256.is_empty() && !cohort_core::hash::is_sha256_hex(&r.record_sha256) {
+            return Err(Status::invalid_argument("record_sha256 must be 64 lowercase hex digits"));
+        }
+        let result = RunResult {
+            outcome,
+            reason: r.reason.chars().take(1024).collect(),
+            record_sha256: r.record_sha256,
+            observed_version: observed_version.clone(),
+            attempt,
+        };
+        let accepted =
+            self.ledger.finish(&r.worker_id, &lease, &result, self.clock.now_ms()).await.map_err(ledger_status)?;
+        if accepted {
+            let arm = lease.run_id.split(':').nth(1).unwrap_or_default().to_owned();
+            self.check_version(&lease.run_id, &arm, observed_version.as_deref()).await.map_err(ledger_status)?;
+        }
+        Ok(Response::new(pb::ReportResultResponse { accepted }))
+    }
+
+    async fn drain(&self, request: Request<pb::DrainRequest>) -> Result<Response<pb::DrainResponse>, Status> {
+        let r = request.into_inner();
+        let mut requeued = 0;
+        for l in &r.released {
+            let lease = convert::lease_ref_from_pb(Some(l))?;
+            if self.ledger.release(&r.worker_id, &lease, self.clock.now_ms()).await.map_err(ledger_status)? {
+                requeued += 1;
+            }
+        }
+        info!(worker_id = %r.worker_id, requeued, "worker drained");
+        Ok(Response::new(pb::DrainResponse { requeued }))
+    }
+}
+
+/// Serves the coordinator on `listener` until `shutdown` resolves, with its
+/// reconcile loop. The ledger must already be seeded.
+pub async fn run(
+    service: CoordinatorService,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), tonic::transport::Error> {
+    let service = Arc::new(service);
+    let reconciler = Arc::clone(&service);
+    let interval = service.config.reconcile_interval;
+    // The reconcile loop is owned by this function: it is aborted when the
+    // server returns, whatever the reason.
+    let reconcile = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if let Err(e) = reconciler.reconcile().await {
+                warn!(error = %e, "reconcile failed; retrying on the next tick");
+            }
+        }
+    });
+    let incoming = tokio_stream_listener(listener);
+    let result = tonic::transport::Server::builder()
+        .add_service(CoordinatorServer::from_arc(service))
+        .serve_with_incoming_shutdown(incoming, shutdown)
+        .await;
+    reconcile.abort();
+    result
+}
+
+/// The listener as the stream of connections tonic serves.
+fn tokio_stream_listener(
+    listener: TcpListener,
+) -> impl tokio_stream::Stream<Item = Result<tokio::net::TcpStream, std::io::Error>> {
+    tokio_stream::wrappers::TcpListenerStream::new(listener)
+}

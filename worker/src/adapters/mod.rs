@@ -1,0 +1,99 @@
+//! Adapters: how a worker calls one kind of system under test. One trait,
+//! each adapter a small module. The worker, not the adapter, enforces the
+//! protocol's rules around the call (the clarification reply is the suffix
+//! only; the per-run deadline; one attempt per lease).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use cohort_core::config::{AdapterKind, ArmConfig};
+use cohort_core::taxonomy::AttemptClass;
+use serde::{Deserialize, Serialize};
+
+pub mod sim;
+
+/// One turn of the conversation with the system.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Turn {
+    /// `user` or `system_under_test`.
+    pub role: String,
+    pub text: String,
+}
+
+/// What an adapter is asked.
+#[derive(Debug, Clone)]
+pub struct AdapterRequest {
+    pub run_id: String,
+    pub question_id: String,
+    /// 1-based attempt number of the run.
+    pub attempt: u32,
+    /// The conversation so far: the prompt first, then any clarification
+    /// exchange. The last turn is the user's.
+    pub conversation: Vec<Turn>,
+}
+
+/// Token usage the provider reported.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// What the system answered, classified.
+#[derive(Debug, Clone)]
+pub struct AdapterResponse {
+    pub class: AttemptClass,
+    pub http_status: u16,
+    /// Secret-free detail for the attempt record.
+    pub detail: String,
+    pub reply: Reply,
+    /// The model or version label the system reported; `None` when it
+    /// disclosed none (recorded as "not disclosed", never a marketing name).
+    pub observed_version: Option<String>,
+    pub usage: Option<TokenUsage>,
+    /// Citation URLs the system returned beside its text, if any.
+    pub citations: Vec<String>,
+}
+
+/// The content of a response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reply {
+    /// Nothing usable (an error, a refusal, an outage).
+    Nothing,
+    /// The system asks a clarifying question before researching.
+    Clarification(String),
+    /// The complete output.
+    Output(String),
+}
+
+/// A system under test.
+#[async_trait]
+pub trait Adapter: Send + Sync + std::fmt::Debug {
+    /// Whether every output is simulated (recorded in every record).
+    fn simulated(&self) -> bool {
+        false
+    }
+
+    /// Calls the system once with the conversation so far.
+    async fn call(&self, request: &AdapterRequest) -> AdapterResponse;
+}
+
+/// Why an adapter could not be built from an arm's config.
+#[derive(Debug, thiserror::Error)]
+pub enum AdapterError {
+    #[error("arm {arm:?}: adapter `{kind}` is not available in this version of cohort (available: sim)")]
+    NotAvailable { arm: String, kind: String },
+    #[error("arm {arm:?}: settings.{field}: {message}")]
+    BadSetting { arm: String, field: String, message: String },
+}
+
+/// The adapter for an arm.
+pub fn for_arm(arm: &ArmConfig) -> Result<Arc<dyn Adapter>, AdapterError> {
+    match arm.adapter {
+        AdapterKind::Sim => Ok(Arc::new(sim::SimAdapter::from_arm(arm)?)),
+        other => Err(AdapterError::NotAvailable {
+            arm: arm.id.clone(),
+            kind: serde_json::to_value(other).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),
+        }),
+    }
+}

@@ -1,0 +1,198 @@
+//! Carrying out one leased run: the adapter call under the per-run
+//! deadline, the clarification exchange, the run record, and what to tell
+//! the coordinator.
+//!
+//! Rules enforced here, for every adapter: if the system asks for
+//! clarification, the reply is the shared suffix only, once, and the
+//! exchange is kept; the run has one deadline for all of it; an outage is
+//! reported as an attempt (the coordinator's retry policy decides), any
+//! answer as the final result.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use cohort_coordinator::ArtifactStore;
+use cohort_coordinator::clock::now_ms;
+use cohort_core::config::{ArmConfig, PriceCatalog};
+use cohort_core::lifecycle::{final_outcome_of, run_retryable};
+use cohort_core::manifest::rfc3339;
+use cohort_core::taxonomy::{AttemptClass, Outcome};
+use cohort_proto::convert::{class_to_pb, outcome_to_pb};
+use cohort_proto::v1 as pb;
+
+use crate::adapters::{Adapter, AdapterRequest, AdapterResponse, Reply, TokenUsage, Turn};
+use crate::record::{NOT_DISCLOSED, RECORD_VERSION, RunRecord};
+
+/// What the worker knows about its cohort.
+#[derive(Debug)]
+pub struct RunContext {
+    pub cohort: String,
+    pub manifest_sha256: String,
+    pub run_timeout: Duration,
+    pub prices: Option<PriceCatalog>,
+    pub store: ArtifactStore,
+}
+
+/// One arm, ready to run.
+#[derive(Debug, Clone)]
+pub struct ArmRuntime {
+    pub config: ArmConfig,
+    pub adapter: Arc<dyn Adapter>,
+}
+
+/// What to report about a run.
+#[derive(Debug, Clone)]
+pub enum Report {
+    /// A failed attempt (an outage): the coordinator decides retry or final.
+    Attempt(pb::Attempt),
+    /// The final result.
+    Result { outcome: Outcome, reason: String, record_sha256: String, observed_version: String, attempt: pb::Attempt },
+}
+
+/// The role names in the recorded conversation.
+const USER: &str = "user";
+const SYSTEM: &str = "system_under_test";
+
+/// Runs `lease` on `arm` and says what to report.
+pub async fn execute(ctx: &RunContext, arm: &ArmRuntime, lease: &pb::Lease) -> Report {
+    let started = SystemTime::now();
+    let started_ms = now_ms();
+    let mut conversation = vec![Turn { role: USER.into(), text: lease.prompt.clone() }];
+    let mut asked_clarification = false;
+    let deadline = tokio::time::Instant::now() + ctx.run_timeout;
+    let response = loop {
+        let request = AdapterRequest {
+            run_id: lease.run_id.clone(),
+            question_id: lease.question_id.clone(),
+            attempt: lease.attempt,
+            conversation: conversation.clone(),
+        };
+        let response = match tokio::time::timeout_at(deadline, arm.adapter.call(&request)).await {
+            Ok(r) => r,
+            Err(_) => AdapterResponse {
+                class: AttemptClass::Timeout,
+                http_status: 0,
+                detail: format!("no complete output within the per-run deadline of {} s", ctx.run_timeout.as_secs()),
+                reply: Reply::Nothing,
+                observed_version: None,
+                usage: None,
+                citations: Vec::new(),
+            },
+        };
+        match &response.reply {
+            Reply::Clarification(question) if !asked_clarification => {
+                asked_clarification = true;
+                conversation.push(Turn { role: SYSTEM.into(), text: question.clone() });
+                conversation.push(Turn { role: USER.into(), text: lease.suffix.clone() });
+            }
+            _ => break response,
+        }
+    };
+    let ended_ms = now_ms();
+    let attempt = pb::Attempt {
+        class: class_to_pb(response.class) as i32,
+        http_status: u32::from(response.http_status),
+        detail: response.detail.clone(),
+        started_unix_ms: started_ms,
+        ended_unix_ms: ended_ms,
+        observed_version: response.observed_version.clone().unwrap_or_default(),
+    };
+    if run_retryable(response.class) || response.class == AttemptClass::QuotaExhausted {
+        return Report::Attempt(attempt);
+    }
+
+    let (outcome, reason, output) = match (&response.class, response.reply) {
+        (AttemptClass::Ok, Reply::Output(text)) => (Outcome::Completed, String::new(), Some(text)),
+        (AttemptClass::Ok, Reply::Clarification(q)) => {
+            (Outcome::Failed, "asked for clarification again after the suffix was given".to_owned(), Some(q))
+        }
+        (AttemptClass::Ok, Reply::Nothing) => (Outcome::Failed, "an ok status with no output".to_owned(), None),
+        (class, reply) => {
+            let text = match reply {
+                Reply::Output(t) | Reply::Clarification(t) => Some(t),
+                Reply::Nothing => None,
+            };
+            let reason = if response.detail.is_empty() { class.to_string() } else { format!("{class}: {}", response.detail) };
+            (final_outcome_of(*class), reason, text)
+        }
+    };
+    if let Some(text) = &output {
+        conversation.push(Turn { role: SYSTEM.into(), text: text.clone() });
+    }
+    let output_sha256 = match &output {
+        Some(text) => match ctx.store.put(text.as_bytes()) {
+            Ok(sha) => Some(sha),
+            Err(e) => {
+                // Without its output stored the run cannot be audited: say
+                // so, and let the retry policy treat it as an outage.
+                let mut a = attempt;
+                a.class = class_to_pb(AttemptClass::ConnectionError) as i32;
+                a.detail = format!("could not store the output in the artifact store: {e}");
+                return Report::Attempt(a);
+            }
+        },
+        None => None,
+    };
+    let observed_version = response.observed_version.clone().unwrap_or_else(|| NOT_DISCLOSED.to_owned());
+    let (cost, currency) = price(ctx.prices.as_ref(), response.observed_version.as_deref(), response.usage);
+    let record = RunRecord {
+        record_version: RECORD_VERSION,
+        cohort: ctx.cohort.clone(),
+        manifest_sha256: ctx.manifest_sha256.clone(),
+        metrics_version: cohort_core::METRICS_VERSION,
+        run_id: lease.run_id.clone(),
+        question_id: lease.question_id.clone(),
+        arm: arm.config.id.clone(),
+        product: arm.config.label.clone(),
+        simulated: arm.adapter.simulated(),
+        repeat: lease.repeat,
+        attempt: lease.attempt,
+        prompt: lease.prompt.clone(),
+        conversation,
+        output_sha256,
+        citation_urls: response.citations.clone(),
+        observed_version,
+        pinned_version: arm.config.pinned_version.clone(),
+        settings: arm.config.settings.clone(),
+        started_at: rfc3339(started),
+        ended_at: rfc3339(SystemTime::now()),
+        duration_ms: ended_ms - started_ms,
+        outcome: outcome.to_string(),
+        failure_reason: (!reason.is_empty()).then(|| reason.clone()),
+        attempt_class: response.class.to_string(),
+        token_usage: response.usage,
+        cost,
+        currency,
+    };
+    let record_sha256 = match serde_json::to_vec_pretty(&record).map_err(std::io::Error::other).and_then(|b| ctx.store.put(&b)) {
+        Ok(sha) => sha,
+        Err(e) => {
+            let mut a = attempt;
+            a.class = class_to_pb(AttemptClass::ConnectionError) as i32;
+            a.detail = format!("could not store the run record: {e}");
+            return Report::Attempt(a);
+        }
+    };
+    Report::Result {
+        outcome,
+        reason,
+        record_sha256,
+        observed_version: response.observed_version.unwrap_or_default(),
+        attempt,
+    }
+}
+
+/// The cost of a call in the catalog's currency; unknown when the model or
+/// the usage is unknown (never invented).
+fn price(prices: Option<&PriceCatalog>, model: Option<&str>, usage: Option<TokenUsage>) -> (Option<f64>, Option<String>) {
+    let (Some(prices), Some(model), Some(usage)) = (prices, model, usage) else { return (None, None) };
+    let Some(p) = prices.models.get(model) else { return (None, None) };
+    let cost = usage.input_tokens as f64 / 1e6 * p.input_per_million_tokens
+        + usage.output_tokens as f64 / 1e6 * p.output_per_million_tokens;
+    (Some(cost), Some(prices.currency.clone()))
+}
+
+/// The outcome as it goes on the wire.
+pub fn outcome_wire(o: Outcome) -> i32 {
+    outcome_to_pb(o) as i32
+}
