@@ -27,6 +27,9 @@ use crate::clock::Clock;
 use crate::convert;
 use crate::ledger::{AttemptVerdict, Ledger, LedgerError, RunResult};
 
+/// The most results one `ReportResults` call may carry.
+pub const MAX_RESULTS_PER_CALL: usize = 512;
+
 /// Tunables of the coordinator.
 #[derive(Debug, Clone)]
 pub struct CoordinatorConfig {
@@ -123,6 +126,32 @@ impl CoordinatorService {
             arms.insert(arm.id, (arm.accepted_versions, arm.paused.is_some()));
         }
         Ok(())
+    }
+
+    /// Validates and records final results in one ledger call, then checks
+    /// the version labels of the accepted ones.
+    async fn finish_results(&self, worker_id: &str, results: Vec<pb::ReportResultRequest>) -> Result<Vec<bool>, Status> {
+        let mut batch = Vec::with_capacity(results.len());
+        for r in results {
+            let lease = convert::lease_ref_from_pb(r.lease.as_ref())?;
+            let outcome = convert::outcome_from_pb(r.outcome)?;
+            let attempt = convert::attempt_from_pb(r.attempt.as_ref())?;
+            let observed_version = convert::version_from_pb(&r.observed_version)?;
+            if !r.record_sha256.is_empty() && !cohort_core::hash::is_sha256_hex(&r.record_sha256) {
+                return Err(Status::invalid_argument("record_sha256 must be 64 lowercase hex digits"));
+            }
+            let reason = r.reason.chars().take(1024).collect();
+            batch.push((lease, RunResult { outcome, reason, record_sha256: r.record_sha256, observed_version, attempt }));
+        }
+        let accepted =
+            self.ledger.finish_many(worker_id, &batch, self.clock.now_ms()).await.map_err(ledger_status)?;
+        for ((lease, result), ok) in batch.iter().zip(&accepted) {
+            if *ok {
+                let arm = lease.run_id.split(':').nth(1).unwrap_or_default();
+                self.check_version(&lease.run_id, arm, result.observed_version.as_deref()).await.map_err(ledger_status)?;
+            }
+        }
+        Ok(accepted)
     }
 
     /// Pauses the arm of a run that reported a version label other than
@@ -237,27 +266,21 @@ impl Coordinator for CoordinatorService {
         request: Request<pb::ReportResultRequest>,
     ) -> Result<Response<pb::ReportResultResponse>, Status> {
         let r = request.into_inner();
-        let lease = convert::lease_ref_from_pb(r.lease.as_ref())?;
-        let outcome = convert::outcome_from_pb(r.outcome)?;
-        let attempt = convert::attempt_from_pb(r.attempt.as_ref())?;
-        let observed_version = convert::version_from_pb(&r.observed_version)?;
-        if !r.record_sha256.is_empty() && !cohort_core::hash::is_sha256_hex(&r.record_sha256) {
-            return Err(Status::invalid_argument("record_sha256 must be 64 lowercase hex digits"));
+        let worker_id = r.worker_id.clone();
+        let accepted = self.finish_results(&worker_id, vec![r]).await?;
+        Ok(Response::new(pb::ReportResultResponse { accepted: accepted.first().copied().unwrap_or(false) }))
+    }
+
+    async fn report_results(
+        &self,
+        request: Request<pb::ReportResultsRequest>,
+    ) -> Result<Response<pb::ReportResultsResponse>, Status> {
+        let r = request.into_inner();
+        if r.results.len() > MAX_RESULTS_PER_CALL {
+            return Err(Status::invalid_argument(format!("at most {MAX_RESULTS_PER_CALL} results per call")));
         }
-        let result = RunResult {
-            outcome,
-            reason: r.reason.chars().take(1024).collect(),
-            record_sha256: r.record_sha256,
-            observed_version: observed_version.clone(),
-            attempt,
-        };
-        let accepted =
-            self.ledger.finish(&r.worker_id, &lease, &result, self.clock.now_ms()).await.map_err(ledger_status)?;
-        if accepted {
-            let arm = lease.run_id.split(':').nth(1).unwrap_or_default().to_owned();
-            self.check_version(&lease.run_id, &arm, observed_version.as_deref()).await.map_err(ledger_status)?;
-        }
-        Ok(Response::new(pb::ReportResultResponse { accepted }))
+        let accepted = self.finish_results(&r.worker_id, r.results).await?;
+        Ok(Response::new(pb::ReportResultsResponse { accepted }))
     }
 
     async fn drain(&self, request: Request<pb::DrainRequest>) -> Result<Response<pb::DrainResponse>, Status> {

@@ -17,6 +17,7 @@ use std::time::Duration;
 use backon::{BackoffBuilder, ExponentialBuilder};
 use cohort_proto::v1 as pb;
 use cohort_proto::v1::coordinator_client::CoordinatorClient;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::{AbortHandle, JoinSet};
 use tonic::transport::{Channel, Endpoint};
 use tracing::{debug, info, warn};
@@ -65,6 +66,13 @@ pub enum WorkerError {
 /// Leases held now: run id -> (lease, the task running it).
 type Inflight = Arc<Mutex<HashMap<String, (pb::LeaseRef, AbortHandle)>>>;
 
+/// A final result on its way to the coordinator, and where to say whether
+/// it was accepted.
+type Outgoing = (pb::ReportResultRequest, oneshot::Sender<Option<bool>>);
+
+/// The most results sent in one `ReportResults` call.
+const REPORT_BATCH: usize = 64;
+
 /// Runs the worker until the cohort is done or `shutdown` resolves.
 pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Result<WorkerSummary, WorkerError> {
     let endpoint = Endpoint::from_shared(config.coordinator.clone())
@@ -96,6 +104,11 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
         Arc::clone(&inflight),
         Duration::from_millis(u64::from(registered.heartbeat_interval_ms.max(50))),
     ));
+    // Final results go through one reporter task that sends whatever has
+    // queued up as one `ReportResults` call: one round trip for many runs
+    // when the worker is busy, no added delay when it is not.
+    let (results_tx, results_rx) = mpsc::channel::<Outgoing>(1024);
+    let reporter = tokio::spawn(reporter_loop(client.clone(), worker_id.clone(), results_rx));
     let context = Arc::new(config.context);
     let arms = Arc::new(config.arms);
     let mut tasks: JoinSet<(String, Option<bool>)> = JoinSet::new();
@@ -138,7 +151,7 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
                     let granted = response.leases.len();
                     for lease in response.leases {
                         summary.leased += 1;
-                        spawn_run(&mut tasks, &inflight, &client, &worker_id, &context, &arms, lease);
+                        spawn_run(&mut tasks, &inflight, &client, &results_tx, &worker_id, &context, &arms, lease);
                     }
                     (granted == 0 && !cohort_done).then(|| Duration::from_millis(u64::from(response.retry_after_ms.max(10))))
                 }
@@ -149,6 +162,10 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
                 }
             }
         };
+        // Done with nothing running: the select below would sleep forever.
+        if cohort_done && tasks.is_empty() {
+            break;
+        }
         tokio::select! {
             () = &mut shutdown => break,
             Some(done) = tasks.join_next(), if !tasks.is_empty() => account(&mut summary, &inflight, done),
@@ -179,6 +196,7 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
         }
     }
     heartbeat.abort();
+    reporter.abort();
     info!(%worker_id, ?summary, "worker stopped");
     Ok(summary)
 }
@@ -206,10 +224,12 @@ fn account(summary: &mut WorkerSummary, inflight: &Inflight, done: Result<(Strin
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn spawn_run(
     tasks: &mut JoinSet<(String, Option<bool>)>,
     inflight: &Inflight,
     client: &CoordinatorClient<Channel>,
+    results: &mpsc::Sender<Outgoing>,
     worker_id: &str,
     context: &Arc<RunContext>,
     arms: &Arc<HashMap<String, ArmRuntime>>,
@@ -217,6 +237,7 @@ fn spawn_run(
 ) {
     let lease_ref = pb::LeaseRef { run_id: lease.run_id.clone(), fencing_token: lease.fencing_token };
     let (client, worker_id, context, arms) = (client.clone(), worker_id.to_owned(), Arc::clone(context), Arc::clone(arms));
+    let results = results.clone();
     let (run_id, held) = (lease.run_id.clone(), lease_ref.clone());
     let handle = tasks.spawn(async move {
         let report = match arms.get(&lease.arm_id) {
@@ -228,7 +249,7 @@ fn spawn_run(
                 return (lease.run_id, None);
             }
         };
-        let accepted = send_report(client, &worker_id, &lease_ref, report).await;
+        let accepted = send_report(client, &results, &worker_id, &lease_ref, report).await;
         (lease.run_id, accepted)
     });
     // Inserted before the main loop can join the task (same thread), so
@@ -237,7 +258,13 @@ fn spawn_run(
 }
 
 /// Reports until the coordinator answers (it may be restarting).
-async fn send_report(client: CoordinatorClient<Channel>, worker_id: &str, lease: &pb::LeaseRef, report: Report) -> Option<bool> {
+async fn send_report(
+    client: CoordinatorClient<Channel>,
+    results: &mpsc::Sender<Outgoing>,
+    worker_id: &str,
+    lease: &pb::LeaseRef,
+    report: Report,
+) -> Option<bool> {
     let accepted = match report {
         Report::Attempt(attempt) => {
             let request = pb::ReportAttemptRequest { worker_id: worker_id.to_owned(), lease: Some(lease.clone()), attempt: Some(attempt) };
@@ -259,13 +286,11 @@ async fn send_report(client: CoordinatorClient<Channel>, worker_id: &str, lease:
                 observed_version,
                 attempt: Some(attempt),
             };
-            retry_until_ok(|| {
-                let mut c = client.clone();
-                let r = request.clone();
-                async move { c.report_result(r).await }
-            })
-            .await
-            .map(|r| r.accepted)
+            let (tx, rx) = oneshot::channel();
+            if results.send((request, tx)).await.is_err() {
+                return None;
+            }
+            return rx.await.ok().flatten();
         }
     };
     match accepted {
@@ -273,6 +298,40 @@ async fn send_report(client: CoordinatorClient<Channel>, worker_id: &str, lease:
         Err(status) => {
             warn!(run_id = %lease.run_id, error = %status.message(), "report refused");
             Some(false)
+        }
+    }
+}
+
+/// Sends queued final results in batches until the channel closes.
+async fn reporter_loop(client: CoordinatorClient<Channel>, worker_id: String, mut rx: mpsc::Receiver<Outgoing>) {
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < REPORT_BATCH {
+            match rx.try_recv() {
+                Ok(next) => batch.push(next),
+                Err(_) => break,
+            }
+        }
+        let request =
+            pb::ReportResultsRequest { worker_id: worker_id.clone(), results: batch.iter().map(|(r, _)| r.clone()).collect() };
+        let response = retry_until_ok(|| {
+            let mut c = client.clone();
+            let r = request.clone();
+            async move { c.report_results(r).await }
+        })
+        .await;
+        match response {
+            Ok(r) => {
+                for ((_, tx), accepted) in batch.into_iter().zip(r.accepted.into_iter().chain(std::iter::repeat(false))) {
+                    let _ = tx.send(Some(accepted));
+                }
+            }
+            Err(status) => {
+                warn!(error = %status.message(), results = batch.len(), "results refused");
+                for (_, tx) in batch {
+                    let _ = tx.send(Some(false));
+                }
+            }
         }
     }
 }

@@ -74,8 +74,15 @@ pub fn coordinator(args: CoordinatorArgs) -> anyhow::Result<()> {
             reconcile_interval: Duration::from_millis(args.reconcile_ms.max(10)),
             ..CoordinatorConfig::default()
         };
-        let service = CoordinatorService::new(ledger, local::served_plan(&frozen), Arc::new(SystemClock), config);
+        let plan = local::served_plan(&frozen);
+        // The coordinator keeps only the plan's constant-size part: the
+        // manifest (its order) lives on in the ledger, not in this process.
+        drop(frozen);
+        let service = CoordinatorService::new(Arc::clone(&ledger), plan, Arc::new(SystemClock), config);
         service::run(service, listener, local::shutdown_signal()).await?;
+        if let Some(n) = ledger.round_trips() {
+            super::emit(&format!("coordinator stopped: {n} ledger round trips\n"));
+        }
         Ok(())
     })
 }

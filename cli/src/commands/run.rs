@@ -122,7 +122,7 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
             }
         }
         let workers_done = worker_tasks.iter().all(|t| t.is_finished());
-        if status.done() || workers_done {
+        if status.done() || workers_done || only_paused_arms_left(&status) {
             break status;
         }
         tokio::select! {
@@ -146,9 +146,26 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
     out.push_str(&super::table::outcome_table(&status));
     if was_interrupted {
         out.push_str("\ninterrupted: state is kept in the ledger; `cohort run` again resumes where this stopped.\n");
+    } else if only_paused_arms_left(&status) {
+        out.push_str(
+            "\nstopped: every run left belongs to a paused arm. Resume the arm (see above), then `cohort run` again;\n\
+             runs still pending when the window closes become not_run (arm_paused).\n",
+        );
     } else if !status.done() {
         out.push_str("\nstopped before every run had its outcome: see `cohort status`.\n");
     }
     super::emit(&out);
     Ok(())
+}
+
+/// Whether nothing can progress until an operator acts: no run in flight,
+/// and every pending run belongs to a paused arm.
+fn only_paused_arms_left(status: &cohort_coordinator::ledger::Status) -> bool {
+    let pending_unpaused: u64 = status
+        .arms
+        .iter()
+        .filter(|a| a.paused.is_none())
+        .map(|a| a.planned - a.by_outcome.values().sum::<u64>())
+        .sum();
+    !status.done() && status.leased == 0 && pending_unpaused == 0
 }

@@ -261,6 +261,12 @@ impl LedgerError {
 /// and the counts together, or changes nothing.
 #[async_trait]
 pub trait Ledger: Send + Sync + std::fmt::Debug + 'static {
+    /// Requests sent to the store so far, where that means something
+    /// (Redis: one per script call, command or pipeline).
+    fn round_trips(&self) -> Option<u64> {
+        None
+    }
+
     /// Seeds the plan: the runs in order, the question texts, the arms.
     /// Idempotent: seeding the same manifest again changes nothing; another
     /// manifest is refused.
@@ -305,6 +311,22 @@ pub trait Ledger: Send + Sync + std::fmt::Debug + 'static {
     /// Records a run's final result. `false` when the lease was stale.
     async fn finish(&self, worker: &str, lease: &LeaseRef, result: &RunResult, now_ms: i64)
     -> Result<bool, LedgerError>;
+
+    /// Records several final results at once; one `bool` per result, as
+    /// [`Ledger::finish`] would return it. Implementations make it one
+    /// round trip where they can.
+    async fn finish_many(
+        &self,
+        worker: &str,
+        results: &[(LeaseRef, RunResult)],
+        now_ms: i64,
+    ) -> Result<Vec<bool>, LedgerError> {
+        let mut accepted = Vec::with_capacity(results.len());
+        for (lease, result) in results {
+            accepted.push(self.finish(worker, lease, result, now_ms).await?);
+        }
+        Ok(accepted)
+    }
 
     /// Gives a lease back unfinished (drain): the run returns to the queue
     /// and no attempt is counted. `false` when the lease was stale.

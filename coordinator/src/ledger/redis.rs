@@ -64,6 +64,9 @@ pub struct RedisLedger {
     /// `cohort:{NAME}:`.
     prefix: String,
     scripts: std::sync::Arc<Scripts>,
+    /// Requests sent to Redis (one per script call, command or pipeline),
+    /// for the benchmark's round trips per run.
+    round_trips: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl std::fmt::Debug for RedisLedger {
@@ -90,7 +93,18 @@ impl RedisLedger {
             .set_number_of_retries(6)
             .set_max_delay(std::time::Duration::from_secs(2));
         let conn = ConnectionManager::new_with_config(client, config).await.map_err(redis_err)?;
-        Ok(RedisLedger { conn, prefix: format!("cohort:{{{cohort}}}:"), scripts: std::sync::Arc::new(Scripts::load()) })
+        Ok(RedisLedger {
+            conn,
+            prefix: format!("cohort:{{{cohort}}}:"),
+            scripts: std::sync::Arc::new(Scripts::load()),
+            round_trips: std::sync::Arc::default(),
+        })
+    }
+
+    /// A connection handle for one round trip (counted).
+    fn rt(&self) -> ConnectionManager {
+        self.round_trips.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.conn.clone()
     }
 
     fn key(&self, suffix: &str) -> String {
@@ -113,7 +127,7 @@ impl RedisLedger {
                 .arg(mode)
                 .arg(CLOSE_BATCH)
                 .arg(reason)
-                .invoke_async(&mut self.conn.clone())
+                .invoke_async(&mut self.rt())
                 .await
                 .map_err(redis_err)?;
             total += n;
@@ -164,6 +178,10 @@ fn value_i64(v: &Value) -> i64 {
 
 #[async_trait]
 impl Ledger for RedisLedger {
+    fn round_trips(&self) -> Option<u64> {
+        Some(self.round_trips.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
     async fn seed(
         &self,
         header: &PlanHeader,
@@ -171,10 +189,9 @@ impl Ledger for RedisLedger {
         order: &[String],
         now_ms: i64,
     ) -> Result<SeedOutcome, LedgerError> {
-        let mut conn = self.conn.clone();
         let meta = self.meta();
         let (seeded, found, found_cohort): (Option<String>, Option<String>, Option<String>) =
-            ::redis::cmd("HMGET").arg(&meta).arg("seeded").arg("manifest_sha256").arg("cohort").query_async(&mut conn).await.map_err(redis_err)?;
+            ::redis::cmd("HMGET").arg(&meta).arg("seeded").arg("manifest_sha256").arg("cohort").query_async(&mut self.rt()).await.map_err(redis_err)?;
         if let Some(found) = found {
             if found != header.manifest_sha256 {
                 return Err(LedgerError::ManifestMismatch {
@@ -231,12 +248,12 @@ impl Ledger for RedisLedger {
                 .del(self.key(&format!("pending:{}", arm.id)))
                 .ignore();
         }
-        p.query_async::<()>(&mut conn).await.map_err(redis_err)?;
+        p.query_async::<()>(&mut self.rt()).await.map_err(redis_err)?;
 
         for chunk in questions.chunks(SEED_BATCH) {
             let mut p = ::redis::pipe();
             p.hset_multiple(self.key("questions"), chunk).ignore();
-            p.query_async::<()>(&mut conn).await.map_err(redis_err)?;
+            p.query_async::<()>(&mut self.rt()).await.map_err(redis_err)?;
         }
         let mut planned_per_arm: BTreeMap<&str, u64> = BTreeMap::new();
         for (start, chunk) in order.chunks(SEED_BATCH).enumerate().map(|(i, c)| (i * SEED_BATCH, c)) {
@@ -261,7 +278,7 @@ impl Ledger for RedisLedger {
                 .ignore();
             }
             p.rpush(self.key("order"), chunk).ignore();
-            p.query_async::<()>(&mut conn).await.map_err(redis_err)?;
+            p.query_async::<()>(&mut self.rt()).await.map_err(redis_err)?;
         }
         let mut p = ::redis::pipe();
         p.atomic();
@@ -281,7 +298,7 @@ impl Ledger for RedisLedger {
             .arg("detail")
             .arg(format!("{} runs from manifest {}", order.len(), header.manifest_sha256))
             .ignore();
-        p.query_async::<()>(&mut conn).await.map_err(redis_err)?;
+        p.query_async::<()>(&mut self.rt()).await.map_err(redis_err)?;
         Ok(SeedOutcome::Seeded)
     }
 
@@ -295,7 +312,7 @@ impl Ledger for RedisLedger {
             .arg(ttl_ms)
             .arg(worker)
             .arg(CLOSE_BATCH)
-            .invoke_async(&mut self.conn.clone())
+            .invoke_async(&mut self.rt())
             .await
             .map_err(redis_err)?;
         let closed = reply.first().map(value_i64) == Some(1);
@@ -338,7 +355,7 @@ impl Ledger for RedisLedger {
         for l in leases {
             inv.arg(&l.run_id).arg(l.token);
         }
-        let lost: Vec<String> = inv.invoke_async(&mut self.conn.clone()).await.map_err(redis_err)?;
+        let lost: Vec<String> = inv.invoke_async(&mut self.rt()).await.map_err(redis_err)?;
         Ok(lost.chunks_exact(2).map(|p| LeaseRef { run_id: p[0].clone(), token: p[1].parse().unwrap_or_default() }).collect())
     }
 
@@ -358,7 +375,7 @@ impl Ledger for RedisLedger {
             .arg(lease.token)
             .arg(worker)
             .arg(attempt_json(attempt)?)
-            .invoke_async(&mut self.conn.clone())
+            .invoke_async(&mut self.rt())
             .await
             .map_err(redis_err)?;
         match reply.first().map(value_i64) {
@@ -375,24 +392,33 @@ impl Ledger for RedisLedger {
         result: &RunResult,
         now_ms: i64,
     ) -> Result<bool, LedgerError> {
-        let accepted: i64 = self
-            .scripts
-            .finish
-            .key(self.meta())
-            .arg(now_ms)
-            .arg(&lease.run_id)
-            .arg(lease.token)
-            .arg(worker)
-            .arg(result.outcome.as_str())
-            .arg(&result.reason)
-            .arg(&result.record_sha256)
-            .arg(result.observed_version.as_deref().unwrap_or_default())
-            .arg(if result.observed_version.is_some() { "1" } else { "0" })
-            .arg(attempt_json(&result.attempt)?)
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(redis_err)?;
-        Ok(accepted == 1)
+        let accepted = self.finish_many(worker, &[(lease.clone(), result.clone())], now_ms).await?;
+        Ok(accepted.first().copied().unwrap_or(false))
+    }
+
+    async fn finish_many(
+        &self,
+        worker: &str,
+        results: &[(LeaseRef, RunResult)],
+        now_ms: i64,
+    ) -> Result<Vec<bool>, LedgerError> {
+        if results.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut inv = self.scripts.finish.key(self.meta());
+        inv.arg(now_ms).arg(worker);
+        for (lease, result) in results {
+            inv.arg(&lease.run_id)
+                .arg(lease.token)
+                .arg(result.outcome.as_str())
+                .arg(&result.reason)
+                .arg(&result.record_sha256)
+                .arg(result.observed_version.as_deref().unwrap_or_default())
+                .arg(if result.observed_version.is_some() { "1" } else { "0" })
+                .arg(attempt_json(&result.attempt)?);
+        }
+        let accepted: Vec<i64> = inv.invoke_async(&mut self.rt()).await.map_err(redis_err)?;
+        Ok(accepted.into_iter().map(|a| a == 1).collect())
     }
 
     async fn release(&self, worker: &str, lease: &LeaseRef, now_ms: i64) -> Result<bool, LedgerError> {
@@ -404,7 +430,7 @@ impl Ledger for RedisLedger {
             .arg(&lease.run_id)
             .arg(lease.token)
             .arg(worker)
-            .invoke_async(&mut self.conn.clone())
+            .invoke_async(&mut self.rt())
             .await
             .map_err(redis_err)?;
         Ok(released == 1)
@@ -419,7 +445,7 @@ impl Ledger for RedisLedger {
                 .key(self.meta())
                 .arg(now_ms)
                 .arg(EXPIRE_BATCH)
-                .invoke_async(&mut self.conn.clone())
+                .invoke_async(&mut self.rt())
                 .await
                 .map_err(redis_err)?;
             total += n;
@@ -442,7 +468,7 @@ impl Ledger for RedisLedger {
             .arg(arm)
             .arg(reason)
             .arg("")
-            .invoke_async::<i64>(&mut self.conn.clone())
+            .invoke_async::<i64>(&mut self.rt())
             .await
             .map_err(redis_err)?;
         Ok(())
@@ -463,7 +489,7 @@ impl Ledger for RedisLedger {
             .arg(arm)
             .arg(acknowledgement)
             .arg(accept_version.unwrap_or_default())
-            .invoke_async::<i64>(&mut self.conn.clone())
+            .invoke_async::<i64>(&mut self.rt())
             .await
             .map_err(redis_err)?;
         Ok(())
@@ -474,7 +500,6 @@ impl Ledger for RedisLedger {
     }
 
     async fn status(&self) -> Result<Status, LedgerError> {
-        let mut conn = self.conn.clone();
         let (meta, counts, arms, leased): (
             BTreeMap<String, String>,
             BTreeMap<String, String>,
@@ -485,7 +510,7 @@ impl Ledger for RedisLedger {
             .hgetall(self.key("counts"))
             .hgetall(self.key("arms"))
             .zcard(self.key("leases"))
-            .query_async(&mut conn)
+            .query_async(&mut self.rt())
             .await
             .map_err(redis_err)?;
         if meta.get("seeded").map(String::as_str) != Some("1") {
@@ -541,15 +566,14 @@ impl Ledger for RedisLedger {
     }
 
     async fn runs(&self) -> Result<Vec<RunRow>, LedgerError> {
-        let mut conn = self.conn.clone();
-        let ids: Vec<String> = conn.lrange(self.key("order"), 0, -1).await.map_err(redis_err)?;
+        let ids: Vec<String> = self.rt().lrange(self.key("order"), 0, -1).await.map_err(redis_err)?;
         let mut rows = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(1000) {
             let mut p = ::redis::pipe();
             for id in chunk {
                 p.hgetall(self.key(&format!("run:{id}")));
             }
-            let hashes: Vec<BTreeMap<String, String>> = p.query_async(&mut conn).await.map_err(redis_err)?;
+            let hashes: Vec<BTreeMap<String, String>> = p.query_async(&mut self.rt()).await.map_err(redis_err)?;
             for (id, h) in chunk.iter().zip(hashes) {
                 let state = match h.get("state").map(String::as_str) {
                     Some("pending") => RunStateKind::Pending,
@@ -577,12 +601,12 @@ impl Ledger for RedisLedger {
 
     async fn attempts(&self, run_id: &str) -> Result<Vec<AttemptRecord>, LedgerError> {
         let raw: Vec<String> =
-            self.conn.clone().lrange(self.key(&format!("attempts:{run_id}")), 0, -1).await.map_err(redis_err)?;
+            self.rt().lrange(self.key(&format!("attempts:{run_id}")), 0, -1).await.map_err(redis_err)?;
         raw.iter().map(|j| serde_json::from_str(j).map_err(|e| LedgerError::Corrupt(e.to_string()))).collect()
     }
 
     async fn discarded(&self) -> Result<Vec<DiscardedReport>, LedgerError> {
-        let raw: Vec<String> = self.conn.clone().lrange(self.key("discarded"), 0, -1).await.map_err(redis_err)?;
+        let raw: Vec<String> = self.rt().lrange(self.key("discarded"), 0, -1).await.map_err(redis_err)?;
         raw.iter().map(|j| serde_json::from_str(j).map_err(|e| LedgerError::Corrupt(e.to_string()))).collect()
     }
 
@@ -593,7 +617,7 @@ impl Ledger for RedisLedger {
             .arg("-")
             .arg("COUNT")
             .arg(limit)
-            .query_async(&mut self.conn.clone())
+            .query_async(&mut self.rt())
             .await
             .map_err(redis_err)?;
         Ok(reply

@@ -1,20 +1,27 @@
--- finish: records the final result of a leased run.
--- KEYS[1] meta. ARGV: now_ms, run_id, token, worker, outcome, reason,
--- record_sha256, observed_version ('' = not disclosed), has_version (0/1),
--- attempt JSON. Atomic: attempt, outcome, counts and lease end together.
--- Returns 1 when accepted, 0 when the lease was stale (kept as discarded).
-local now, id, token, worker = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
-local outcome, reason, record, version, has_version = ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
-if not is_current(id, token) then
-  discard(id, tonumber(token), worker, 'result', now, nil, outcome)
-  return 0
+-- finish: records the final result of one leased run, or of several.
+-- KEYS[1] meta. ARGV: now_ms, worker, then groups of 8: run_id, token,
+-- outcome, reason, record_sha256, observed_version ('' = not disclosed),
+-- has_version (0/1), attempt JSON. Atomic over the whole call: each
+-- result's attempt, outcome, counts and lease end change together.
+-- Returns one integer per result: 1 accepted, 0 stale (kept as discarded).
+local now, worker = tonumber(ARGV[1]), ARGV[2]
+local out = {}
+for i = 3, #ARGV, 8 do
+  local id, token, outcome, reason = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local record, version, has_version, attempt = ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
+  if not is_current(id, token) then
+    discard(id, tonumber(token), worker, 'result', now, nil, outcome)
+    table.insert(out, 0)
+  else
+    local key = P .. 'run:' .. id
+    local n = tonumber(redis.call('HGET', key, 'attempts'))
+    record_attempt(id, attempt, worker, n, tonumber(token))
+    local arm = arm_of(id)
+    end_lease(id, arm)
+    redis.call('HSET', key, 'record', record)
+    if has_version == '1' then redis.call('HSET', key, 'version', version) end
+    finalize(id, arm, outcome, reason, now)
+    table.insert(out, 1)
+  end
 end
-local key = P .. 'run:' .. id
-local n = tonumber(redis.call('HGET', key, 'attempts'))
-record_attempt(id, ARGV[10], worker, n, tonumber(token))
-local arm = arm_of(id)
-end_lease(id, arm)
-redis.call('HSET', key, 'record', record)
-if has_version == '1' then redis.call('HSET', key, 'version', version) end
-finalize(id, arm, outcome, reason, now)
-return 1
+return out

@@ -1,0 +1,200 @@
+//! Benchmark: run lifecycles per second (lease to final result) through
+//! the coordinator and the Redis ledger, with 50 simulated workers over
+//! loopback gRPC. Prints figures; asserts nothing about speed.
+//!
+//!     cargo bench -p cohort-cli --bench lifecycle            # 10k and 1M runs
+//!     COHORT_BENCH_SIZES=10000 cargo bench -p cohort-cli --bench lifecycle
+//!
+//! The coordinator is the real `cohort coordinator` process on a private
+//! `redis-server`. The 50 workers are load generators in this process: each
+//! leases a batch and reports every run completed at once, in one
+//! `ReportResults` call as the real worker's reporter does when busy (a
+//! zero-latency simulated system, no artifact writes), so the figure is the
+//! control plane's: coordinator + ledger. Redis round trips are counted by the
+//! ledger and printed by the coordinator when it stops; RSS is read from
+//! /proc for the coordinator process.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fmt::Write as _;
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use cohort_proto::v1 as pb;
+use cohort_proto::v1::coordinator_client::CoordinatorClient;
+use cohort_tests::RedisServer;
+
+const COHORT: &str = env!("CARGO_BIN_EXE_cohort");
+const WORKERS: usize = 50;
+const ARMS: usize = 10;
+const LEASE_BATCH: u32 = 32;
+
+fn main() {
+    let sizes: Vec<usize> = std::env::var("COHORT_BENCH_SIZES")
+        .ok()
+        .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![10_000, 1_000_000]);
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    println!("lifecycle benchmark: {WORKERS} load-generating workers, lease batch {LEASE_BATCH}, Redis ledger, loopback gRPC");
+    for runs in sizes {
+        runtime.block_on(bench(runs));
+    }
+}
+
+async fn bench(runs: usize) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cohort");
+    write_cohort(&dir, runs / ARMS);
+    let frozen = Command::new(COHORT).arg("freeze").arg(&dir).arg("--show").arg("0").output().unwrap();
+    assert!(frozen.status.success(), "{}", String::from_utf8_lossy(&frozen.stderr));
+    let redis = RedisServer::start().unwrap();
+
+    let port = cohort_tests::free_port().unwrap();
+    let seed_start = Instant::now();
+    let mut coordinator = Command::new(COHORT)
+        .arg("coordinator")
+        .arg(&dir)
+        .args(["--redis", &redis.url(), "--listen", &format!("127.0.0.1:{port}"), "--reconcile-ms", "500"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(coordinator.stdout.take().unwrap()).lines();
+    let ready = lines.next().unwrap().unwrap();
+    assert!(ready.contains("listening"), "{ready}");
+    let seed_time = seed_start.elapsed();
+    let rss_idle = rss_kib(&coordinator, "VmRSS");
+
+    let url = format!("http://127.0.0.1:{port}");
+    let manifest: serde_json::Value = serde_json::from_slice(&fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+    let manifest_sha = cohort_core::hash::sha256_hex(&fs::read(dir.join("manifest.json")).unwrap());
+    let done = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for w in 0..WORKERS {
+        let (url, done, sha) = (url.clone(), Arc::clone(&done), manifest_sha.clone());
+        let cohort = manifest["cohort"].as_str().unwrap().to_owned();
+        tasks.push(tokio::spawn(async move { worker(w, url, cohort, sha, done).await }));
+    }
+    // Sample the coordinator's RSS while the load runs.
+    let mut rss_peak_during = 0;
+    while !tasks.iter().all(|t| t.is_finished()) {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        rss_peak_during = rss_peak_during.max(rss_kib(&coordinator, "VmRSS"));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let elapsed = start.elapsed();
+    let completed = done.load(Ordering::Relaxed);
+    let hwm = rss_kib(&coordinator, "VmHWM");
+
+    // Stop the coordinator (SIGTERM) and read its round-trip count.
+    Command::new("kill").arg("-TERM").arg(coordinator.id().to_string()).status().unwrap();
+    let mut round_trips = None;
+    for line in lines.map_while(Result::ok) {
+        if let Some(n) = line.strip_prefix("coordinator stopped: ") {
+            round_trips = n.split_whitespace().next().and_then(|n| n.parse::<u64>().ok());
+        }
+    }
+    let _ = coordinator.wait();
+
+    let mut out = String::new();
+    let _ = writeln!(out, "cohort of {runs} runs ({} questions x {ARMS} arms):", runs / ARMS);
+    let _ = writeln!(out, "  seeding + start       {:.2} s", seed_time.as_secs_f64());
+    let _ = writeln!(out, "  lifecycles            {completed} in {:.2} s", elapsed.as_secs_f64());
+    let _ = writeln!(out, "  lifecycles/s          {:.0}   (target >= 10000)", completed as f64 / elapsed.as_secs_f64());
+    match round_trips {
+        Some(n) => {
+            let _ = writeln!(out, "  redis round trips/run {:.2}   (whole process life, seeding included: {n})", n as f64 / completed.max(1) as f64);
+        }
+        None => {
+            let _ = writeln!(out, "  redis round trips/run unknown (the coordinator did not report)");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "  coordinator RSS       {:.1} MiB idle after seeding, {:.1} MiB peak during the run, {:.1} MiB high-water (seeding included)",
+        rss_idle as f64 / 1024.0,
+        rss_peak_during as f64 / 1024.0,
+        hwm as f64 / 1024.0
+    );
+    print!("{out}");
+    drop(redis);
+}
+
+/// A load-generating worker: lease a batch, report each run completed.
+async fn worker(w: usize, url: String, cohort: String, manifest_sha256: String, done: Arc<AtomicU64>) {
+    let mut client = CoordinatorClient::connect(url).await.unwrap();
+    let id = client
+        .register(pb::RegisterRequest { worker_name: format!("bench-{w}"), arms: vec![], cohort, manifest_sha256 })
+        .await
+        .unwrap()
+        .into_inner()
+        .worker_id;
+    loop {
+        let lease = client.lease(pb::LeaseRequest { worker_id: id.clone(), max_runs: LEASE_BATCH }).await.unwrap().into_inner();
+        if lease.leases.is_empty() {
+            if lease.cohort_done {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(u64::from(lease.retry_after_ms.max(1)))).await;
+            continue;
+        }
+        // Every leased run completes at once (a zero-latency system) and
+        // the batch is reported in one call, as a busy worker does.
+        let results: Vec<pb::ReportResultRequest> = lease
+            .leases
+            .into_iter()
+            .map(|l| pb::ReportResultRequest {
+                worker_id: id.clone(),
+                lease: Some(pb::LeaseRef { run_id: l.run_id, fencing_token: l.fencing_token }),
+                outcome: pb::Outcome::Completed as i32,
+                reason: String::new(),
+                record_sha256: String::new(),
+                observed_version: String::new(),
+                attempt: Some(pb::Attempt { class: pb::AttemptClass::Ok as i32, ..Default::default() }),
+            })
+            .collect();
+        let r = client.report_results(pb::ReportResultsRequest { worker_id: id.clone(), results }).await.unwrap();
+        done.fetch_add(r.into_inner().accepted.iter().filter(|a| **a).count() as u64, Ordering::Relaxed);
+    }
+}
+
+fn write_cohort(dir: &Path, questions: usize) {
+    fs::create_dir_all(dir).unwrap();
+    let mut toml = String::from("name = \"bench\"\nseed = 1\ncategories = [\"science\"]\n");
+    for a in 0..ARMS {
+        let _ = write!(
+            toml,
+            "\n[[arms]]\nid = \"arm{a}\"\nlabel = \"Arm {a} (SIMULATED)\"\nadapter = \"sim\"\npinned_version = \"\"\nvendor_lineage = \"sim{a}\"\nconcurrency = 1000\n"
+        );
+    }
+    let toml = toml.replace("pinned_version = \"\"", "pinned_version = \"sim-1\"");
+    let mut q = String::from("[\n");
+    for i in 0..questions {
+        let sep = if i + 1 == questions { "" } else { "," };
+        let _ = writeln!(q, "  {{\"id\": \"q{i}\", \"category\": \"science\", \"text\": \"Question {i}?\"}}{sep}");
+    }
+    q.push_str("]\n");
+    fs::write(dir.join("cohort.toml"), toml).unwrap();
+    fs::write(dir.join("questions.json"), q).unwrap();
+    fs::write(dir.join("suffix.txt"), "Cite sources.\n").unwrap();
+    fs::write(dir.join("protocol.md"), "# P\n").unwrap();
+    fs::write(dir.join("rubric.md"), "# R\n").unwrap();
+}
+
+fn rss_kib(child: &Child, field: &str) -> u64 {
+    let status = fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
+    status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
