@@ -2,6 +2,8 @@
 //! examples: the manifest, idempotence, refusal of changes, amendments, and
 //! a clear error that writes nothing for every kind of bad input.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure panics
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

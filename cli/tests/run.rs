@@ -2,6 +2,8 @@
 //! store: a whole cohort runs offline, a version change pauses its arm and
 //! says why, and resuming finishes the cohort with every label on record.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure panics
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -67,6 +67,9 @@ pub struct ServedPlan {
     pub pinned_versions: HashMap<String, String>,
 }
 
+/// An arm's accepted version labels and whether it is paused.
+type ArmVersions = (Vec<String>, bool);
+
 /// The gRPC `Coordinator` service over a ledger.
 #[derive(Debug)]
 pub struct CoordinatorService {
@@ -76,7 +79,7 @@ pub struct CoordinatorService {
     config: CoordinatorConfig,
     /// Arm id -> (accepted version labels, paused). A tokio RwLock because
     /// the reconcile loop holds it across the ledger call that refreshes it.
-    arms: Arc<RwLock<HashMap<String, (Vec<String>, bool)>>>,
+    arms: Arc<RwLock<HashMap<String, ArmVersions>>>,
     /// Distinguishes workers registered by this process.
     worker_seq: AtomicU64,
 }

@@ -2,6 +2,8 @@
 //! run against both implementations: each case proves one rule of the run
 //! lifecycle holds on the embedded SQLite store and on Redis alike.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure panics
+
 mod sqlite {
     use cohort_coordinator::conformance_tests;
     use cohort_coordinator::ledger::sqlite::SqliteLedger;

@@ -3,6 +3,8 @@
 //! not_run(window_closed) and stay in the counts; a run already started
 //! may still finish.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure panics
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -1,6 +1,8 @@
 //! The harness itself: a private Redis starts on a free port, survives a
 //! kill and restart with its AOF, and is gone after drop.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure panics
+
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
 

@@ -2,6 +2,10 @@
 //! Each case takes a fresh, empty ledger; `conformance_tests!` turns the
 //! cases into one `#[tokio::test]` each for a given implementation (see
 //! `coordinator/tests/ledger_conformance.rs`).
+//!
+//! It is test code that lives in the library so that every ledger, here or
+//! elsewhere, can run it: a failed expectation panics, as in any test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use cohort_core::config::RetryPolicy;
 use cohort_core::lifecycle::CloseReason;

@@ -142,10 +142,7 @@ fn attempt_json(a: &AttemptRecord) -> Result<String, LedgerError> {
     serde_json::to_string(a).map_err(|e| LedgerError::Corrupt(e.to_string()))
 }
 
-fn parse<T: std::str::FromStr>(v: Option<&String>) -> T
-where
-    T: Default,
-{
+fn parse<T: std::str::FromStr + Default>(v: Option<&String>) -> T {
     v.and_then(|s| s.parse().ok()).unwrap_or_default()
 }
 
