@@ -3,7 +3,9 @@
 # need is installed:
 #   - redis-server (Debian package `redis-server`): tests start their own
 #     private servers on free loopback ports; they never use 6379;
-#   - python3: scripts/rederive_order.py re-derives run orders independently.
+#   - python3: scripts/rederive_order.py re-derives run orders independently;
+#   - the `openai` Python package (PyPI): a test drives the judge proxy's
+#     passthrough with the official client.
 # Usage: scripts/test.sh [extra args for the test runner]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +25,11 @@ apt_install() {
 
 have redis-server || apt_install redis-server
 have python3 || apt_install python3
+if ! python3 -c 'import openai' >/dev/null 2>&1; then
+  echo "test.sh: installing the openai Python package (PyPI)"
+  python3 -m pip install --quiet --disable-pip-version-check openai \
+    || { echo "test.sh: could not install the openai Python package; run: python3 -m pip install openai" >&2; exit 1; }
+fi
 
 if have cargo-nextest; then
   cargo nextest run --workspace --no-fail-fast "$@"

@@ -1,15 +1,69 @@
-//! `cohort judge-proxy --config FILE`: being built (issue 3); owned by the
-//! judge-proxy work.
+//! `cohort judge-proxy --config FILE`: runs the judge proxy alone (SPEC
+//! section 7). Loads and validates the config (keys from the environment or
+//! secrets files), binds the gRPC and HTTP listeners, prints where they
+//! are, and serves until Ctrl-C or SIGTERM.
+//!
+//! Logs go to stderr (`RUST_LOG`, default `info`); they never carry a key.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
+
+use anyhow::Context as _;
+use cohort_judge_proxy::{Listeners, ProxyConfig};
 
 #[derive(Debug, clap::Args)]
 pub struct JudgeProxyArgs {
     /// The proxy's config file (TOML).
     #[arg(long)]
     pub config: PathBuf,
+    /// Where gRPC `Judge` listens; overrides `grpc_listen` of the config.
+    #[arg(long)]
+    pub grpc_listen: Option<SocketAddr>,
+    /// Where the HTTP passthrough and health listen; overrides
+    /// `http_listen` of the config.
+    #[arg(long)]
+    pub http_listen: Option<SocketAddr>,
 }
 
-pub fn run(_args: JudgeProxyArgs) -> anyhow::Result<()> {
-    anyhow::bail!("`cohort judge-proxy` is not built yet")
+pub fn run(args: JudgeProxyArgs) -> anyhow::Result<()> {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .try_init();
+    let config = ProxyConfig::load(&args.config)?;
+    let grpc = args.grpc_listen.or(config.grpc_listen).context("set grpc_listen in the config or --grpc-listen")?;
+    let http = args.http_listen.or(config.http_listen).context("set http_listen in the config or --http-listen")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let grpc = tokio::net::TcpListener::bind(grpc).await.with_context(|| format!("cannot listen on {grpc}"))?;
+        let http = tokio::net::TcpListener::bind(http).await.with_context(|| format!("cannot listen on {http}"))?;
+        super::emit(&format!("judge proxy listening: grpc={} http={}\n", grpc.local_addr()?, http.local_addr()?));
+        cohort_judge_proxy::run(config, Listeners { grpc, http }, shutdown_signal()).await?;
+        Ok(())
+    })
+}
+
+/// Ctrl-C, or SIGTERM where there is one (Kubernetes stops pods with it).
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }

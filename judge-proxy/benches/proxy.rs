@@ -1,0 +1,278 @@
+//! The judge proxy's benchmark (SPEC section 12): prints figures, asserts
+//! nothing. Run with
+//!
+//! ```text
+//! cargo bench -p cohort-judge-proxy --bench proxy
+//! ```
+//!
+//! Everything runs in this one process over loopback: the mock provider
+//! (the TEST DOUBLE), a proxy (local limiter), and the load. Figures:
+//! 1. the passthrough's requests/s and the latency it adds over calling the
+//!    mock directly (p50, p99), at a fixed concurrency, limits far away;
+//! 2. gRPC `Judge` with 8 claims per request: requests/s, claims/s, p50/p99;
+//! 3. demand at twice an upstream's quota: requests/s admitted, permits
+//!    waited, mean wait, and callers turned away at their deadline.
+
+// A benchmark, not a service: a failed setup step should stop it loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cohort_judge_proxy::config::build_and_validate;
+use cohort_judge_proxy::{Listeners, Proxy};
+use cohort_mock_provider::{MockConfig, MockHandle};
+use cohort_proto::v1 as pb;
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+
+const TEAM_KEY: &str = "bench-team-key-0001";
+const CONCURRENCY: usize = 16;
+const REQUESTS: usize = 4000;
+const JUDGE_REQUESTS: usize = 1000;
+const QUOTA_RPM: u64 = 3000;
+const QUOTA_RUN: Duration = Duration::from_secs(6);
+
+fn config(base_url: &str, rpm: u64) -> cohort_judge_proxy::ProxyConfig {
+    let text = format!(
+        r#"
+default_deadline_ms = 2000
+[retry]
+max_attempts = 1
+[[upstreams]]
+name = "mock"
+kind = "openai"
+base_url = "{base_url}"
+rpm = {rpm}
+tpm = 1000000000
+max_concurrency = 256
+burst = 8
+[[teams]]
+name = "bench"
+key_env = "BENCH_TEAM_KEY"
+[[judges]]
+name = "j"
+upstream = "mock"
+model = "judge-1"
+batch_size = 8
+"#
+    );
+    let env = |name: &str| (name == "BENCH_TEAM_KEY").then(|| TEAM_KEY.to_owned());
+    match build_and_validate(&text, "bench.toml", Path::new("."), &env) {
+        Ok(c) => c,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// A proxy serving on free ports until the returned sender is dropped.
+async fn start_proxy(rpm: u64, mock: &MockHandle) -> (Arc<Proxy>, String, String, tokio::sync::oneshot::Sender<()>) {
+    let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let grpc_url = format!("http://{}", grpc.local_addr().unwrap());
+    let http_url = format!("http://{}", http.local_addr().unwrap());
+    let proxy = Arc::new(Proxy::new(config(&mock.base_url(), rpm)).await.unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let p = Arc::clone(&proxy);
+    tokio::spawn(async move {
+        let _ = cohort_judge_proxy::serve(p, Listeners { grpc, http }, async {
+            let _ = stopped.await;
+        })
+        .await;
+    });
+    (proxy, grpc_url, http_url, stop)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// `REQUESTS` chat completions at `concurrency` against `url`; returns the
+/// sorted latencies and the wall time.
+async fn chat_load(url: &str, key: Option<&str>, concurrency: usize) -> (Vec<Duration>, Duration) {
+    let client = reqwest::Client::new();
+    let body = json!({"model": "j", "messages": [{"role": "user", "content": "benchmark request"}]});
+    let start = Instant::now();
+    let mut tasks = JoinSet::new();
+    let per_task = REQUESTS / concurrency;
+    for _ in 0..concurrency {
+        let client = client.clone();
+        let body = body.clone();
+        let url = format!("{url}/v1/chat/completions");
+        let key = key.map(str::to_owned);
+        tasks.spawn(async move {
+            let mut latencies = Vec::with_capacity(per_task);
+            for _ in 0..per_task {
+                let t = Instant::now();
+                let mut r = client.post(&url).json(&body);
+                if let Some(k) = &key {
+                    r = r.bearer_auth(k);
+                }
+                let resp = r.send().await.unwrap();
+                assert!(resp.status().is_success(), "{}", resp.status());
+                let _ = resp.bytes().await.unwrap();
+                latencies.push(t.elapsed());
+            }
+            latencies
+        });
+    }
+    let mut all = Vec::with_capacity(REQUESTS);
+    while let Some(l) = tasks.join_next().await {
+        all.extend(l.unwrap());
+    }
+    let wall = start.elapsed();
+    all.sort();
+    (all, wall)
+}
+
+async fn passthrough_overhead() {
+    let mock = MockHandle::start(MockConfig::default()).await.unwrap();
+    let (_proxy, _grpc, http, _stop) = start_proxy(60_000_000, &mock).await;
+    let direct_url = format!("http://{}", mock.addr);
+    // Warm up both paths (connections, allocator).
+    let _ = chat_load(&direct_url, None, CONCURRENCY).await;
+    let _ = chat_load(&http, Some(TEAM_KEY), CONCURRENCY).await;
+    let rps = |n: usize, d: Duration| n as f64 / d.as_secs_f64();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    // Added latency: one request at a time, so queueing does not blur it.
+    let (direct, _) = chat_load(&direct_url, None, 1).await;
+    let (proxied, _) = chat_load(&http, Some(TEAM_KEY), 1).await;
+    println!("passthrough, {REQUESTS} requests one at a time, limits far away:");
+    println!(
+        "  direct to mock: p50 {:.3} ms, p99 {:.3} ms",
+        ms(percentile(&direct, 0.5)),
+        ms(percentile(&direct, 0.99))
+    );
+    println!(
+        "  through proxy:  p50 {:.3} ms, p99 {:.3} ms",
+        ms(percentile(&proxied, 0.5)),
+        ms(percentile(&proxied, 0.99))
+    );
+    println!(
+        "  added latency:  p50 {:.3} ms, p99 {:.3} ms",
+        ms(percentile(&proxied, 0.5)) - ms(percentile(&direct, 0.5)),
+        ms(percentile(&proxied, 0.99)) - ms(percentile(&direct, 0.99))
+    );
+    let (direct, direct_wall) = chat_load(&direct_url, None, CONCURRENCY).await;
+    let (proxied, proxied_wall) = chat_load(&http, Some(TEAM_KEY), CONCURRENCY).await;
+    println!(
+        "passthrough throughput at concurrency {CONCURRENCY}: direct {:.0} req/s (p99 {:.2} ms), through proxy {:.0} req/s (p99 {:.2} ms)",
+        rps(direct.len(), direct_wall),
+        ms(percentile(&direct, 0.99)),
+        rps(proxied.len(), proxied_wall),
+        ms(percentile(&proxied, 0.99))
+    );
+}
+
+async fn judge_throughput() {
+    let mock = MockHandle::start(MockConfig::default()).await.unwrap();
+    let (_proxy, grpc, _http, _stop) = start_proxy(60_000_000, &mock).await;
+    let channel = tonic::transport::Channel::from_shared(grpc).unwrap().connect().await.unwrap();
+    let claims: Vec<pb::Claim> = (0..8)
+        .map(|i| pb::Claim {
+            claim_id: format!("c{i}"),
+            text: format!("Claim number {i} is supported."),
+            snippets: vec![pb::Snippet {
+                index: 1,
+                source_url: "https://example.org".into(),
+                text: format!("As shown, claim number {i} is supported."),
+            }],
+        })
+        .collect();
+    let start = Instant::now();
+    let mut tasks = JoinSet::new();
+    for _ in 0..CONCURRENCY {
+        let mut client = pb::judge_client::JudgeClient::new(channel.clone());
+        let claims = claims.clone();
+        tasks.spawn(async move {
+            let mut latencies = Vec::new();
+            for _ in 0..JUDGE_REQUESTS / CONCURRENCY {
+                let mut r = tonic::Request::new(pb::JudgeRequest {
+                    judge: "j".into(),
+                    claims: claims.clone(),
+                    ..Default::default()
+                });
+                r.metadata_mut().insert("authorization", format!("Bearer {TEAM_KEY}").parse().unwrap());
+                let t = Instant::now();
+                let resp = client.judge_claims(r).await.unwrap().into_inner();
+                assert!(resp.verdicts.iter().all(|v| v.verdict() == pb::Verdict::Yes));
+                latencies.push(t.elapsed());
+            }
+            latencies
+        });
+    }
+    let mut all = Vec::new();
+    while let Some(l) = tasks.join_next().await {
+        all.extend(l.unwrap());
+    }
+    let wall = start.elapsed();
+    all.sort();
+    println!(
+        "gRPC Judge, 8 claims per request, concurrency {CONCURRENCY}: {:.0} req/s ({:.0} claims/s), p50 {:.2} ms, p99 {:.2} ms",
+        all.len() as f64 / wall.as_secs_f64(),
+        all.len() as f64 * 8.0 / wall.as_secs_f64(),
+        percentile(&all, 0.5).as_secs_f64() * 1000.0,
+        percentile(&all, 0.99).as_secs_f64() * 1000.0
+    );
+}
+
+async fn demand_over_quota() {
+    let mock = MockHandle::start(MockConfig {
+        rpm: Some(u32::try_from(QUOTA_RPM).unwrap()),
+        burst: Some(32),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let (proxy, _grpc, http, _stop) = start_proxy(QUOTA_RPM, &mock).await;
+    let client = reqwest::Client::new();
+    let body = json!({"model": "j", "messages": [{"role": "user", "content": "quota"}]});
+    let interval = Duration::from_micros(60_000_000 / (QUOTA_RPM * 2));
+    let mut tick = tokio::time::interval(interval);
+    let start = Instant::now();
+    let mut tasks = JoinSet::new();
+    while start.elapsed() < QUOTA_RUN {
+        tick.tick().await;
+        let r = client.post(format!("{http}/v1/chat/completions")).bearer_auth(TEAM_KEY).json(&body).send();
+        tasks.spawn(async move { r.await.map(|r| r.status().as_u16()).unwrap_or(0) });
+    }
+    let (mut ok, mut limited, mut other) = (0u64, 0u64, 0u64);
+    while let Some(s) = tasks.join_next().await {
+        match s.unwrap() {
+            200 => ok += 1,
+            429 => limited += 1,
+            _ => other += 1,
+        }
+    }
+    let m = proxy.metrics();
+    let stats: cohort_mock_provider::MockStats =
+        reqwest::get(format!("http://{}/mock/stats", mock.addr)).await.unwrap().json().await.unwrap();
+    let window = (stats.last_admitted_us - stats.first_admitted_us) as f64 / 1e6;
+    println!(
+        "demand at 2x a {QUOTA_RPM} rpm quota for {} s: admitted {ok} ({:.1} req/s over the {window:.2} s the mock saw them; \
+         quota {:.1}/s), turned away at their deadline {limited}, other {other}; permits waited {} \
+         (mean wait {:.1} ms); 429s sent by the mock {}",
+        QUOTA_RUN.as_secs(),
+        stats.admitted as f64 / window,
+        QUOTA_RPM as f64 / 60.0,
+        m.permits_waited,
+        if m.permits_waited == 0 { 0.0 } else { m.permit_wait_us as f64 / m.permits_waited as f64 / 1000.0 },
+        stats.enforced_429
+    );
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; nothing to parse.
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    runtime.block_on(async {
+        println!("judge proxy benchmark (mock provider, proxy and load in one process, 2 worker threads, loopback)");
+        passthrough_overhead().await;
+        judge_throughput().await;
+        demand_over_quota().await;
+    });
+}

@@ -1,0 +1,398 @@
+//! The judge call: claims in batches of the judge's size, the prompt of
+//! seed 000 section 3.3 at temperature 0, the reply parsed per claim, strict
+//! mode checked per call (router aliases resolve per call), usage and cost
+//! summed, and one trace record per judged claim naming the model that
+//! actually answered.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use cohort_core::config::PriceCatalog;
+use serde::Serialize;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::config::JudgeConfig;
+use crate::error::ProxyError;
+use crate::prompt::{self, ParsedVerdict, PromptClaim};
+use crate::provider::{ChatCall, ChatMessage};
+use crate::upstream::{Attempt, Upstreams};
+
+/// What a trace record says when the provider named no served model: a
+/// requested id is never written in its place (seed 000 section 3.3).
+pub const NOT_DISCLOSED: &str = "not disclosed";
+
+/// A claim to judge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JudgeClaim {
+    pub claim_id: String,
+    pub text: String,
+    pub snippets: Vec<Snippet>,
+}
+
+/// A passage of a cited source.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Snippet {
+    pub index: u32,
+    pub source_url: String,
+    #[serde(rename = "snippet_text")]
+    pub text: String,
+}
+
+/// A judge request, validated.
+#[derive(Debug, Clone)]
+pub struct JudgeInput {
+    pub judge: String,
+    pub claims: Vec<JudgeClaim>,
+    /// Echoed into the trace records (seed 000's `query_id`, `system`).
+    pub query_id: String,
+    pub system: String,
+}
+
+/// Why a claim was left unjudged. Never counts as YES or NO.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnjudgedReason {
+    PartialReply,
+    Unparseable,
+    ModelMismatch,
+    ProviderError,
+    SourceUnavailable,
+    Deadline,
+}
+
+/// The verdict on one claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Yes,
+    No,
+    Unjudged(UnjudgedReason),
+}
+
+/// One claim's result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimResult {
+    pub claim_id: String,
+    pub verdict: Verdict,
+    /// The judge's line for this claim, verbatim (empty when none).
+    pub reasoning: String,
+    /// The model that answered the call that judged the claim (empty when
+    /// no call answered).
+    pub served_model: String,
+    /// Seed 000's trace record, for claims judged YES or NO.
+    pub trace: Option<TraceRecord>,
+}
+
+/// The per-claim trace record of seed 000 section 3.3.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TraceRecord {
+    pub query_id: String,
+    pub system: String,
+    pub claim_text: String,
+    pub cited_indices: Vec<u32>,
+    pub cited_snippets: Vec<Snippet>,
+    /// "SUPPORTED" or "UNSUPPORTED".
+    pub judge_verdict: String,
+    pub judge_reasoning: String,
+    /// The model that actually answered, never the requested one.
+    pub judge_model: String,
+    /// RFC 3339, UTC.
+    pub timestamp: String,
+}
+
+/// Tokens and cost of the upstream calls.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct UsageSummary {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// In millionths of `currency`; None when any priced call's served
+    /// model has no price (unknown stays unknown).
+    pub cost_micros: Option<i64>,
+    pub currency: String,
+}
+
+/// The judge's answer for a whole request.
+#[derive(Debug, Clone)]
+pub struct JudgeOutput {
+    /// One per request claim, in request order.
+    pub verdicts: Vec<ClaimResult>,
+    pub requested_model: String,
+    /// Distinct served models over the calls, in order of first use.
+    pub served_models: Vec<String>,
+    pub usage: UsageSummary,
+    pub attempts: Vec<Attempt>,
+    /// Set when a batch could not get a permit before the deadline.
+    pub permit_deadline: Option<ProxyError>,
+}
+
+/// What one batch's call came to.
+struct BatchOutcome {
+    first: usize,
+    /// (index in the request, result).
+    results: Vec<(usize, ClaimResult)>,
+    attempts: Vec<Attempt>,
+    served: Option<String>,
+    deadline_error: Option<ProxyError>,
+}
+
+/// Judges `input` for `team` with `judge`, until `deadline`.
+pub async fn judge(
+    upstreams: &Arc<Upstreams>,
+    judge: &JudgeConfig,
+    strict: bool,
+    prices: Option<&PriceCatalog>,
+    team: &str,
+    input: JudgeInput,
+    deadline: Instant,
+) -> JudgeOutput {
+    let input = Arc::new(input);
+    let mut verdicts: Vec<Option<ClaimResult>> = vec![None; input.claims.len()];
+    // Claims without captured evidence are never sent: judging against
+    // nothing measures nothing (seed 000 section 4).
+    let mut judgeable = Vec::new();
+    for (i, c) in input.claims.iter().enumerate() {
+        if c.snippets.iter().all(|s| s.text.trim().is_empty()) {
+            verdicts[i] = Some(unjudged(c, UnjudgedReason::SourceUnavailable, String::new()));
+        } else {
+            judgeable.push(i);
+        }
+    }
+    let mut batches = JoinSet::new();
+    for chunk in judgeable.chunks(usize::try_from(judge.batch_size).unwrap_or(1).max(1)) {
+        let upstreams = Arc::clone(upstreams);
+        let judge = judge.clone();
+        let team = team.to_owned();
+        let input = Arc::clone(&input);
+        let indices = chunk.to_vec();
+        batches.spawn(async move { batch(&upstreams, &judge, strict, &team, &input, indices, deadline).await });
+    }
+    let mut outcomes = Vec::new();
+    while let Some(joined) = batches.join_next().await {
+        match joined {
+            Ok(o) => outcomes.push(o),
+            Err(e) => tracing::error!(error = %e, "a judge batch task failed"),
+        }
+    }
+    // Attempts and served models in batch order, whatever order they ended.
+    outcomes.sort_by_key(|o| o.first);
+    let mut attempts = Vec::new();
+    let mut served_models: Vec<String> = Vec::new();
+    let mut permit_deadline = None;
+    for o in outcomes {
+        for (slot, result) in o.results {
+            if let Some(v) = verdicts.get_mut(slot) {
+                *v = Some(result);
+            }
+        }
+        attempts.extend(o.attempts);
+        if let Some(s) = o.served
+            && !served_models.contains(&s)
+        {
+            served_models.push(s);
+        }
+        if permit_deadline.is_none() {
+            permit_deadline = o.deadline_error;
+        }
+    }
+    let verdicts = verdicts
+        .into_iter()
+        .zip(input.claims.iter())
+        .map(|(v, c)| v.unwrap_or_else(|| unjudged(c, UnjudgedReason::ProviderError, String::new())))
+        .collect();
+    let usage = usage(&attempts, prices);
+    JudgeOutput { verdicts, requested_model: judge.model.clone(), served_models, usage, attempts, permit_deadline }
+}
+
+/// One upstream call for the claims at `indices`.
+async fn batch(
+    upstreams: &Upstreams,
+    judge: &JudgeConfig,
+    strict: bool,
+    team: &str,
+    input: &JudgeInput,
+    indices: Vec<usize>,
+    deadline: Instant,
+) -> BatchOutcome {
+    let first = indices.first().copied().unwrap_or(0);
+    let claims: Vec<&JudgeClaim> = indices.iter().filter_map(|&i| input.claims.get(i)).collect();
+    let prompt_claims: Vec<PromptClaim> = claims
+        .iter()
+        .map(|c| PromptClaim {
+            text: c.text.clone(),
+            snippets: c.snippets.iter().filter(|s| !s.text.trim().is_empty()).map(|s| s.text.clone()).collect(),
+        })
+        .collect();
+    let call = ChatCall {
+        model: judge.model.clone(),
+        messages: vec![
+            ChatMessage::new("system", prompt::SYSTEM_PROMPT),
+            ChatMessage::new("user", prompt::human_prompt(&prompt_claims)),
+        ],
+        // Temperature 0 is forced for every judge call (seed 000 3.3).
+        temperature: Some(0.0),
+        max_tokens: Some(judge.max_output_tokens),
+        raw_openai_body: None,
+    };
+    let outcome = upstreams.call(&judge.upstream, team, &call, &Default::default(), deadline).await;
+    let mut results = Vec::with_capacity(claims.len());
+    let mut deadline_error = None;
+    let served = match outcome.result {
+        Err(e) => {
+            let reason = if matches!(e, ProxyError::PermitDeadline { .. }) {
+                UnjudgedReason::Deadline
+            } else {
+                UnjudgedReason::ProviderError
+            };
+            if reason == UnjudgedReason::Deadline {
+                deadline_error = Some(e);
+            }
+            for (&i, c) in indices.iter().zip(&claims) {
+                results.push((i, unjudged(c, reason, String::new())));
+            }
+            None
+        }
+        Ok(reply) => {
+            let served = reply.served_model.clone();
+            let served_name = served.clone().unwrap_or_default();
+            let mismatch = strict && served.as_deref() != Some(judge.served_model.as_str());
+            if mismatch {
+                tracing::warn!(
+                    judge = %judge.name,
+                    requested_model = %judge.model,
+                    pinned = %judge.served_model,
+                    served_model = %served_name,
+                    "strict mode: the served model is not the pinned judge; verdicts left unjudged"
+                );
+            }
+            let parsed = prompt::parse_reply(&reply.content, claims.len());
+            let timestamp = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
+            for ((&i, c), p) in indices.iter().zip(&claims).zip(parsed) {
+                let mut result = match p {
+                    ParsedVerdict::Yes(line) | ParsedVerdict::No(line) if mismatch => {
+                        unjudged(c, UnjudgedReason::ModelMismatch, line)
+                    }
+                    _ if mismatch => unjudged(c, UnjudgedReason::ModelMismatch, String::new()),
+                    ParsedVerdict::Yes(line) => judged(c, Verdict::Yes, line, &served, input, &timestamp),
+                    ParsedVerdict::No(line) => judged(c, Verdict::No, line, &served, input, &timestamp),
+                    ParsedVerdict::Missing => unjudged(c, UnjudgedReason::PartialReply, String::new()),
+                    ParsedVerdict::Unparseable => unjudged(c, UnjudgedReason::Unparseable, String::new()),
+                };
+                result.served_model = served_name.clone();
+                results.push((i, result));
+            }
+            served
+        }
+    };
+    BatchOutcome { first, results, attempts: outcome.attempts, served, deadline_error }
+}
+
+fn unjudged(c: &JudgeClaim, reason: UnjudgedReason, reasoning: String) -> ClaimResult {
+    ClaimResult {
+        claim_id: c.claim_id.clone(),
+        verdict: Verdict::Unjudged(reason),
+        reasoning,
+        served_model: String::new(),
+        trace: None,
+    }
+}
+
+fn judged(
+    c: &JudgeClaim,
+    verdict: Verdict,
+    line: String,
+    served: &Option<String>,
+    input: &JudgeInput,
+    timestamp: &str,
+) -> ClaimResult {
+    let trace = TraceRecord {
+        query_id: input.query_id.clone(),
+        system: input.system.clone(),
+        claim_text: c.text.clone(),
+        cited_indices: c.snippets.iter().map(|s| s.index).collect(),
+        cited_snippets: c.snippets.clone(),
+        judge_verdict: if verdict == Verdict::Yes { "SUPPORTED" } else { "UNSUPPORTED" }.to_owned(),
+        judge_reasoning: line.clone(),
+        judge_model: served.clone().unwrap_or_else(|| NOT_DISCLOSED.to_owned()),
+        timestamp: timestamp.to_owned(),
+    };
+    ClaimResult {
+        claim_id: c.claim_id.clone(),
+        verdict,
+        reasoning: line,
+        served_model: String::new(),
+        trace: Some(trace),
+    }
+}
+
+/// Tokens over every attempt that reported usage, priced by the model that
+/// served it.
+pub fn usage(attempts: &[Attempt], prices: Option<&PriceCatalog>) -> UsageSummary {
+    let mut s = UsageSummary {
+        cost_micros: prices.map(|_| 0),
+        currency: prices.map(|p| p.currency.clone()).unwrap_or_default(),
+        ..Default::default()
+    };
+    for a in attempts {
+        let Some(u) = a.usage else { continue };
+        s.input_tokens += u.input;
+        s.output_tokens += u.output;
+        let price = prices.zip(a.served_model.as_ref()).and_then(|(p, m)| p.models.get(m));
+        s.cost_micros = match (s.cost_micros, price) {
+            (Some(total), Some(p)) => {
+                let cost = u.input as f64 * p.input_per_million_tokens + u.output as f64 * p.output_per_million_tokens;
+                Some(total + cost.round() as i64)
+            }
+            _ => None,
+        };
+    }
+    if s.cost_micros.is_none() {
+        s.currency.clear();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use cohort_core::config::Price;
+    use cohort_core::taxonomy::AttemptClass;
+
+    use super::*;
+    use crate::provider::TokenUsage;
+
+    fn attempt(served: &str, input: u64, output: u64) -> Attempt {
+        Attempt {
+            class: AttemptClass::Ok,
+            http_status: Some(200),
+            requested_model: "alias".into(),
+            served_model: Some(served.into()),
+            served_provider: None,
+            detail: String::new(),
+            latency: Duration::ZERO,
+            permit_wait: Duration::ZERO,
+            usage: Some(TokenUsage { input, output }),
+        }
+    }
+
+    fn catalog() -> PriceCatalog {
+        let mut models = BTreeMap::new();
+        models.insert("judge-1".into(), Price { input_per_million_tokens: 3.0, output_per_million_tokens: 15.0 });
+        PriceCatalog { currency: "USD".into(), models }
+    }
+
+    #[test]
+    fn cost_is_priced_by_the_served_model() {
+        let u = usage(&[attempt("judge-1", 1000, 100)], Some(&catalog()));
+        assert_eq!((u.input_tokens, u.output_tokens, u.cost_micros), (1000, 100, Some(4500)));
+        assert_eq!(u.currency, "USD");
+    }
+
+    #[test]
+    fn an_unknown_price_makes_the_cost_unknown() {
+        let u = usage(&[attempt("judge-1", 1000, 100), attempt("other", 10, 1)], Some(&catalog()));
+        assert_eq!((u.input_tokens, u.cost_micros, u.currency.as_str()), (1010, None, ""));
+        assert_eq!(usage(&[attempt("judge-1", 1, 1)], None).cost_micros, None, "no catalog, no cost");
+    }
+}

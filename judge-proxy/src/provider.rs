@@ -1,0 +1,496 @@
+//! The two upstream wire protocols (OpenAI chat completions, Anthropic
+//! Messages): building a request body, reading a reply, classifying every
+//! answer with the classes of SPEC section 4, and finding the model that
+//! actually served. Pure: the HTTP exchange itself is in [`crate::upstream`].
+
+use std::time::{Duration, SystemTime};
+
+use cohort_core::taxonomy::AttemptClass;
+use reqwest::header::HeaderMap;
+use serde_json::{Value, json};
+
+use crate::config::{UpstreamConfig, UpstreamKind};
+
+/// `max_tokens` sent to an Anthropic upstream (which requires it) when the
+/// request sets none.
+pub const ANTHROPIC_DEFAULT_MAX_TOKENS: u64 = 1024;
+/// The longest provider text kept in an attempt's detail.
+const MAX_DETAIL_CHARS: usize = 300;
+
+/// One chat message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatMessage {
+    pub role: String,
+    pub content: String,
+}
+
+impl ChatMessage {
+    pub fn new(role: &str, content: impl Into<String>) -> ChatMessage {
+        ChatMessage { role: role.to_owned(), content: content.into() }
+    }
+}
+
+/// A chat call in protocol-neutral form.
+#[derive(Debug, Clone)]
+pub struct ChatCall {
+    /// The model requested from the upstream.
+    pub model: String,
+    pub messages: Vec<ChatMessage>,
+    pub temperature: Option<f64>,
+    pub max_tokens: Option<u64>,
+    /// For the OpenAI passthrough: the client's own body, sent as is but for
+    /// `model` (and `temperature` when forced), so fields the proxy does not
+    /// know still reach the provider.
+    pub raw_openai_body: Option<serde_json::Map<String, Value>>,
+}
+
+/// Tokens as the provider reported them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TokenUsage {
+    pub input: u64,
+    pub output: u64,
+}
+
+/// A usable reply.
+#[derive(Debug, Clone)]
+pub struct ChatReply {
+    /// The assistant's text (text blocks joined).
+    pub content: String,
+    /// The model that served: a configured router header, else the body's
+    /// `model`; None when neither says.
+    pub served_model: Option<String>,
+    /// The provider that served, from the configured router headers.
+    pub served_provider: Option<String>,
+    pub usage: Option<TokenUsage>,
+    pub finish_reason: Option<String>,
+    /// The reply in OpenAI chat-completion form (the provider's own body for
+    /// OpenAI upstreams, a translation for Anthropic ones).
+    pub openai_body: Value,
+}
+
+/// A failed attempt, classified.
+#[derive(Debug, Clone)]
+pub struct AttemptFailure {
+    pub class: AttemptClass,
+    /// The HTTP status, when the provider answered.
+    pub status: Option<u16>,
+    /// What happened, secret-free once scrubbed (see `crate::upstream`).
+    pub detail: String,
+    /// From `retry-after-ms` or `Retry-After` (seconds or HTTP date).
+    pub retry_after: Option<Duration>,
+    /// The served model when the provider named one despite failing.
+    pub served_model: Option<String>,
+    /// Usage, if a failed reply still reported it (refusals do).
+    pub usage: Option<TokenUsage>,
+}
+
+impl AttemptFailure {
+    pub fn new(class: AttemptClass, status: Option<u16>, detail: impl Into<String>) -> AttemptFailure {
+        AttemptFailure {
+            class,
+            status,
+            detail: truncate(&detail.into()),
+            retry_after: None,
+            served_model: None,
+            usage: None,
+        }
+    }
+}
+
+/// The URL of a chat call at `upstream`.
+pub fn endpoint(upstream: &UpstreamConfig) -> String {
+    match upstream.kind {
+        UpstreamKind::Openai => format!("{}/chat/completions", upstream.base_url),
+        UpstreamKind::Anthropic => format!("{}/messages", upstream.base_url),
+    }
+}
+
+/// The JSON body of `call` for an upstream of `kind`.
+pub fn request_body(kind: UpstreamKind, call: &ChatCall) -> Value {
+    match kind {
+        UpstreamKind::Openai => {
+            let mut body = call.raw_openai_body.clone().unwrap_or_else(|| {
+                let messages: Vec<Value> =
+                    call.messages.iter().map(|m| json!({"role": m.role, "content": m.content})).collect();
+                let mut body = serde_json::Map::new();
+                body.insert("messages".into(), Value::Array(messages));
+                if let Some(max) = call.max_tokens {
+                    body.insert("max_tokens".into(), json!(max));
+                }
+                body
+            });
+            body.insert("model".into(), json!(call.model));
+            body.insert("stream".into(), json!(false));
+            if let Some(t) = call.temperature {
+                body.insert("temperature".into(), json!(t));
+            }
+            Value::Object(body)
+        }
+        UpstreamKind::Anthropic => {
+            let system: Vec<&str> =
+                call.messages.iter().filter(|m| m.role == "system").map(|m| m.content.as_str()).collect();
+            let messages: Vec<Value> = call
+                .messages
+                .iter()
+                .filter(|m| m.role != "system")
+                .map(
+                    |m| json!({"role": if m.role == "assistant" { "assistant" } else { "user" }, "content": m.content}),
+                )
+                .collect();
+            let mut body = json!({
+                "model": call.model,
+                "max_tokens": call.max_tokens.unwrap_or(ANTHROPIC_DEFAULT_MAX_TOKENS),
+                "messages": messages,
+            });
+            if !system.is_empty() {
+                body["system"] = json!(system.join("\n\n"));
+            }
+            if let Some(t) = call.temperature {
+                body["temperature"] = json!(t);
+            }
+            body
+        }
+    }
+}
+
+/// Tokens a call will use, estimated before it is made: about one token
+/// per 4 bytes of UTF-8 text, 4 more per message for the chat framing, and
+/// `max_tokens` (or `default_output`) for the reply. Reconciled with the
+/// provider's reported usage after the call, so the estimate only needs to
+/// be close, not exact (see docs/judge-proxy.md, "Tokens").
+pub fn estimate_tokens(messages: &[ChatMessage], max_tokens: Option<u64>, default_output: u64) -> u64 {
+    let input: u64 = messages.iter().map(|m| (m.content.len() as u64).div_ceil(4) + 4).sum::<u64>() + 3;
+    input + max_tokens.unwrap_or(default_output)
+}
+
+/// Reads a provider's answer: a usable [`ChatReply`], or the classified
+/// failure. `now` resolves a Retry-After given as an HTTP date.
+pub fn read_answer(
+    upstream: &UpstreamConfig,
+    status: u16,
+    headers: &HeaderMap,
+    body: &[u8],
+    now: SystemTime,
+) -> Result<ChatReply, AttemptFailure> {
+    let (header_model, served_provider) = router_headers(upstream, headers);
+    if !(200..300).contains(&status) {
+        let mut failure = classify_error(status, body);
+        failure.retry_after = retry_after(headers, now);
+        failure.served_model = header_model;
+        return Err(failure);
+    }
+    let parsed: Value = match serde_json::from_slice(body) {
+        Ok(v) => v,
+        Err(e) => {
+            let mut f =
+                AttemptFailure::new(AttemptClass::Malformed, Some(status), format!("the body is not JSON: {e}"));
+            f.served_model = header_model;
+            return Err(f);
+        }
+    };
+    let reply = match upstream.kind {
+        UpstreamKind::Openai => read_openai(parsed),
+        UpstreamKind::Anthropic => read_anthropic(parsed),
+    };
+    let mut reply = match reply {
+        Ok(r) => r,
+        Err(mut f) => {
+            f.status = Some(status);
+            if header_model.is_some() {
+                f.served_model = header_model;
+            }
+            return Err(f);
+        }
+    };
+    if header_model.is_some() {
+        reply.served_model = header_model;
+    }
+    reply.served_provider = served_provider;
+    let refused = reply.finish_reason.as_deref().is_some_and(|r| matches!(r, "content_filter" | "refusal"));
+    if refused {
+        let mut f = AttemptFailure::new(AttemptClass::Refused, Some(status), "the provider refused (content filter)");
+        f.served_model = reply.served_model;
+        f.usage = reply.usage;
+        return Err(f);
+    }
+    let has_tool_calls = reply
+        .openai_body
+        .pointer("/choices/0/message/tool_calls")
+        .is_some_and(|t| t.as_array().is_some_and(|a| !a.is_empty()));
+    if reply.content.trim().is_empty() && !has_tool_calls {
+        let mut f = AttemptFailure::new(AttemptClass::EmptyContent, Some(status), "a 200 with no content");
+        f.served_model = reply.served_model;
+        f.usage = reply.usage;
+        return Err(f);
+    }
+    Ok(reply)
+}
+
+/// The served model and provider named by the upstream's configured router
+/// headers, first present wins.
+fn router_headers(upstream: &UpstreamConfig, headers: &HeaderMap) -> (Option<String>, Option<String>) {
+    let first = |names: &[String]| {
+        names.iter().find_map(|n| {
+            headers
+                .get(n.as_str())
+                .and_then(|v| v.to_str().ok())
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .map(str::to_owned)
+        })
+    };
+    (first(&upstream.served_model_headers), first(&upstream.served_provider_headers))
+}
+
+fn read_openai(body: Value) -> Result<ChatReply, AttemptFailure> {
+    let malformed = |what: &str| AttemptFailure::new(AttemptClass::Malformed, None, what.to_owned());
+    let choice = body.pointer("/choices/0").ok_or_else(|| malformed("the reply has no choices"))?;
+    let message = choice.get("message").ok_or_else(|| malformed("the first choice has no message"))?;
+    let content = match message.get("content") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => {
+            parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("")
+        }
+        Some(Value::Null) | None => String::new(),
+        Some(_) => return Err(malformed("message.content is neither text nor parts")),
+    };
+    let refusal = message.get("refusal").and_then(Value::as_str).is_some_and(|r| !r.is_empty());
+    let finish_reason = if refusal {
+        Some("refusal".to_owned())
+    } else {
+        choice.get("finish_reason").and_then(Value::as_str).map(str::to_owned)
+    };
+    let usage = body.get("usage").and_then(|u| {
+        Some(TokenUsage {
+            input: u.get("prompt_tokens")?.as_u64()?,
+            output: u.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0),
+        })
+    });
+    let served_model = body.get("model").and_then(Value::as_str).filter(|m| !m.is_empty()).map(str::to_owned);
+    Ok(ChatReply { content, served_model, served_provider: None, usage, finish_reason, openai_body: body })
+}
+
+fn read_anthropic(body: Value) -> Result<ChatReply, AttemptFailure> {
+    let blocks = body
+        .get("content")
+        .and_then(Value::as_array)
+        .ok_or_else(|| AttemptFailure::new(AttemptClass::Malformed, None, "the reply has no content array"))?;
+    let content: String = blocks
+        .iter()
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+        .filter_map(|b| b.get("text").and_then(Value::as_str))
+        .collect::<Vec<_>>()
+        .join("");
+    let usage = body.get("usage").and_then(|u| {
+        Some(TokenUsage {
+            input: u.get("input_tokens")?.as_u64()?,
+            output: u.get("output_tokens").and_then(Value::as_u64).unwrap_or(0),
+        })
+    });
+    let served_model = body.get("model").and_then(Value::as_str).filter(|m| !m.is_empty()).map(str::to_owned);
+    let stop = body.get("stop_reason").and_then(Value::as_str).map(str::to_owned);
+    let finish_reason = stop.map(|s| match s.as_str() {
+        "end_turn" | "stop_sequence" => "stop".to_owned(),
+        "max_tokens" => "length".to_owned(),
+        _ => s,
+    });
+    let openai_body = json!({
+        "id": body.get("id").cloned().unwrap_or(Value::Null),
+        "object": "chat.completion",
+        "created": SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+        "model": served_model,
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": content},
+            "finish_reason": finish_reason,
+        }],
+        "usage": usage.map(|u| json!({
+            "prompt_tokens": u.input,
+            "completion_tokens": u.output,
+            "total_tokens": u.input + u.output,
+        })),
+    });
+    Ok(ChatReply { content, served_model, served_provider: None, usage, finish_reason, openai_body })
+}
+
+/// Classifies a non-2xx answer (SPEC section 4):
+/// 429 with `insufficient_quota` and 402 are `quota_exhausted`, other 429s
+/// `rate_limited`; a 502 saying "empty content" is `empty_content`; 408 is
+/// `timeout`; other 5xx `server_error`; other 4xx `client_error`.
+pub fn classify_error(status: u16, body: &[u8]) -> AttemptFailure {
+    let text = String::from_utf8_lossy(body);
+    let lower = text.to_ascii_lowercase();
+    let message = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| {
+            v.pointer("/error/message").or_else(|| v.get("message")).and_then(Value::as_str).map(str::to_owned)
+        })
+        .unwrap_or_else(|| text.trim().to_owned());
+    let class = match status {
+        402 => AttemptClass::QuotaExhausted,
+        429 if lower.contains("insufficient_quota") || lower.contains("quota exceeded") => AttemptClass::QuotaExhausted,
+        429 => AttemptClass::RateLimited,
+        408 => AttemptClass::Timeout,
+        502 if lower.contains("empty content") || lower.contains("empty response") || text.trim().is_empty() => {
+            AttemptClass::EmptyContent
+        }
+        500..=599 => AttemptClass::ServerError,
+        _ => AttemptClass::ClientError,
+    };
+    AttemptFailure::new(class, Some(status), format!("HTTP {status}: {message}"))
+}
+
+/// The provider's Retry-After: `retry-after-ms` (OpenAI) first, then
+/// `Retry-After` as seconds or as an HTTP date (RFC 9110 10.2.3).
+pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    if let Some(ms) =
+        headers.get("retry-after-ms").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<f64>().ok())
+        && ms.is_finite()
+        && ms >= 0.0
+    {
+        return Some(Duration::from_micros((ms * 1000.0) as u64));
+    }
+    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(secs) = value.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_millis((secs * 1000.0) as u64));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+fn truncate(text: &str) -> String {
+    if text.chars().count() <= MAX_DETAIL_CHARS {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(MAX_DETAIL_CHARS).collect();
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::{HeaderName, HeaderValue};
+
+    fn upstream(kind: UpstreamKind) -> UpstreamConfig {
+        UpstreamConfig {
+            name: "u".into(),
+            kind,
+            base_url: "http://127.0.0.1:1/v1".into(),
+            api_key: None,
+            rpm: 60,
+            tpm: 1000,
+            max_concurrency: 1,
+            burst: 2,
+            served_model_headers: vec!["x-served-model".into()],
+            served_provider_headers: vec!["x-served-provider".into()],
+            forward_headers: vec![],
+            anthropic_version: "2023-06-01".into(),
+        }
+    }
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(HeaderName::from_bytes(k.as_bytes()).unwrap(), HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    fn class(status: u16, body: &str) -> AttemptClass {
+        read_answer(&upstream(UpstreamKind::Openai), status, &HeaderMap::new(), body.as_bytes(), SystemTime::now())
+            .unwrap_err()
+            .class
+    }
+
+    #[test]
+    fn every_failure_gets_its_class() {
+        assert_eq!(class(429, r#"{"error":{"type":"rate_limit_exceeded"}}"#), AttemptClass::RateLimited);
+        assert_eq!(class(429, r#"{"error":{"code":"insufficient_quota"}}"#), AttemptClass::QuotaExhausted);
+        assert_eq!(class(402, "{}"), AttemptClass::QuotaExhausted);
+        assert_eq!(class(500, "oops"), AttemptClass::ServerError);
+        assert_eq!(class(503, "busy"), AttemptClass::ServerError);
+        assert_eq!(
+            class(502, r#"{"error":{"message":"Provider returned empty content"}}"#),
+            AttemptClass::EmptyContent
+        );
+        assert_eq!(class(502, "bad gateway"), AttemptClass::ServerError);
+        assert_eq!(class(400, "bad"), AttemptClass::ClientError);
+        assert_eq!(class(401, "who"), AttemptClass::ClientError);
+        assert_eq!(class(200, r#"{"choices":[{"message":{"content":""}}]}"#), AttemptClass::EmptyContent);
+        assert_eq!(class(200, r#"{"choices":[{"message":{"content":"Claim 1: Y"#), AttemptClass::Malformed);
+        assert_eq!(class(200, r#"{"choices":[]}"#), AttemptClass::Malformed);
+        assert_eq!(
+            class(200, r#"{"choices":[{"message":{"content":"no"},"finish_reason":"content_filter"}]}"#),
+            AttemptClass::Refused
+        );
+    }
+
+    #[test]
+    fn router_header_names_the_served_model_over_the_body() {
+        let body = r#"{"model":"alias","choices":[{"message":{"content":"Claim 1: YES"}}],"usage":{"prompt_tokens":5,"completion_tokens":2}}"#;
+        let u = upstream(UpstreamKind::Openai);
+        let r = read_answer(
+            &u,
+            200,
+            &headers(&[("x-served-model", "real-1"), ("x-served-provider", "kr")]),
+            body.as_bytes(),
+            SystemTime::now(),
+        )
+        .unwrap();
+        assert_eq!((r.served_model.as_deref(), r.served_provider.as_deref()), (Some("real-1"), Some("kr")));
+        assert_eq!(r.usage, Some(TokenUsage { input: 5, output: 2 }));
+        let r = read_answer(&u, 200, &HeaderMap::new(), body.as_bytes(), SystemTime::now()).unwrap();
+        assert_eq!(r.served_model.as_deref(), Some("alias"));
+    }
+
+    #[test]
+    fn anthropic_reply_is_read_and_translated() {
+        let body = r#"{"id":"m1","model":"claude-x","content":[{"type":"text","text":"Claim 1: NO"}],"stop_reason":"end_turn","usage":{"input_tokens":9,"output_tokens":3}}"#;
+        let r =
+            read_answer(&upstream(UpstreamKind::Anthropic), 200, &HeaderMap::new(), body.as_bytes(), SystemTime::now())
+                .unwrap();
+        assert_eq!(r.content, "Claim 1: NO");
+        assert_eq!(r.served_model.as_deref(), Some("claude-x"));
+        assert_eq!(r.openai_body["choices"][0]["message"]["content"], "Claim 1: NO");
+        assert_eq!(r.openai_body["usage"]["total_tokens"], 12);
+    }
+
+    #[test]
+    fn anthropic_body_moves_system_out_of_messages() {
+        let call = ChatCall {
+            model: "m".into(),
+            messages: vec![ChatMessage::new("system", "S"), ChatMessage::new("user", "U")],
+            temperature: Some(0.0),
+            max_tokens: None,
+            raw_openai_body: None,
+        };
+        let b = request_body(UpstreamKind::Anthropic, &call);
+        assert_eq!(b["system"], "S");
+        assert_eq!(b["messages"].as_array().unwrap().len(), 1);
+        assert_eq!(b["max_tokens"], ANTHROPIC_DEFAULT_MAX_TOKENS);
+        assert_eq!(b["temperature"], 0.0);
+    }
+
+    #[test]
+    fn retry_after_in_seconds_ms_or_date() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        assert_eq!(retry_after(&headers(&[("retry-after", "3")]), now), Some(Duration::from_secs(3)));
+        assert_eq!(
+            retry_after(&headers(&[("retry-after", "3"), ("retry-after-ms", "250")]), now),
+            Some(Duration::from_millis(250))
+        );
+        let date = httpdate::fmt_http_date(now + Duration::from_secs(7));
+        assert_eq!(retry_after(&headers(&[("retry-after", &date)]), now), Some(Duration::from_secs(7)));
+        let past = httpdate::fmt_http_date(now - Duration::from_secs(7));
+        assert_eq!(retry_after(&headers(&[("retry-after", &past)]), now), Some(Duration::ZERO));
+        assert_eq!(retry_after(&headers(&[("retry-after", "soon")]), now), None);
+    }
+
+    #[test]
+    fn estimate_counts_text_framing_and_output() {
+        let m = [ChatMessage::new("user", "abcdefgh")];
+        assert_eq!(estimate_tokens(&m, Some(10), 99), 2 + 4 + 3 + 10);
+        assert_eq!(estimate_tokens(&m, None, 99), 2 + 4 + 3 + 99);
+    }
+}

@@ -1,0 +1,135 @@
+//! Keys never leak. A `cohort judge-proxy` whose provider rejects its key
+//! with an error body that echoes the key back (as real providers do),
+//! driven through both front doors with debug logging on, and callers that
+//! present near-miss team keys. Proves: neither the provider key nor any
+//! team key appears in the proxy's logs, its error replies, its gRPC
+//! attempt details, or the output of a config that fails validation.
+
+// Test code: a failed step should stop the test loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod judge_proxy_support;
+
+use cohort_proto::v1 as pb;
+use cohort_proto::v1::judge_client::JudgeClient;
+use judge_proxy_support::{mock, proxy};
+use serde_json::json;
+
+const PROVIDER_KEY: &str = "sk-live-provider-5e1f0c3a9b7d";
+const TEAM_KEY: &str = "team-secret-key-a93b17e0c2";
+const OTHER_TEAM_KEY: &str = "team-secret-key-44d0e8b1f5";
+
+/// See the module doc.
+#[test]
+fn keys_never_appear_in_logs_errors_or_responses() {
+    let dir = tempfile::tempdir().unwrap();
+    // The mock expects another key: every call fails with a 401 whose body
+    // says "Incorrect API key provided: <the key it was sent>".
+    let (_mock, mock_url) =
+        mock(dir.path(), &["--api-key-env", "MOCK_EXPECTED_KEY"], &[("MOCK_EXPECTED_KEY", "sk-the-right-one-000000")]);
+    let key_file = dir.path().join("provider.key");
+    std::fs::write(&key_file, format!("{PROVIDER_KEY}\n")).unwrap();
+    let config = dir.path().join("proxy.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[retry]
+max_attempts = 2
+initial_backoff_ms = 10
+max_backoff_ms = 20
+
+[[upstreams]]
+name = "mock"
+kind = "openai"
+base_url = "{mock_url}"
+api_key_file = "provider.key"
+rpm = 6000
+tpm = 10000000
+
+[[teams]]
+name = "a"
+key_env = "TEAM_KEY"
+
+[[teams]]
+name = "b"
+key_env = "OTHER_TEAM_KEY"
+
+[[judges]]
+name = "j"
+upstream = "mock"
+model = "judge-1"
+"#
+        ),
+    )
+    .unwrap();
+    let envs = [("TEAM_KEY", TEAM_KEY), ("OTHER_TEAM_KEY", OTHER_TEAM_KEY), ("RUST_LOG", "debug")];
+    let (proxy_proc, grpc, http) = proxy(&config, &envs, dir.path().join("proxy.log"));
+
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let mut seen = Vec::new();
+    runtime.block_on(async {
+        let client = reqwest::Client::new();
+        let body = json!({"model": "j", "messages": [{"role": "user", "content": "hi"}]});
+        // The right team key: the provider refuses the proxy's key.
+        let r =
+            client.post(format!("{http}/v1/chat/completions")).bearer_auth(TEAM_KEY).json(&body).send().await.unwrap();
+        assert_eq!(r.status(), 400, "the upstream's 401 is a client_error");
+        seen.push(format!("{:?}", r.headers()));
+        let text = r.text().await.unwrap();
+        assert!(text.contains("[redacted]"), "the echoed key was scrubbed: {text}");
+        seen.push(text);
+        // Near misses of a team key.
+        for guess in [&TEAM_KEY[..TEAM_KEY.len() - 1], &format!("{TEAM_KEY}x"), PROVIDER_KEY] {
+            let r =
+                client.post(format!("{http}/v1/chat/completions")).bearer_auth(guess).json(&body).send().await.unwrap();
+            assert_eq!(r.status(), 401);
+            seen.push(r.text().await.unwrap());
+        }
+        // gRPC: the attempt details of a failing judge call.
+        let mut judge = JudgeClient::connect(grpc).await.unwrap();
+        let claim = pb::Claim {
+            claim_id: "c1".into(),
+            text: "x".into(),
+            snippets: vec![pb::Snippet { index: 1, source_url: "https://e.org".into(), text: "x".into() }],
+        };
+        let mut request =
+            tonic::Request::new(pb::JudgeRequest { judge: "j".into(), claims: vec![claim], ..Default::default() });
+        request.metadata_mut().insert("authorization", format!("Bearer {OTHER_TEAM_KEY}").parse().unwrap());
+        let resp = judge.judge_claims(request).await.unwrap().into_inner();
+        assert_eq!(resp.attempts[0].class(), pb::AttemptClass::ClientError);
+        assert!(resp.attempts[0].detail.contains("[redacted]"), "{:?}", resp.attempts[0]);
+        seen.push(format!("{resp:?}"));
+        let mut bad = tonic::Request::new(pb::JudgeRequest { judge: "j".into(), ..Default::default() });
+        bad.metadata_mut().insert("authorization", format!("Bearer {TEAM_KEY}0").parse().unwrap());
+        seen.push(format!("{:?}", judge.judge_claims(bad).await.unwrap_err()));
+    });
+    let log = proxy_proc.log_text();
+    drop(proxy_proc);
+
+    // A config that fails validation (a team key too short, a duplicate
+    // key) prints its problems, not the keys.
+    let bad_config = dir.path().join("bad.toml");
+    std::fs::write(&bad_config, std::fs::read_to_string(&config).unwrap().replace("OTHER_TEAM_KEY", "TEAM_KEY"))
+        .unwrap();
+    let out = std::process::Command::new(cohort_tests::cargo_bin("cohort-cli", "cohort"))
+        .args(["judge-proxy", "--config", &bad_config.to_string_lossy()])
+        .envs(envs)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let config_error = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(config_error.contains("same key"), "{config_error}");
+    seen.push(config_error);
+
+    assert!(log.contains("upstream attempt") && log.contains("client_error"), "the log covers the failure:\n{log}");
+    assert!(log.contains("DEBUG"), "debug logging was on:\n{log}");
+    seen.push(log);
+    let everything = seen.join("\n");
+    for key in [PROVIDER_KEY, TEAM_KEY, OTHER_TEAM_KEY] {
+        assert!(!everything.contains(key), "a key leaked");
+        // Not even most of it.
+        assert!(!everything.contains(&key[..key.len() - 4]), "most of a key leaked");
+    }
+    println!("checked {} bytes of logs, errors and responses: no key", everything.len());
+}

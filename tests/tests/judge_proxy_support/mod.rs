@@ -1,0 +1,86 @@
+//! What the judge proxy's cross-process tests share: the mock provider
+//! binary (a TEST DOUBLE) and `cohort judge-proxy` processes on free
+//! loopback ports, killed on drop, with their logs in files.
+
+#![allow(dead_code)]
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdout, Command, Stdio};
+
+use cohort_tests::cargo_bin;
+
+/// A child process killed on drop.
+pub struct Proc {
+    child: Child,
+    /// Kept open so the process never writes to a closed pipe.
+    _stdout: BufReader<ChildStdout>,
+    /// The first line it printed.
+    pub first_line: String,
+    pub log: PathBuf,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Proc {
+    /// Runs `program` with `args` and `envs`, stderr to `log`, and waits for
+    /// its first stdout line (where it says it listens).
+    pub fn spawn(program: &Path, args: &[&str], envs: &[(&str, &str)], log: PathBuf) -> Proc {
+        let err = File::create(&log).unwrap();
+        let mut cmd = Command::new(program);
+        cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::from(err));
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut first_line = String::new();
+        stdout.read_line(&mut first_line).unwrap();
+        if first_line.is_empty() {
+            let _ = child.kill();
+            panic!(
+                "{} printed nothing; its log:\n{}",
+                program.display(),
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        Proc { child, _stdout: stdout, first_line: first_line.trim().to_owned(), log }
+    }
+
+    /// The `http://...` URL in the first line.
+    pub fn url_after(&self, marker: &str) -> String {
+        let start =
+            self.first_line.find(marker).unwrap_or_else(|| panic!("{marker} in {}", self.first_line)) + marker.len();
+        self.first_line[start..].split_whitespace().next().unwrap().to_owned()
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+/// The mock provider with `args`; returns it and its base URL (`.../v1`).
+pub fn mock(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> (Proc, String) {
+    let bin = cargo_bin("cohort-mock-provider", "cohort-mock-provider");
+    let p = Proc::spawn(&bin, args, envs, dir.join("mock.log"));
+    let url = format!("{}/v1", p.url_after("listening on "));
+    (p, url)
+}
+
+/// `cohort judge-proxy --config CONFIG` on free ports; returns it with its
+/// gRPC and HTTP URLs.
+pub fn proxy(config: &Path, envs: &[(&str, &str)], log: PathBuf) -> (Proc, String, String) {
+    let bin = cargo_bin("cohort-cli", "cohort");
+    let config = config.to_string_lossy().into_owned();
+    let args = ["judge-proxy", "--config", &config, "--grpc-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"];
+    let p = Proc::spawn(&bin, &args, envs, log);
+    let grpc = format!("http://{}", p.url_after("grpc="));
+    let http = format!("http://{}", p.url_after("http="));
+    (p, grpc, http)
+}
