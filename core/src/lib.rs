@@ -11,6 +11,8 @@
 //! - [`taxonomy`]: outcomes and attempt classes.
 //! - [`lifecycle`]: the run lifecycle rules: retries, final outcomes, closing.
 //! - [`hash`]: SHA-256 helpers.
+//! - [`scoring`]: citation normalisation, markers, sentences, claims, the
+//!   deterministic metrics, the judge prompt and verdict parser.
 //! - [`error`]: validation errors that name the file, the line and the field.
 
 pub mod cohort;
@@ -21,6 +23,7 @@ pub mod lifecycle;
 pub mod manifest;
 pub mod order;
 pub mod questions;
+pub mod scoring;
 pub mod taxonomy;
 
 pub use cohort::{CohortFiles, ValidatedCohort};

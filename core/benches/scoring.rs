@@ -1,0 +1,190 @@
+//! Scoring throughput: claim extraction plus citation normalisation over a
+//! corpus of 100 generated reports (5-50 KB each, half numbered with a
+//! reference list, half with inline Markdown links), in MB/s of report
+//! text. Run with `cargo bench -p cohort-core --bench scoring`.
+//!
+//! The corpus is generated from a fixed seed, so every run scores the same
+//! bytes; the figure is printed, never asserted (SPEC section 12).
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use cohort_core::scoring::analyse;
+
+/// SplitMix64: a tiny deterministic generator, enough to vary the corpus.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.below(items.len())]
+    }
+}
+
+const WORDS: &[&str] = &[
+    "the",
+    "market",
+    "grew",
+    "by",
+    "3.5",
+    "percent",
+    "in",
+    "2024",
+    "according",
+    "to",
+    "analysts",
+    "while",
+    "prices",
+    "fell",
+    "sharply",
+    "across",
+    "Europe",
+    "and",
+    "the",
+    "U.S.",
+    "e.g.",
+    "battery",
+    "storage",
+    "capacity",
+    "reached",
+    "record",
+    "levels",
+    "as",
+    "shown",
+    "in",
+    "Fig. 2",
+    "Dr. Lee",
+    "noted",
+    "that",
+    "demand",
+    "remains",
+    "strong",
+    "for",
+    "grid-scale",
+    "projects",
+    "with",
+    "costs",
+    "near",
+    "$120/kWh",
+    "`code [9]`",
+    "www.example.org",
+];
+
+const OPENERS: &[&str] = &["Overall,", "However,", "In addition,", "Meanwhile,", "By contrast,", "Notably,"];
+
+fn sentence(rng: &mut Rng, out: &mut String) {
+    out.push_str(rng.pick(OPENERS));
+    for _ in 0..8 + rng.below(14) {
+        out.push(' ');
+        out.push_str(rng.pick(WORDS));
+    }
+}
+
+fn numbered_report(rng: &mut Rng, target: usize) -> String {
+    let sources = 5 + rng.below(25);
+    let mut out = String::from("# Research report\n\n**Date:** 2026-01-01\n\n## Findings\n\n");
+    while out.len() < target {
+        for _ in 0..2 + rng.below(5) {
+            sentence(rng, &mut out);
+            match rng.below(6) {
+                0 => out.push('.'),
+                1 => out.push_str(&format!(" [{}, {}].", 1 + rng.below(sources), 1 + rng.below(sources + 3))),
+                2 => out.push_str(&format!(" [{}-{}].", 1 + rng.below(3), 4 + rng.below(4))),
+                3 => out.push('?'),
+                _ => out.push_str(&format!(".[{}]", 1 + rng.below(sources + 1))),
+            }
+            out.push(' ');
+        }
+        out.push_str(if rng.below(5) == 0 { "\n\n## Details\n\n- " } else { "\n\n" });
+    }
+    out.push_str("\n\n## References\n\n");
+    for i in 1..=sources {
+        out.push_str(&format!(
+            "{i}. Source number {i}, annual review. https://source{i}.example.org/report/{i}.html\n"
+        ));
+    }
+    out
+}
+
+fn links_report(rng: &mut Rng, target: usize) -> String {
+    let sites = 5 + rng.below(25);
+    let mut out = String::from("# Research report\n\n");
+    while out.len() < target {
+        for _ in 0..2 + rng.below(5) {
+            sentence(rng, &mut out);
+            if rng.below(3) > 0 {
+                let site = rng.below(sites);
+                let tracking = if rng.below(2) == 0 { "&utm_source=newsletter&fbclid=abc" } else { "" };
+                out.push_str(&format!(
+                    " per [the {} study](https://site{site}.example.com/article?id={}&page={}{tracking}#intro)",
+                    rng.pick(WORDS),
+                    site,
+                    rng.below(3),
+                ));
+            }
+            out.push_str(if rng.below(8) == 0 { "?" } else { "." });
+            out.push(' ');
+        }
+        out.push_str("\n\n");
+    }
+    out.push_str("\n\n## Sources\n\n");
+    for site in 0..sites {
+        out.push_str(&format!("- [Site {site}](https://site{site}.example.com/article?id={site}&page=0)\n"));
+    }
+    out
+}
+
+fn corpus() -> Vec<String> {
+    let mut rng = Rng(20_261_014);
+    (0..100)
+        .map(|i| {
+            let target = 5_000 + rng.below(45_000);
+            if i % 2 == 0 { numbered_report(&mut rng, target) } else { links_report(&mut rng, target) }
+        })
+        .collect()
+}
+
+fn main() {
+    let corpus = corpus();
+    let bytes: usize = corpus.iter().map(String::len).sum();
+    let claims: usize = corpus.iter().map(|r| analyse(r, None).map_or(0, |a| a.claims.len())).sum();
+    println!(
+        "scoring corpus: {} reports, {:.2} MB, {} claims, report sizes {}..{} bytes",
+        corpus.len(),
+        bytes as f64 / 1e6,
+        claims,
+        corpus.iter().map(String::len).min().unwrap_or(0),
+        corpus.iter().map(String::len).max().unwrap_or(0),
+    );
+    for (label, filter) in [("all", None), ("numbered", Some(0)), ("markdown links", Some(1))] {
+        let reports: Vec<&String> =
+            corpus.iter().enumerate().filter(|(i, _)| filter.is_none_or(|f| i % 2 == f)).map(|(_, r)| r).collect();
+        let size: usize = reports.iter().map(|r| r.len()).sum();
+        // Warm up, then run whole passes for at least two seconds.
+        for report in &reports {
+            black_box(analyse(black_box(report), None).ok());
+        }
+        let started = Instant::now();
+        let mut passes = 0u32;
+        while started.elapsed() < Duration::from_secs(2) {
+            for report in &reports {
+                black_box(analyse(black_box(report), None).ok());
+            }
+            passes += 1;
+        }
+        let seconds = started.elapsed().as_secs_f64();
+        let mbps = size as f64 * f64::from(passes) / seconds / 1e6;
+        println!("scoring/{label}: {passes} passes in {seconds:.2} s: {mbps:.1} MB/s (extraction + normalisation)");
+    }
+}

@@ -1,0 +1,114 @@
+//! Claims: the assertive sentences of the report body, each with the
+//! indices it cites.
+//!
+//! Only prose leaves are read (headings, titles, reference lists, metadata,
+//! tables and conflict blocks never yield claims, see
+//! [`Role`](super::document::Role)). Within prose, a sentence is a claim
+//! unless it is a question, a lead-in that ends with a colon, or has fewer
+//! than two words. A marker belongs to the sentence it sits in, and markers
+//! right after a sentence's final punctuation belong to that sentence (see
+//! [`segment`](super::segment)).
+
+use std::ops::Range;
+
+use serde::{Deserialize, Serialize};
+
+use super::markers::{Span, SpanKind};
+use super::segment;
+
+/// One extracted claim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claim {
+    /// 1-based, in document order.
+    pub id: u32,
+    /// The sentence as written (markers and inline Markdown included),
+    /// with line breaks folded into single spaces.
+    pub text: String,
+    /// The distinct indices its markers cite, ascending.
+    pub cited: Vec<u32>,
+    /// 1-based line of the sentence start in the normalised body.
+    pub line: u32,
+    /// Byte offset of the sentence start in the normalised body.
+    pub offset: usize,
+}
+
+/// Whether a sentence is assertive: not a question, not a lead-in ending
+/// with a colon, and at least two words outside markers, URLs and code.
+pub(crate) fn is_assertive(sentence: &str, spans: &[Span]) -> bool {
+    let mut prose = String::with_capacity(sentence.len());
+    let mut at = 0;
+    for span in spans {
+        prose.push_str(&sentence[at..span.range.start]);
+        prose.push_str(if span.kind == SpanKind::Marker { " " } else { " x " });
+        at = span.range.end;
+    }
+    prose.push_str(&sentence[at..]);
+    let closing = |c: char| c.is_whitespace() || matches!(c, '*' | '_' | ')' | '"' | '\'' | '”' | '’' | ']' | '»');
+    let end = prose.trim_end_matches(closing);
+    if end.ends_with(['?', '？', ':', '：']) {
+        return false;
+    }
+    prose.split_whitespace().filter(|w| w.chars().any(char::is_alphanumeric)).take(2).count() == 2
+}
+
+/// The sentences of one prose leaf, as (range in `text`, cited indices,
+/// assertive), given the leaf's scanned spans.
+pub(crate) fn sentences_of(text: &str, spans: &[Span]) -> Vec<(Range<usize>, Vec<u32>, bool)> {
+    // Sentences and spans are both in order: walk them together.
+    let mut next = 0;
+    segment::split_sentences_with(text, spans)
+        .into_iter()
+        .map(|range| {
+            while next < spans.len() && spans[next].range.start < range.start {
+                next += 1;
+            }
+            let mut inside = Vec::new();
+            while next < spans.len() && spans[next].range.end <= range.end {
+                let s = &spans[next];
+                inside.push(Span {
+                    kind: s.kind,
+                    range: s.range.start - range.start..s.range.end - range.start,
+                    indices: s.indices.clone(),
+                });
+                next += 1;
+            }
+            let mut cited: Vec<u32> = inside.iter().flat_map(|s| s.indices.iter().copied()).collect();
+            cited.sort_unstable();
+            cited.dedup();
+            let assertive = is_assertive(&text[range.clone()], &inside);
+            (range, cited, assertive)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scoring::markers::scan;
+
+    fn assertive(s: &str) -> bool {
+        is_assertive(s, &scan(s))
+    }
+
+    /// Questions, lead-ins and one-word fragments are not claims.
+    #[test]
+    fn filters_non_assertive_sentences() {
+        assert!(assertive("Sales grew 5% [1]."));
+        assert!(assertive("Revenue: $5B [2]"));
+        assert!(!assertive("Did sales grow? [1]"));
+        assert!(!assertive("**Why does it matter?**"));
+        assert!(!assertive("The main findings are:"));
+        assert!(!assertive("Python"));
+        assert!(!assertive("See [3]."));
+        assert!(!assertive("https://x.org/a.b [4]"));
+    }
+
+    /// Cited indices are the distinct indices of the sentence's markers.
+    #[test]
+    fn cites_distinct_sorted_indices() {
+        let text = "A grew [3, 1]. B fell.[2-3][3] C rose.";
+        let got: Vec<(&str, Vec<u32>)> =
+            sentences_of(text, &scan(text)).into_iter().map(|(r, c, _)| (&text[r], c)).collect();
+        assert_eq!(got, vec![("A grew [3, 1].", vec![1, 3]), ("B fell.[2-3][3]", vec![2, 3]), ("C rose.", vec![])]);
+    }
+}

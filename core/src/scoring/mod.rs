@@ -1,0 +1,480 @@
+//! Scoring of one report (SPEC section 6, seed 000 sections 3 and 4): citation
+//! normalisation, reference lists, markers, sentences, claims and the
+//! deterministic metrics, plus the judge's prompt, the parser of its reply
+//! and the support rate. Pure: text in, values out.
+//!
+//! The data flow of [`analyse`]:
+//!
+//! 1. [`document`] parses the Markdown once (pulldown-cmark, source
+//!    offsets) into leaves of inline text and links, and gives each leaf a
+//!    role: prose, heading, reference list, metadata, conflict block, table.
+//! 2. The format is chosen ([`ReportFormat`], detected unless given).
+//!    `[n]` reports read their reference list ([`references`]); Markdown-link
+//!    reports are normalised ([`normalise`]): canonical URLs ([`url`]), one
+//!    index per unique URL, and links rewritten to `[n]` by byte offset.
+//! 3. Each leaf's (normalised) text is scanned once for markers, code spans
+//!    and URLs ([`markers`]); body leaves give the citation counts, prose
+//!    leaves are split into sentences ([`segment`]) and become claims
+//!    ([`claims`]), conflict blocks give contradictions surfaced.
+//!
+//! Then the worker (or `cohort score`) fills in captured snippets, plans the
+//! judging ([`metrics::plan_judging`]), builds prompts ([`prompt`]), parses
+//! replies ([`verdicts`]) and assembles a [`ScoreReport`].
+//!
+//! Architecture invariant: the wording of the report is never changed.
+//! Claims are slices of the (normalised) text, and normalisation only
+//! removes link syntax and inserts markers, so removing the markers from
+//! the normalised body gives the original without its link syntax, with
+//! the same sentence boundaries (property-tested in
+//! `core/tests/scoring_integrity.rs`).
+
+pub mod claims;
+pub(crate) mod document;
+pub mod markers;
+pub mod metrics;
+pub mod normalise;
+pub mod prompt;
+pub(crate) mod references;
+pub mod segment;
+pub mod url;
+pub mod verdicts;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+pub use claims::Claim;
+pub use markers::{Marker, parse_markers, strip_markers};
+pub use metrics::{Cost, DeterministicMetrics, Evidence, JudgePlan, SupportSummary, plan_judging, support_summary};
+pub use prompt::{JudgeClaim, judge_prompt};
+pub use segment::split_sentences;
+pub use url::canonicalise;
+pub use verdicts::{ParsedVerdict, UnjudgedReason, Verdict, parse_verdicts};
+
+use document::Role;
+use normalise::{Edit, OffsetMap};
+
+/// The largest report scored: 4 MiB. The longest deep-research reports are
+/// a few hundred KiB; past this the input is not a report.
+pub const MAX_REPORT_BYTES: usize = 4 * 1024 * 1024;
+
+/// Why a report could not be scored.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScoringError {
+    #[error("the report is {len} bytes; at most {MAX_REPORT_BYTES} bytes are scored")]
+    TooLarge { len: usize },
+}
+
+/// How a report cites its sources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReportFormat {
+    /// `[n]` markers and a reference list.
+    Numbered,
+    /// Inline Markdown links, normalised before scoring (seed 000 section 4).
+    MarkdownLinks,
+}
+
+impl ReportFormat {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReportFormat::Numbered => "numbered",
+            ReportFormat::MarkdownLinks => "markdown_links",
+        }
+    }
+}
+
+/// One row of the reference table: seed 000's `{index, title, url,
+/// snippets}`, plus the URLs as written that were merged into it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reference {
+    /// The citation index, `[index]` in the (normalised) body.
+    pub index: u32,
+    /// The source's title, when the report gives one.
+    pub title: Option<String>,
+    /// The canonical URL (as written when it cannot be canonicalised);
+    /// `None` for a printed reference without a link.
+    pub url: Option<String>,
+    /// Text actually captured from the source; empty until the caller fills
+    /// it in. Never placeholder text (seed 000 section 4).
+    pub snippets: Vec<String>,
+    /// The distinct URLs as written that map to this entry, in order of
+    /// first appearance (several when tracking parameters differed).
+    pub as_written: Vec<String>,
+}
+
+/// Everything read from one report's text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Analysis {
+    pub format: ReportFormat,
+    /// Whether the format was detected (rather than given).
+    pub format_detected: bool,
+    pub references: Vec<Reference>,
+    pub claims: Vec<Claim>,
+    pub total_citations: u32,
+    pub unresolved_citations: u32,
+    pub unresolved_indices: Vec<u32>,
+    pub contradictions_surfaced: u32,
+    /// The body with links rewritten to markers; `None` for numbered
+    /// reports, whose text is already normalised.
+    pub normalised_body: Option<String>,
+    /// Things the scorer noticed and the reader should know.
+    pub warnings: Vec<String>,
+}
+
+/// Facts about the run that produced a report, which its text cannot give.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunFacts {
+    pub wall_time_ms: Option<u64>,
+    pub cost: Option<Cost>,
+}
+
+/// Reads one report: the format (detected when `format` is `None`), the
+/// reference table, the claims and the citation counts.
+pub fn analyse(text: &str, format: Option<ReportFormat>) -> Result<Analysis, ScoringError> {
+    if text.len() > MAX_REPORT_BYTES {
+        return Err(ScoringError::TooLarge { len: text.len() });
+    }
+    let mut parsed = document::parse(text);
+    let texts: Vec<String> = parsed.leaves.iter().map(|leaf| document::leaf_text(text, leaf)).collect();
+    document::classify(text, &mut parsed, &texts);
+    let roles: Vec<Role> = parsed.leaves.iter().map(|leaf| leaf.role).collect();
+
+    // Each body leaf's spans, scanned once; reused below for every leaf the
+    // normalisation does not rewrite.
+    let original_spans: Vec<Option<Vec<markers::Span>>> = parsed
+        .leaves
+        .iter()
+        .zip(&texts)
+        .map(|(leaf, t)| (leaf.role.counts_citations() || leaf.role == Role::Conflict).then(|| markers::scan(t)))
+        .collect();
+    let body_has_markers = parsed.leaves.iter().zip(&original_spans).any(|(leaf, spans)| {
+        leaf.role.counts_citations() && spans.iter().flatten().any(|s| s.kind == markers::SpanKind::Marker)
+    });
+    let body_web_links = parsed
+        .links
+        .iter()
+        .filter(|l| roles.get(l.leaf).is_some_and(|r| r.counts_citations()))
+        .filter(|l| l.kind != document::LinkKind::Email && canonicalise(&l.dest).is_ok())
+        .count();
+    let (numbered_refs, mut warnings) = references::numbered_references(text, &parsed, &texts);
+    let (format, format_detected) = match format {
+        Some(format) => (format, false),
+        None => {
+            let links = body_web_links > 0 && (!body_has_markers || numbered_refs.is_empty());
+            (if links { ReportFormat::MarkdownLinks } else { ReportFormat::Numbered }, true)
+        }
+    };
+
+    let (edits, references) = match format {
+        ReportFormat::Numbered => {
+            if body_web_links > 0 {
+                warnings.push(format!(
+                    "{body_web_links} inline web link(s) in the body are not counted as citations in a numbered report; \
+                     score with --format markdown-links to count them"
+                ));
+            }
+            (Vec::new(), numbered_refs)
+        }
+        ReportFormat::MarkdownLinks => {
+            warnings.clear();
+            let normalised = normalise::normalise_links(text, &parsed, &roles);
+            (normalised.edits, normalised.references)
+        }
+    };
+
+    let body = match format {
+        ReportFormat::Numbered => None,
+        ReportFormat::MarkdownLinks => {
+            let mut body = String::with_capacity(text.len() + edits.len() * 2);
+            normalise::rewrite_into(&mut body, text, 0..text.len(), &edits);
+            Some(body)
+        }
+    };
+    let lines = LineIndex::new(body.as_deref().unwrap_or(text));
+    let offsets = OffsetMap::new(&edits);
+    let known: BTreeSet<u32> = references.iter().map(|r| r.index).collect();
+
+    let mut claims = Vec::new();
+    let (mut total, mut unresolved) = (0u32, 0u32);
+    let mut unresolved_indices = BTreeSet::new();
+    let mut conflicts: BTreeMap<(usize, usize), BTreeSet<u32>> = BTreeMap::new();
+    let mut marker_spans = 0usize;
+    let mut rewritten_text = String::new();
+    let mut segment_starts = Vec::new();
+    let mut rewritten = vec![false; parsed.leaves.len()];
+    for link in &parsed.links {
+        if let Some(flag) = rewritten.get_mut(link.leaf) {
+            *flag = !edits.is_empty();
+        }
+    }
+    for (i, leaf) in parsed.leaves.iter().enumerate() {
+        let Some(original) = &original_spans[i] else { continue };
+        let rescanned;
+        let (leaf_text, spans) = if rewritten[i] {
+            normalised_leaf_text(text, leaf, &edits, &offsets, &mut rewritten_text, &mut segment_starts);
+            rescanned = markers::scan(&rewritten_text);
+            (rewritten_text.as_str(), &rescanned)
+        } else {
+            segment_starts.clear();
+            let mut at = 0;
+            for segment in &leaf.segments {
+                segment_starts.push((at, offsets.map(segment.start)));
+                at += segment.len() + 1;
+            }
+            (texts[i].as_str(), original)
+        };
+        let markers = spans.iter().filter(|s| s.kind == markers::SpanKind::Marker);
+        if leaf.role == Role::Conflict {
+            let group = match (leaf.blockquote, leaf.top_item) {
+                (Some(quote), _) => (0, quote),
+                (None, Some(item)) => (1, item),
+                (None, None) => (2, i),
+            };
+            conflicts.entry(group).or_default().extend(markers.flat_map(|m| m.indices.iter().copied()));
+            continue;
+        }
+        let markers: Vec<&markers::Span> = markers.collect();
+        marker_spans += markers.len();
+        for index in markers.iter().flat_map(|m| m.indices.iter().copied()) {
+            total = total.saturating_add(1);
+            if !known.contains(&index) {
+                unresolved = unresolved.saturating_add(1);
+                unresolved_indices.insert(index);
+            }
+        }
+        if leaf.role != Role::Prose {
+            continue;
+        }
+        for (range, cited, assertive) in claims::sentences_of(leaf_text, spans) {
+            if !assertive {
+                continue;
+            }
+            let k = segment_starts.partition_point(|&(leaf_at, _)| leaf_at <= range.start).saturating_sub(1);
+            let offset = segment_starts.get(k).map_or(0, |&(leaf_at, body_at)| body_at + (range.start - leaf_at));
+            claims.push(Claim {
+                id: u32::try_from(claims.len() + 1).unwrap_or(u32::MAX),
+                text: leaf_text[range].to_owned(),
+                cited,
+                line: lines.line_of(offset),
+                offset,
+            });
+        }
+    }
+    if format == ReportFormat::MarkdownLinks && marker_spans > body_web_links {
+        // Each body web link became exactly one marker; any other marker
+        // was already in the text and now points into the new table.
+        warnings.push(format!(
+            "{} bracketed number(s) already in the text are read as markers of the normalised table",
+            marker_spans - body_web_links
+        ));
+    }
+    // Distinct conflicting-evidence pairs: conflict entries citing at least
+    // two sources, counted once per distinct set of sources.
+    let pairs: BTreeSet<&BTreeSet<u32>> = conflicts.values().filter(|set| set.len() >= 2).collect();
+
+    Ok(Analysis {
+        format,
+        format_detected,
+        references,
+        claims,
+        total_citations: total,
+        unresolved_citations: unresolved,
+        unresolved_indices: unresolved_indices.into_iter().collect(),
+        contradictions_surfaced: u32::try_from(pairs.len()).unwrap_or(u32::MAX),
+        normalised_body: body,
+        warnings,
+    })
+}
+
+/// Writes the leaf's normalised text into `out` (segments joined by one
+/// space) and, into `starts`, each segment's (offset in `out`, offset in
+/// the normalised body).
+fn normalised_leaf_text(
+    source: &str,
+    leaf: &document::Leaf,
+    edits: &[Edit],
+    offsets: &OffsetMap,
+    out: &mut String,
+    starts: &mut Vec<(usize, usize)>,
+) {
+    out.clear();
+    starts.clear();
+    for (k, segment) in leaf.segments.iter().enumerate() {
+        if k > 0 {
+            out.push(' ');
+        }
+        starts.push((out.len(), offsets.map(segment.start)));
+        normalise::rewrite_into(out, source, segment.clone(), edits);
+    }
+}
+
+/// Line starts of a text, for turning offsets into 1-based line numbers.
+struct LineIndex {
+    newlines: Vec<usize>,
+}
+
+impl LineIndex {
+    fn new(text: &str) -> Self {
+        LineIndex { newlines: text.bytes().enumerate().filter(|&(_, b)| b == b'\n').map(|(i, _)| i).collect() }
+    }
+
+    fn line_of(&self, offset: usize) -> u32 {
+        u32::try_from(self.newlines.partition_point(|&nl| nl < offset) + 1).unwrap_or(u32::MAX)
+    }
+}
+
+impl Analysis {
+    /// Puts captured snippets into the reference table. Blank snippets are
+    /// dropped: a source whose text could not be recovered has none.
+    pub fn attach_snippets(&mut self, snippets: &BTreeMap<u32, Vec<String>>) {
+        for reference in &mut self.references {
+            if let Some(texts) = snippets.get(&reference.index) {
+                reference.snippets = texts.iter().filter(|s| !s.trim().is_empty()).cloned().collect();
+            }
+        }
+    }
+
+    /// The deterministic metrics (seed 000 section 3.1).
+    pub fn metrics(&self, run: &RunFacts) -> DeterministicMetrics {
+        let uncited = self.claims.iter().filter(|c| c.cited.is_empty()).count();
+        DeterministicMetrics {
+            total_citations: self.total_citations,
+            unresolved_citations: self.unresolved_citations,
+            unresolved_indices: self.unresolved_indices.clone(),
+            resolution_rate: metrics::resolution_rate(self.total_citations, self.unresolved_citations),
+            assertive_sentences: u32::try_from(self.claims.len()).unwrap_or(u32::MAX),
+            uncited_assertive_sentences: u32::try_from(uncited).unwrap_or(u32::MAX),
+            contradictions_surfaced: self.contradictions_surfaced,
+            wall_time_ms: run.wall_time_ms,
+            cost: run.cost.clone(),
+        }
+    }
+}
+
+/// A claim's verdict as written in a [`ScoreReport`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerdictLabel {
+    Yes,
+    No,
+    Unjudged,
+}
+
+/// One claim in a [`ScoreReport`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScoredClaim {
+    pub id: u32,
+    pub text: String,
+    pub cited: Vec<u32>,
+    pub line: u32,
+    pub offset: usize,
+    /// `None` when the claim was not sent to a judge (uncited, or no judge
+    /// was asked).
+    pub verdict: Option<VerdictLabel>,
+    /// Set when `verdict` is `unjudged`.
+    pub unjudged_reason: Option<UnjudgedReason>,
+    /// The judge's reply line for the claim, when there was one.
+    pub judge_line: Option<String>,
+}
+
+/// Everything `cohort score` prints: see docs/scoring.md for every field.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScoreReport {
+    pub metrics_version: u32,
+    pub format: ReportFormat,
+    pub format_detected: bool,
+    pub metrics: DeterministicMetrics,
+    pub support: SupportSummary,
+    pub references: Vec<Reference>,
+    pub claims: Vec<ScoredClaim>,
+    pub normalised_body: Option<String>,
+    pub warnings: Vec<String>,
+}
+
+impl ScoreReport {
+    /// Assembles the report. `verdicts[i]` is claim `i`'s verdict, `None`
+    /// when it was not judged and had no reason to be unjudged (uncited,
+    /// or no judge asked); missing entries count as `None`.
+    pub fn assemble(analysis: Analysis, run: &RunFacts, verdicts: &[Option<ParsedVerdict>]) -> ScoreReport {
+        let metrics = analysis.metrics(run);
+        let support = support_summary(verdicts.iter().flatten().map(|v| &v.verdict));
+        let claims = analysis
+            .claims
+            .into_iter()
+            .enumerate()
+            .map(|(i, claim)| {
+                let parsed = verdicts.get(i).cloned().flatten();
+                let (verdict, unjudged_reason) = match parsed.as_ref().map(|p| p.verdict) {
+                    Some(Verdict::Yes) => (Some(VerdictLabel::Yes), None),
+                    Some(Verdict::No) => (Some(VerdictLabel::No), None),
+                    Some(Verdict::Unjudged(reason)) => (Some(VerdictLabel::Unjudged), Some(reason)),
+                    None => (None, None),
+                };
+                ScoredClaim {
+                    id: claim.id,
+                    text: claim.text,
+                    cited: claim.cited,
+                    line: claim.line,
+                    offset: claim.offset,
+                    verdict,
+                    unjudged_reason,
+                    judge_line: parsed.and_then(|p| p.line),
+                }
+            })
+            .collect();
+        ScoreReport {
+            metrics_version: crate::METRICS_VERSION,
+            format: analysis.format,
+            format_detected: analysis.format_detected,
+            metrics,
+            support,
+            references: analysis.references,
+            claims,
+            normalised_body: analysis.normalised_body,
+            warnings: analysis.warnings,
+        }
+    }
+}
+
+/// Options of [`score_report`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScoreOptions {
+    /// The format, or `None` to detect it.
+    pub format: Option<ReportFormat>,
+    pub run: RunFacts,
+    /// Captured snippets per citation index (empty: nothing captured).
+    pub snippets: BTreeMap<u32, Vec<String>>,
+}
+
+/// Scores one report without a judge: the deterministic metrics, the
+/// reference table and the claims. Cited claims whose sources have no
+/// captured snippet are unjudged (`source_unavailable`); the others are
+/// left unjudged without a reason (no judge was asked), so the support rate
+/// is unmeasured either way.
+pub fn score_report(text: &str, options: &ScoreOptions) -> Result<ScoreReport, ScoringError> {
+    let mut analysis = analyse(text, options.format)?;
+    analysis.attach_snippets(&options.snippets);
+    let verdicts: Vec<Option<ParsedVerdict>> = plan_judging(&analysis.claims, &analysis.references)
+        .into_iter()
+        .map(|plan| match plan {
+            JudgePlan::Unjudged(reason) => Some(ParsedVerdict { verdict: Verdict::Unjudged(reason), line: None }),
+            JudgePlan::Judge(_) | JudgePlan::NotCited => None,
+        })
+        .collect();
+    Ok(ScoreReport::assemble(analysis, &options.run, &verdicts))
+}
+
+/// The normalised form of a Markdown-link report: the body with links
+/// rewritten to `[n]` and the reference table (seed 000 section 4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NormalisedReport {
+    pub body: String,
+    pub references: Vec<Reference>,
+}
+
+/// Normalises a Markdown-link report (whatever its detected format).
+pub fn normalise_markdown_links(text: &str) -> Result<NormalisedReport, ScoringError> {
+    let analysis = analyse(text, Some(ReportFormat::MarkdownLinks))?;
+    Ok(NormalisedReport { body: analysis.normalised_body.unwrap_or_default(), references: analysis.references })
+}

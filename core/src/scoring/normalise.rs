@@ -1,0 +1,215 @@
+//! Citation normalisation of Markdown-link outputs (seed 000 section 4):
+//! canonical URLs, one sequential index per unique canonical URL, the
+//! reference table, and inline links rewritten to `[n]` markers.
+//!
+//! The rewrite is a list of [`Edit`]s on the original text, by byte offset,
+//! so everything that is not link syntax is kept byte for byte:
+//! `[the report](https://x.org/?utm_source=a)` becomes `the report[1]`, and
+//! removing the marker gives back the original text without its link
+//! syntax. Three deliberate exceptions, each documented in docs/scoring.md:
+//! an autolink `<https://x.org>` keeps its brackets (the URL is its wording)
+//! and gets the marker after them; a link whose anchor is only a number
+//! (`[3](https://x.org)`, a marker written as a link) becomes just the new
+//! marker; links that are not web sources (relative, `mailto:`) lose their
+//! syntax and get no marker.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use super::Reference;
+use super::document::{LinkKind, LinkSpan, Parsed, Role};
+use super::references::clean_title;
+use super::url::canonicalise;
+
+/// One replacement of a byte range of the original text. Edits are sorted
+/// by start and never overlap; an empty range is an insertion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Edit {
+    pub(crate) range: Range<usize>,
+    pub(crate) replacement: String,
+}
+
+/// The edits and the reference table of a Markdown-link report.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LinkNormalisation {
+    pub(crate) edits: Vec<Edit>,
+    pub(crate) references: Vec<Reference>,
+}
+
+/// Whether a link's anchor text is only a citation number (`3`, `[3]`,
+/// `^3`): the link is then a marker written as a link.
+fn is_numeric_anchor(anchor: &str) -> bool {
+    let t = anchor.trim().trim_start_matches('[').trim_end_matches(']').trim_start_matches('^').trim();
+    !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Indexes every web link in document order and computes the rewrite.
+/// `roles[i]` is the role of leaf `i` (reference-list anchors make the best
+/// titles).
+pub(crate) fn normalise_links(source: &str, parsed: &Parsed, roles: &[Role]) -> LinkNormalisation {
+    let mut by_url: HashMap<String, usize> = HashMap::new();
+    let mut references: Vec<Reference> = Vec::new();
+    // Title candidates per reference: (from a link title, from a reference
+    // list anchor, from a body anchor).
+    let mut titles: Vec<[Option<String>; 3]> = Vec::new();
+    let mut edits = Vec::new();
+    for link in &parsed.links {
+        let anchor = link.inner.clone().and_then(|r| source.get(r)).unwrap_or_default();
+        let canonical = match link.kind {
+            LinkKind::Email => continue,
+            LinkKind::Autolink | LinkKind::Bracketed => canonicalise(&link.dest).ok(),
+        };
+        let Some(canonical) = canonical else {
+            // Not a web source: keep the anchor text, drop the syntax.
+            if link.kind == LinkKind::Bracketed {
+                push_unwrap_edits(link, String::new(), &mut edits);
+            }
+            continue;
+        };
+        let slot = *by_url.entry(canonical.clone()).or_insert_with(|| {
+            references.push(Reference {
+                index: u32::try_from(references.len() + 1).unwrap_or(u32::MAX),
+                title: None,
+                url: Some(canonical),
+                snippets: Vec::new(),
+                as_written: Vec::new(),
+            });
+            titles.push([None, None, None]);
+            references.len() - 1
+        });
+        let reference = &mut references[slot];
+        if !reference.as_written.contains(&link.dest) {
+            reference.as_written.push(link.dest.clone());
+        }
+        let marker = format!("[{}]", reference.index);
+        let candidates = &mut titles[slot];
+        if !link.title.trim().is_empty() && candidates[0].is_none() {
+            candidates[0] = clean_title(&link.title);
+        }
+        let usable_anchor = link.kind == LinkKind::Bracketed && !anchor.trim().is_empty() && !is_numeric_anchor(anchor);
+        if usable_anchor {
+            let in_references = roles.get(link.leaf) == Some(&Role::Reference);
+            let at = if in_references { 1 } else { 2 };
+            if candidates[at].is_none() && anchor.trim() != link.dest {
+                candidates[at] = clean_title(anchor);
+            }
+        }
+        match link.kind {
+            LinkKind::Autolink => edits.push(Edit { range: link.range.end..link.range.end, replacement: marker }),
+            _ if usable_anchor => push_unwrap_edits(link, marker, &mut edits),
+            _ => edits.push(Edit { range: link.range.clone(), replacement: marker }),
+        }
+    }
+    for (reference, [from_title, from_list, from_body]) in references.iter_mut().zip(titles) {
+        reference.title = from_title.or(from_list).or(from_body);
+    }
+    edits.sort_by_key(|e| (e.range.start, e.range.end));
+    LinkNormalisation { edits, references }
+}
+
+/// `[anchor](dest)` → `anchor` + `suffix`: the syntax before the anchor is
+/// deleted and the syntax after it replaced.
+fn push_unwrap_edits(link: &LinkSpan, suffix: String, edits: &mut Vec<Edit>) {
+    match link.inner.clone() {
+        Some(inner) => {
+            edits.push(Edit { range: link.range.start..inner.start, replacement: String::new() });
+            edits.push(Edit { range: inner.end..link.range.end, replacement: suffix });
+        }
+        None => edits.push(Edit { range: link.range.clone(), replacement: suffix }),
+    }
+}
+
+/// Appends `source[range]` with `edits` applied to `out`. An edit that
+/// starts inside `range` is applied there (its replacement emitted, its
+/// range clipped to `range`); the part of an edit that started before
+/// `range` is skipped.
+pub(crate) fn rewrite_into(out: &mut String, source: &str, range: Range<usize>, edits: &[Edit]) {
+    let mut at = range.start;
+    let first = edits.partition_point(|e| e.range.end < range.start);
+    for edit in &edits[first..] {
+        if edit.range.start > range.end || (edit.range.start == range.end && !edit.range.is_empty()) {
+            break;
+        }
+        if edit.range.start < range.start {
+            at = at.max(edit.range.end.min(range.end));
+            continue;
+        }
+        out.push_str(source.get(at..edit.range.start).unwrap_or_default());
+        out.push_str(&edit.replacement);
+        at = edit.range.end.min(range.end);
+    }
+    out.push_str(source.get(at..range.end).unwrap_or_default());
+}
+
+/// Maps byte offsets of the original text to offsets of the rewritten one.
+#[derive(Debug, Clone)]
+pub(crate) struct OffsetMap {
+    starts: Vec<usize>,
+    /// `shift[k]`: the length change made by edits `0..k`.
+    shift: Vec<isize>,
+}
+
+impl OffsetMap {
+    pub(crate) fn new(edits: &[Edit]) -> Self {
+        let mut shift = Vec::with_capacity(edits.len() + 1);
+        let mut total = 0isize;
+        shift.push(0);
+        for e in edits {
+            total += e.replacement.len() as isize - e.range.len() as isize;
+            shift.push(total);
+        }
+        OffsetMap { starts: edits.iter().map(|e| e.range.start).collect(), shift }
+    }
+
+    /// Where the text at original offset `offset` lands, for an offset that
+    /// starts a rewritten stretch (a segment start).
+    pub(crate) fn map(&self, offset: usize) -> usize {
+        let k = self.starts.partition_point(|&s| s < offset);
+        offset.saturating_add_signed(self.shift[k])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn edits(list: &[(Range<usize>, &str)]) -> Vec<Edit> {
+        list.iter().map(|(r, s)| Edit { range: r.clone(), replacement: (*s).to_owned() }).collect()
+    }
+
+    /// Rewriting a sub-range applies only the edits that start in it and
+    /// clips an edit that runs past its end.
+    #[test]
+    fn rewrite_clips_edits_to_the_range() {
+        let source = "ab[cd](u)ef";
+        let e = edits(&[(2..3, ""), (5..9, "[1]")]);
+        let mut whole = String::new();
+        rewrite_into(&mut whole, source, 0..source.len(), &e);
+        assert_eq!(whole, "abcd[1]ef");
+        let mut part = String::new();
+        rewrite_into(&mut part, source, 2..7, &e);
+        assert_eq!(part, "cd[1]");
+        let mut after = String::new();
+        rewrite_into(&mut after, source, 7..11, &e);
+        assert_eq!(after, "ef");
+    }
+
+    /// Offsets of segment starts map through deletions and insertions.
+    #[test]
+    fn offset_map_follows_length_changes() {
+        let e = edits(&[(2..3, ""), (5..9, "[1]"), (11..11, "[2]")]);
+        let map = OffsetMap::new(&e);
+        assert_eq!(map.map(0), 0);
+        assert_eq!(map.map(2), 2);
+        assert_eq!(map.map(9), 7);
+        assert_eq!(map.map(11), 9);
+        assert_eq!(map.map(12), 13);
+    }
+
+    /// Numbers, bracketed numbers and footnote-style numbers are marker anchors.
+    #[test]
+    fn numeric_anchors_are_markers() {
+        assert!(is_numeric_anchor("3") && is_numeric_anchor("[12]") && is_numeric_anchor("^4"));
+        assert!(!is_numeric_anchor("2024 report") && !is_numeric_anchor(""));
+    }
+}

@@ -1,0 +1,227 @@
+//! Sentence segmentation: UAX #29 sentence boundaries (the
+//! `unicode-segmentation` crate) plus the rules a research report needs on
+//! top of them.
+//!
+//! UAX #29 already keeps decimals (`3.5`) and lowercase continuations
+//! (`e.g. the`) together. It does not know abbreviations before capitals or
+//! numbers (`U.S. Army`, `Fig. 2 Shows`), and it breaks inside markers
+//! (`5%.[1] Next` splits after the `[`) and URLs (`cnn.Com`). So the text is
+//! first *masked*, byte for byte with offsets unchanged: citation markers
+//! become spaces (they then trail the sentence they follow, as a reader
+//! attaches them) and URLs and code spans become `x` runs (one opaque word).
+//! UAX #29 runs on the masked text, and a boundary right after a known
+//! abbreviation or initial is then dropped.
+
+use std::ops::Range;
+
+use unicode_segmentation::UnicodeSegmentation;
+
+use super::markers::{self, Span, SpanKind};
+
+/// Abbreviations that never end a sentence, lowercase, with their dots.
+const ABBREVIATIONS: &[&str] = &[
+    "e.g.", "i.e.", "cf.", "vs.", "viz.", "al.", "approx.", "ca.", "resp.", "incl.", "esp.", "dr.", "mr.", "mrs.",
+    "ms.", "prof.", "st.", "jr.", "sr.", "gen.", "sen.", "rep.", "dept.", "est.", "govt.", "corp.", "mt.", "ft.",
+];
+
+/// Abbreviations that do not end a sentence when a number follows
+/// (`Fig. 2`, `No. 5`, `pp. 10-12`, `Jan. 5`), but may end one otherwise
+/// (`I said no.`).
+const ABBREVIATIONS_BEFORE_NUMBER: &[&str] = &[
+    "fig.", "figs.", "no.", "nos.", "vol.", "vols.", "p.", "pp.", "eq.", "eqs.", "sec.", "ch.", "chap.", "ref.",
+    "refs.", "art.", "para.", "tab.", "app.", "ex.", "op.", "n.", "jan.", "feb.", "mar.", "apr.", "jun.", "jul.",
+    "aug.", "sep.", "sept.", "oct.", "nov.", "dec.", "v.", "ver.", "art.", "r.", "s.",
+];
+
+/// The byte ranges of the sentences of `text` (one block of inline text,
+/// lines already joined), trimmed of surrounding whitespace, in order.
+/// Empty sentences are dropped. Markers that follow a sentence's final
+/// punctuation belong to that sentence.
+pub fn split_sentences(text: &str) -> Vec<Range<usize>> {
+    split_sentences_with(text, &markers::scan(text))
+}
+
+/// [`split_sentences`] with the text's spans already scanned.
+pub(crate) fn split_sentences_with(text: &str, spans: &[Span]) -> Vec<Range<usize>> {
+    let masked = mask_with(text, spans);
+    let mut sentences = Vec::new();
+    let mut start = 0;
+    for at in uax29_boundaries(&masked) {
+        if keeps_going(&masked, at) {
+            continue;
+        }
+        push_trimmed(text, start..at, &mut sentences);
+        start = at;
+    }
+    push_trimmed(text, start..text.len(), &mut sentences);
+    sentences
+}
+
+/// The UAX #29 sentence boundaries of `text` strictly inside it, exactly
+/// as `split_sentence_bound_indices` gives them, computed only on windows
+/// around the bytes where a boundary can arise.
+///
+/// Why: classifying every character is most of the scorer's time, and
+/// UAX #29 only breaks after a terminator (`.`, `?`, `!`, non-ASCII ones)
+/// or a paragraph separator. A window runs from a *safe cut* before such a
+/// byte to the first safe cut after it, where a safe cut is a position
+/// right after an ASCII letter and not on a terminator. Every rule that
+/// could break later looks back no further than the last terminator, and
+/// every pending decision (SB8's look-ahead included) is settled by the
+/// first letter after it; SB7, the one rule that looks one character before
+/// a terminator, finds that character inside the window, since a window
+/// never starts on a terminator. So the rules give the same answer inside
+/// each window as on the whole text, which
+/// `windowed_boundaries_equal_full_uax29` checks as a property.
+fn uax29_boundaries(text: &str) -> Vec<usize> {
+    let bytes = text.as_bytes();
+    let hot = |b: u8| matches!(b, b'.' | b'?' | b'!' | b'\r' | b'\n') || b >= 0x80;
+    let safe = |q: usize| bytes[q - 1].is_ascii_alphabetic() && !hot(bytes[q]);
+    let mut out = Vec::new();
+    let mut done = 0; // everything before this is classified
+    let mut t = 0;
+    while t < bytes.len() {
+        if !hot(bytes[t]) {
+            t += 1;
+            continue;
+        }
+        let start = (done.max(1)..=t).rev().find(|&q| safe(q)).unwrap_or(done);
+        let mut end = t + 1;
+        while end < bytes.len() && !safe(end) {
+            end += 1;
+        }
+        // Window boundaries are on ASCII bytes or the text's ends, so they
+        // are character boundaries.
+        let window = text.get(start..end).unwrap_or_default();
+        out.extend(
+            window.split_sentence_bound_indices().map(|(at, _)| start + at).filter(|&at| at > start && at < end),
+        );
+        done = end;
+        t = end;
+    }
+    out.retain(|&at| at > 0 && at < bytes.len());
+    out
+}
+
+/// `text` with markers blanked to spaces and URLs and code spans to `x`,
+/// byte for byte (so every offset, and every UTF-8 boundary, is kept).
+pub fn mask(text: &str) -> String {
+    mask_with(text, &markers::scan(text))
+}
+
+fn mask_with(text: &str, spans: &[Span]) -> String {
+    let mut bytes = text.as_bytes().to_vec();
+    for span in spans {
+        let fill = if span.kind == SpanKind::Marker { b' ' } else { b'x' };
+        if let Some(stretch) = bytes.get_mut(span.range.clone()) {
+            stretch.fill(fill);
+        }
+    }
+    // Spans cover whole characters, so the result is UTF-8; were that ever
+    // not so, fall back to the unmasked text rather than fail.
+    String::from_utf8(bytes).unwrap_or_else(|_| text.to_owned())
+}
+
+fn push_trimmed(text: &str, range: Range<usize>, out: &mut Vec<Range<usize>>) {
+    let piece = &text[range.clone()];
+    let lead = piece.len() - piece.trim_start().len();
+    let trail = piece.len() - piece.trim_end().len();
+    if lead + trail < piece.len() {
+        out.push(range.start + lead..range.end - trail);
+    }
+}
+
+/// Whether the UAX #29 boundary at `at` follows an abbreviation or an
+/// initial and so is not a sentence end.
+fn keeps_going(masked: &str, at: usize) -> bool {
+    let before = masked[..at].trim_end();
+    let token = before.rsplit(char::is_whitespace).next().unwrap_or(before);
+    let token = token.trim_start_matches(['(', '[', '"', '\'', '“', '‘', '*', '_']);
+    if !token.ends_with('.') {
+        return false;
+    }
+    let lower = token.to_lowercase();
+    if ABBREVIATIONS.contains(&lower.as_str()) || is_initials(token) {
+        return true;
+    }
+    let next_is_number = masked[at..].trim_start().starts_with(|c: char| c.is_ascii_digit());
+    next_is_number && ABBREVIATIONS_BEFORE_NUMBER.contains(&lower.as_str())
+}
+
+/// `J.` (a capital initial) or `U.S.`, `e.g.`, `Ph.D.`: letters each
+/// followed by a dot, with at most two letters between dots.
+fn is_initials(token: &str) -> bool {
+    let parts: Vec<&str> = token.split('.').collect();
+    // "U.S." splits into ["U", "S", ""].
+    let Some((last, letters)) = parts.split_last() else { return false };
+    if !last.is_empty() || letters.is_empty() {
+        return false;
+    }
+    let all_short = letters.iter().all(|p| (1..=2).contains(&p.chars().count()) && p.chars().all(char::is_alphabetic));
+    match letters {
+        [single] => all_short && single.chars().count() == 1 && single.chars().all(char::is_uppercase),
+        _ => all_short,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sentences(text: &str) -> Vec<&str> {
+        split_sentences(text).into_iter().map(|r| &text[r]).collect()
+    }
+
+    /// Abbreviations before capitals and numbers do not end sentences;
+    /// real sentence ends after them still do.
+    #[test]
+    fn keeps_abbreviations_together() {
+        assert_eq!(
+            sentences("The U.S. Army grew. See Fig. 2 Shows more. Dr. Smith agreed, e.g. Jones."),
+            vec!["The U.S. Army grew.", "See Fig. 2 Shows more.", "Dr. Smith agreed, e.g. Jones."]
+        );
+        assert_eq!(sentences("J. R. Smith wrote it. Then he left."), vec!["J. R. Smith wrote it.", "Then he left."]);
+        assert_eq!(sentences("I said no. No one came."), vec!["I said no.", "No one came."]);
+    }
+
+    /// Decimals and URLs with dots stay inside one sentence.
+    #[test]
+    fn keeps_decimals_and_urls_together() {
+        assert_eq!(
+            sentences("It rose 3.5 percent. See cnn.Com or https://Example.org/A.B.html for more. Done."),
+            vec!["It rose 3.5 percent.", "See cnn.Com or https://Example.org/A.B.html for more.", "Done."]
+        );
+    }
+
+    /// Markers after the full stop belong to the sentence before them.
+    #[test]
+    fn trailing_markers_attach_to_their_sentence() {
+        assert_eq!(
+            sentences("Sales grew 5%.[1] Costs fell. [2, 3] Profit? Yes [4]."),
+            vec!["Sales grew 5%.[1]", "Costs fell. [2, 3]", "Profit?", "Yes [4]."]
+        );
+    }
+
+    proptest::proptest! {
+        /// The windowed UAX #29 pass finds exactly the boundaries of the
+        /// full pass, on text dense in terminators, quotes, digits, case
+        /// changes, line breaks and non-ASCII terminators.
+        #[test]
+        fn windowed_boundaries_equal_full_uax29(
+            text in proptest::string::string_regex("[a-cA-C1 .?!\"')(\n,;:é。…]{0,80}").unwrap()
+        ) {
+            let full: Vec<usize> =
+                text.split_sentence_bound_indices().map(|(at, _)| at).filter(|&at| at > 0 && at < text.len()).collect();
+            proptest::prop_assert_eq!(uax29_boundaries(&text), full);
+        }
+    }
+
+    /// Masking keeps every offset: the masked text has the input's length.
+    #[test]
+    fn masking_keeps_offsets() {
+        let text = "é [1] `ç` https://ü.org";
+        let masked = mask(text);
+        assert_eq!(masked.len(), text.len());
+        assert_eq!(masked, "é     xxxx xxxxxxxxxxxxxx");
+    }
+}

@@ -1,0 +1,276 @@
+//! Golden tests of the scorer on hand-written reports in `tests/golden/`.
+//!
+//! Each `NAME.md` is scored (with `NAME.snippets.json` as the captured
+//! snippets when present) and the full JSON of `cohort score` is compared
+//! with `NAME.expected.json`, which was reviewed by hand. `UPDATE_GOLDEN=1`
+//! rewrites the expected files after an intended change; review the diff.
+//! The per-case tests below then assert, by name, the property each report
+//! was written to prove, so a regenerated golden file cannot silently
+//! accept a regression of that property.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use cohort_core::scoring::{ReportFormat, ScoreOptions, ScoreReport, UnjudgedReason, VerdictLabel, score_report};
+
+fn golden_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
+}
+
+fn options_for(name: &str) -> ScoreOptions {
+    let snippets = golden_dir().join(format!("{name}.snippets.json"));
+    let snippets: BTreeMap<u32, Vec<String>> = match fs::read_to_string(&snippets) {
+        Ok(text) => {
+            let raw: BTreeMap<String, Vec<String>> = serde_json::from_str(&text).unwrap();
+            raw.into_iter().map(|(k, v)| (k.parse().unwrap(), v)).collect()
+        }
+        Err(_) => BTreeMap::new(),
+    };
+    ScoreOptions { snippets, ..ScoreOptions::default() }
+}
+
+fn score(name: &str) -> ScoreReport {
+    let text = fs::read_to_string(golden_dir().join(format!("{name}.md"))).unwrap();
+    score_report(&text, &options_for(name)).unwrap()
+}
+
+fn claim_texts(report: &ScoreReport) -> Vec<&str> {
+    report.claims.iter().map(|c| c.text.as_str()).collect()
+}
+
+/// Every golden report scores to exactly its reviewed expected JSON.
+#[test]
+fn every_report_matches_its_expected_json() {
+    let mut names: Vec<String> = fs::read_dir(golden_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter_map(|f| f.strip_suffix(".md").map(str::to_owned))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 10, "at least 10 golden reports, found {}", names.len());
+    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
+    let mut mismatches = Vec::new();
+    for name in &names {
+        let got = serde_json::to_value(score(name)).unwrap();
+        let path = golden_dir().join(format!("{name}.expected.json"));
+        if update {
+            fs::write(&path, serde_json::to_string_pretty(&got).unwrap() + "\n").unwrap();
+            continue;
+        }
+        let expected: serde_json::Value = serde_json::from_str(
+            &fs::read_to_string(&path)
+                .unwrap_or_else(|_| panic!("{} is missing; run with UPDATE_GOLDEN=1", path.display())),
+        )
+        .unwrap();
+        if got != expected {
+            mismatches.push(format!("{name}: got\n{}", serde_json::to_string_pretty(&got).unwrap()));
+        }
+    }
+    assert!(mismatches.is_empty(), "golden mismatches:\n{}", mismatches.join("\n\n"));
+}
+
+/// Comma groups and ranges (hyphen and en dash) are expanded and counted:
+/// 1 + 2 + 3 + 3 + 3 + 2 = 14 citations, all resolved.
+#[test]
+fn comma_groups_and_ranges_are_expanded() {
+    let r = score("01_comma_groups_and_ranges");
+    assert_eq!(r.format, ReportFormat::Numbered);
+    assert_eq!(r.metrics.total_citations, 14);
+    assert_eq!(r.metrics.resolution_rate, Some(1.0));
+    let cited: Vec<Vec<u32>> = r.claims.iter().map(|c| c.cited.clone()).collect();
+    assert_eq!(cited, vec![vec![1], vec![1, 2], vec![2, 3, 4], vec![3, 4, 5], vec![1, 3, 5], vec![4, 5]]);
+    assert_eq!(r.references.len(), 5);
+}
+
+/// Indices missing from the reference list are unresolved: 2 of 6
+/// citations ([7] and [9]), resolution 4/6.
+#[test]
+fn unresolved_indices_lower_the_resolution_rate() {
+    let r = score("02_unresolved_indices");
+    assert_eq!(r.metrics.total_citations, 6);
+    assert_eq!(r.metrics.unresolved_citations, 2);
+    assert_eq!(r.metrics.unresolved_indices, vec![7, 9]);
+    assert_eq!(r.metrics.resolution_rate, Some(4.0 / 6.0));
+    let indices: Vec<u32> = r.references.iter().map(|x| x.index).collect();
+    assert_eq!(indices, vec![1, 2, 3]);
+}
+
+/// Tracking parameters, fragments, host case and default ports merge into
+/// one index; content parameters (page, lang, v, id, tab, section) do not.
+#[test]
+fn tracking_parameters_merge_and_content_parameters_do_not() {
+    let r = score("03_links_tracking_merge");
+    assert_eq!(r.format, ReportFormat::MarkdownLinks);
+    let urls: Vec<&str> = r.references.iter().filter_map(|x| x.url.as_deref()).collect();
+    assert_eq!(
+        urls,
+        vec![
+            "https://www.noaa.gov/news/bleaching",
+            "https://coralwatch.example/data?region=caribbean&page=2",
+            "https://coralwatch.example/data?region=pacific&page=2",
+            "https://coralwatch.example/archive?page=1&lang=en",
+            "https://coralwatch.example/archive?page=2&lang=en",
+            "https://coralwatch.example/archive?page=1&lang=de",
+            "https://video.example/watch?v=abc123",
+            "https://video.example/watch?v=def456",
+            "https://coralwatch.example/report?id=42&tab=methods&section=3",
+        ]
+    );
+    assert_eq!(r.references[0].as_written.len(), 3, "three spellings merged into [1]");
+    let body = r.normalised_body.as_deref().unwrap();
+    assert!(body.contains("by NOAA[1].\nThe same announcement[1] says"));
+    assert!(body.contains("According to NOAA's bulletin[1], heat stress"));
+}
+
+/// Titles, headings (even with markers), pseudo-headings, front matter,
+/// metadata lines and reference lists yield no claims; markers in headings
+/// still count as in-text citations, markers in reference lists do not.
+#[test]
+fn headings_metadata_and_reference_lists_are_excluded() {
+    let r = score("04_headings_and_reference_lists_excluded");
+    assert_eq!(
+        claim_texts(&r),
+        vec![
+            "Cities are on average 1 to 3 degrees warmer than their surroundings [1].",
+            "Tree canopy cover lowers peak surface temperatures [2].",
+            "Green roofs cut building cooling demand [3].",
+        ]
+    );
+    assert_eq!(r.metrics.total_citations, 5, "3 in prose + [1] in the title + [3] in a heading");
+    assert_eq!(r.metrics.resolution_rate, Some(1.0));
+}
+
+/// Abbreviations (U.S., Fig. 2, Dr., et al., e.g., Vol. 12, No. 5, J. R.,
+/// U.K., Mr.) do not end sentences.
+#[test]
+fn abbreviations_do_not_split_sentences() {
+    let r = score("05_abbreviations");
+    assert_eq!(
+        claim_texts(&r),
+        vec![
+            "Smoke from Canadian fires reached the U.S. East Coast in June 2023 [1].",
+            "Air quality alerts covered about 100 million people [1].",
+            "As shown in Fig. 2 of the agency report, fine particle levels peaked on June 7 [2].",
+            "Dr. Patel and colleagues linked the peak to a rise in asthma visits [3].",
+            "Smith et al. found similar effects in earlier seasons, e.g. in 2018 and 2020 [4].",
+            "Vol. 12 of the survey lists No. 5 as the worst episode [4].",
+            "J. R. Harris, a U.K. epidemiologist, called the data set unusually complete [3].",
+            "Mr. Harris also noted gaps in rural monitoring [3].",
+        ]
+    );
+}
+
+/// Decimals never end a sentence.
+#[test]
+fn decimals_do_not_split_sentences() {
+    let r = score("06_decimals");
+    assert_eq!(r.claims.len(), 5);
+    assert_eq!(r.claims[0].text, "Global chip sales reached $627.6 billion in 2024, up 19.1% on the year [1].");
+    assert_eq!(r.claims[4].text, "Version 2.0 of the industry roadmap was released in March [2].");
+    assert_eq!(r.metrics.unresolved_indices, vec![1, 2, 3], "no reference list: every index is unresolved");
+    assert_eq!(r.metrics.resolution_rate, Some(0.0), "citations exist, so the rate is 0, not None");
+}
+
+/// URLs with dots stay inside their sentence, markers inside URLs and code
+/// spans are not citations, and reference URLs are canonicalised.
+#[test]
+fn urls_with_dots_and_code_spans() {
+    let r = score("07_urls_with_dots_and_code");
+    assert_eq!(r.claims.len(), 6);
+    assert!(
+        r.claims[1].text.starts_with("Its API is documented at https://data.europa.eu/api/hub/search/v1.2/docs.html")
+    );
+    assert_eq!(r.claims[3].cited, vec![2], "[3] inside the mirror URL is not a citation");
+    assert_eq!(r.claims[4].cited, vec![1], "[5] and [4] inside code spans are not citations");
+    assert_eq!(r.metrics.total_citations, 6);
+    assert_eq!(r.references[2].url.as_deref(), Some("https://www.rfc-editor.org/rfc/rfc3986.html"));
+    assert_eq!(r.references[1].url.as_deref(), Some("https://www.gov.uk/open-data"));
+}
+
+/// A report with no citations has no resolution rate (None, never 0) and
+/// every assertive sentence is uncited; the question is not a claim.
+#[test]
+fn no_citations_means_resolution_none() {
+    let r = score("08_no_citations");
+    assert_eq!(r.metrics.total_citations, 0);
+    assert_eq!(r.metrics.resolution_rate, None);
+    assert_eq!(r.metrics.assertive_sentences, 5);
+    assert_eq!(r.metrics.uncited_assertive_sentences, 5);
+    assert!(!claim_texts(&r).contains(&"Is the effect permanent?"));
+    let json = serde_json::to_value(&r).unwrap();
+    assert!(json["metrics"]["resolution_rate"].is_null());
+}
+
+/// When no source could be captured, every cited claim is unjudged
+/// (source_unavailable) and the support rate is None, "n/a (unmeasured)".
+#[test]
+fn unreachable_sources_leave_support_unmeasured() {
+    let r = score("09_sources_unreachable");
+    assert_eq!(r.claims.len(), 3);
+    for claim in &r.claims {
+        assert_eq!(claim.verdict, Some(VerdictLabel::Unjudged));
+        assert_eq!(claim.unjudged_reason, Some(UnjudgedReason::SourceUnavailable));
+    }
+    assert_eq!(r.support.rate, None);
+    assert_eq!((r.support.judged, r.support.unjudged), (0, 3));
+    assert_eq!(r.support.rendered, "n/a (unmeasured)");
+    assert_eq!(r.metrics.resolution_rate, Some(1.0), "the citations resolve even though the sources are down");
+}
+
+/// Questions are not claims; conflict blocks (quotes with a conflict label
+/// and a conflict section) are excluded from the body and give the
+/// distinct conflicting pairs {1,3}, {2,4}, {2,5}; a plain quote is body.
+#[test]
+fn questions_and_conflict_blocks() {
+    let r = score("10_questions_and_conflict_blocks");
+    assert_eq!(
+        claim_texts(&r),
+        vec![
+            "Most trials say no [1, 2].",
+            "Trials of 12 months show similar weight loss for both approaches [1].",
+            "Results are mixed [3].",
+            "This ordinary quote is part of the body [4].",
+        ]
+    );
+    assert_eq!(r.metrics.contradictions_surfaced, 3);
+    assert_eq!(r.metrics.total_citations, 5, "markers in conflict blocks are not body citations");
+}
+
+/// Links written as numbers become plain markers, autolinks keep their
+/// brackets and get a marker, relative links and e-mail addresses are not
+/// sources.
+#[test]
+fn numeric_anchors_autolinks_and_non_web_links() {
+    let r = score("11_numeric_anchors_and_autolinks");
+    let body = r.normalised_body.as_deref().unwrap();
+    assert!(body.contains("record in 2024 [1].\n"));
+    assert!(body.contains("excess heat [2], as the Argo float network[2] shows."));
+    assert!(body.contains("<https://argo.example/raw?format=netcdf>[3] and a guide is in the local docs; questions go to <team@argo.example>."));
+    assert_eq!(r.references.len(), 3);
+}
+
+/// Claims are judgeable only where real snippets were captured: [1] has
+/// text, [2] only whitespace, [3] nothing, so the claim citing only [3] is
+/// source_unavailable, the claims citing [1] await a judge (no verdict),
+/// and the uncited claim is not in the support counts.
+#[test]
+fn partial_snippets_split_judgeable_from_unavailable() {
+    let r = score("12_partial_snippets");
+    let states: Vec<(Option<VerdictLabel>, Option<UnjudgedReason>)> =
+        r.claims.iter().map(|c| (c.verdict, c.unjudged_reason)).collect();
+    assert_eq!(
+        states,
+        vec![
+            (None, None),
+            (None, None),
+            (Some(VerdictLabel::Unjudged), Some(UnjudgedReason::SourceUnavailable)),
+            (None, None),
+        ]
+    );
+    assert_eq!(r.references[0].snippets.len(), 1);
+    assert!(r.references[1].snippets.is_empty(), "blank snippets are dropped");
+    assert_eq!(r.support.rate, None);
+    assert_eq!(r.metrics.uncited_assertive_sentences, 1);
+}
