@@ -13,6 +13,8 @@
 //! - [`hash`]: SHA-256 helpers.
 //! - [`scoring`]: citation normalisation, markers, sentences, claims, the
 //!   deterministic metrics, the judge prompt and verdict parser.
+//! - [`passages`]: splitting captured source text into passages and ranking
+//!   them against a claim (BM25), so the judge sees the relevant passage.
 //! - [`error`]: validation errors that name the file, the line and the field.
 
 pub mod cohort;
@@ -22,6 +24,7 @@ pub mod hash;
 pub mod lifecycle;
 pub mod manifest;
 pub mod order;
+pub mod passages;
 pub mod questions;
 pub mod scoring;
 pub mod taxonomy;

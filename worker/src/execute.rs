@@ -21,7 +21,9 @@ use cohort_proto::convert::{class_to_pb, outcome_to_pb};
 use cohort_proto::v1 as pb;
 
 use crate::adapters::{Adapter, AdapterRequest, AdapterResponse, Reply, TokenUsage, Turn};
+use crate::capture::SourceCapturer;
 use crate::record::{NOT_DISCLOSED, RECORD_VERSION, RunRecord};
+use crate::score::{JudgeEndpoint, ScoreInput, score_output};
 
 /// What the worker knows about its cohort.
 #[derive(Debug)]
@@ -31,6 +33,12 @@ pub struct RunContext {
     pub run_timeout: Duration,
     pub prices: Option<PriceCatalog>,
     pub store: ArtifactStore,
+    /// Captures cited sources that the system returned no text for; `None`
+    /// leaves them uncaptured (their claims unjudged, source_unavailable).
+    pub capturer: Option<SourceCapturer>,
+    /// The judge proxy; `None`: claims are extracted and the deterministic
+    /// metrics computed, and support stays unmeasured.
+    pub judge: Option<JudgeEndpoint>,
 }
 
 /// One arm, ready to run.
@@ -77,6 +85,7 @@ pub async fn execute(ctx: &RunContext, arm: &ArmRuntime, lease: &pb::Lease) -> R
                 observed_version: None,
                 usage: None,
                 citations: Vec::new(),
+                sources: Vec::new(),
             },
         };
         match &response.reply {
@@ -135,6 +144,30 @@ pub async fn execute(ctx: &RunContext, arm: &ArmRuntime, lease: &pb::Lease) -> R
     };
     let observed_version = response.observed_version.clone().unwrap_or_else(|| NOT_DISCLOSED.to_owned());
     let (cost, currency) = price(ctx.prices.as_ref(), response.observed_version.as_deref(), response.usage);
+    // Scoring never changes the run's outcome: a completed output stays
+    // completed whatever happens to its claims.
+    let (scoring, scoring_error) = match (&outcome, &output) {
+        (Outcome::Completed, Some(text)) => {
+            let facts = cohort_core::scoring::RunFacts {
+                wall_time_ms: u64::try_from(ended_ms - started_ms).ok(),
+                cost: cost.zip(currency.clone()).map(|(amount, currency)| cohort_core::scoring::Cost { micros: (amount * 1e6).round() as i64, currency }),
+            };
+            let system = if arm.adapter.simulated() { format!("{} (SIMULATED)", arm.config.label) } else { arm.config.label.clone() };
+            let input = ScoreInput {
+                output: text,
+                system_sources: &response.sources,
+                query_id: &lease.question_id,
+                system: &system,
+                run: facts,
+                ..ScoreInput::default()
+            };
+            match score_output(input, ctx.capturer.as_ref(), ctx.judge.as_ref()).await {
+                Ok(score) => (Some(score), None),
+                Err(e) => (None, Some(e.to_string())),
+            }
+        }
+        _ => (None, None),
+    };
     let record = RunRecord {
         record_version: RECORD_VERSION,
         cohort: ctx.cohort.clone(),
@@ -163,6 +196,9 @@ pub async fn execute(ctx: &RunContext, arm: &ArmRuntime, lease: &pb::Lease) -> R
         token_usage: response.usage,
         cost,
         currency,
+        system_sources: response.sources.clone(),
+        scoring,
+        scoring_error,
     };
     let record_sha256 = match serde_json::to_vec_pretty(&record).map_err(std::io::Error::other).and_then(|b| ctx.store.put(&b)) {
         Ok(sha) => sha,

@@ -23,8 +23,10 @@ use tonic::transport::{Channel, Endpoint};
 use tracing::{debug, info, warn};
 
 pub mod adapters;
+pub mod capture;
 pub mod execute;
 pub mod record;
+pub mod score;
 
 pub use execute::{ArmRuntime, Report, RunContext};
 

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::adapters::{TokenUsage, Turn};
+use crate::score::{RunScore, SystemSource};
 
 /// The label recorded when the system disclosed no version.
 pub const NOT_DISCLOSED: &str = "not disclosed";
@@ -49,7 +50,14 @@ pub struct RunRecord {
     /// Cost in the catalog currency; `None` when unknown (never invented).
     pub cost: Option<f64>,
     pub currency: Option<String>,
+    /// Source passages the system returned itself (used as evidence).
+    pub system_sources: Vec<SystemSource>,
+    /// Claims, citations, captures, verdicts and judge traces of a
+    /// completed output; `None` for other outcomes.
+    pub scoring: Option<RunScore>,
+    /// Why a completed output could not be scored (e.g. too large).
+    pub scoring_error: Option<String>,
 }
 
 /// The current layout version of [`RunRecord`].
-pub const RECORD_VERSION: u32 = 1;
+pub const RECORD_VERSION: u32 = 2;

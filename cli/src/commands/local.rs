@@ -17,6 +17,8 @@ use cohort_coordinator::ledger::{ArmPlan, Ledger, PlanHeader, SeedOutcome};
 use cohort_coordinator::service::ServedPlan;
 use cohort_core::ValidatedCohort;
 use cohort_core::manifest::Manifest;
+use cohort_worker::capture::{CaptureConfig, SourceCapturer};
+use cohort_worker::score::JudgeEndpoint;
 use cohort_worker::{ArmRuntime, RunContext, adapters};
 
 /// Where a cohort's state lives.
@@ -31,6 +33,20 @@ pub struct StoreArgs {
     /// The artifact store directory (default: DIR/.cohort/artifacts).
     #[arg(long)]
     pub artifacts: Option<PathBuf>,
+}
+
+/// How completed outputs are scored.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ScoringArgs {
+    /// The judge proxy to use (TOML: url, judge, key_env or key_file,
+    /// deadline_secs). Without it claims and deterministic metrics are
+    /// recorded and support stays unmeasured.
+    #[arg(long, value_name = "FILE")]
+    pub judge: Option<PathBuf>,
+    /// Do not fetch cited sources (claims whose system returned no
+    /// snippets stay unjudged, source_unavailable).
+    #[arg(long)]
+    pub no_capture: bool,
 }
 
 /// A frozen cohort, loaded and verified.
@@ -120,15 +136,24 @@ pub fn arm_runtimes(frozen: &Frozen, only: &[String]) -> anyhow::Result<HashMap<
     Ok(arms)
 }
 
-pub fn run_context(frozen: &Frozen, store: &StoreArgs) -> RunContext {
+pub fn run_context(frozen: &Frozen, store: &StoreArgs, scoring: &ScoringArgs) -> anyhow::Result<RunContext> {
     let c = &frozen.cohort.config;
-    RunContext {
+    let artifacts = artifact_store(frozen, store);
+    let capturer = if scoring.no_capture {
+        None
+    } else {
+        Some(SourceCapturer::new(CaptureConfig::default(), artifacts.clone()).context("cannot set up source capture")?)
+    };
+    let judge = scoring.judge.as_deref().map(JudgeEndpoint::from_file).transpose()?;
+    Ok(RunContext {
         cohort: c.name.clone(),
         manifest_sha256: frozen.manifest_sha256.clone(),
         run_timeout: Duration::from_secs(c.run_timeout_secs),
         prices: c.prices.clone(),
-        store: artifact_store(frozen, store),
-    }
+        store: artifacts,
+        capturer,
+        judge,
+    })
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

@@ -10,7 +10,7 @@ use cohort_coordinator::clock::SystemClock;
 use cohort_coordinator::service::{self, CoordinatorConfig, CoordinatorService};
 use cohort_worker::WorkerConfig;
 
-use super::local::{self, StoreArgs};
+use super::local::{self, ScoringArgs, StoreArgs};
 
 #[derive(Debug, clap::Args)]
 pub struct CoordinatorArgs {
@@ -53,6 +53,8 @@ pub struct WorkerArgs {
     pub drain_grace_secs: u64,
     #[command(flatten)]
     pub store: StoreArgs,
+    #[command(flatten)]
+    pub scoring: ScoringArgs,
 }
 
 pub fn coordinator(args: CoordinatorArgs) -> anyhow::Result<()> {
@@ -96,7 +98,7 @@ pub fn worker(args: WorkerArgs) -> anyhow::Result<()> {
             name: args.name.clone().unwrap_or_else(|| format!("worker-{}", std::process::id())),
             slots: args.slots.max(1),
             drain_grace: Duration::from_secs(args.drain_grace_secs),
-            context: local::run_context(&frozen, &args.store),
+            context: local::run_context(&frozen, &args.store, &args.scoring)?,
             arms: local::arm_runtimes(&frozen, &args.arms)?,
         };
         let summary = cohort_worker::run(config, local::shutdown_signal()).await?;

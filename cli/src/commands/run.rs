@@ -19,7 +19,7 @@ use cohort_worker::WorkerConfig;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use tokio::sync::watch;
 
-use super::local::{self, StoreArgs};
+use super::local::{self, ScoringArgs, StoreArgs};
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -34,6 +34,8 @@ pub struct RunArgs {
     pub slots: Option<u32>,
     #[command(flatten)]
     pub store: StoreArgs,
+    #[command(flatten)]
+    pub scoring: ScoringArgs,
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -87,7 +89,7 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
             name: format!("local-{i}"),
             slots,
             drain_grace: Duration::from_secs(5),
-            context: local::run_context(&frozen, &args.store),
+            context: local::run_context(&frozen, &args.store, &args.scoring)?,
             arms: arms.clone(),
         };
         worker_tasks.push(tokio::spawn(cohort_worker::run(worker, stopped(stop_rx.clone()))));

@@ -3,9 +3,12 @@
 //! reference table and the claims with their cited indices.
 //!
 //! All scoring logic is `cohort_core::scoring`; this module reads files,
-//! parses flags and prints. Judged support (`--judge CONFIG`) comes with the
-//! judge proxy: until then the support rate is unmeasured, and cited claims
-//! whose sources have no captured snippet are marked `source_unavailable`.
+//! parses flags and prints. With `--judge FILE` the claims go to a judge
+//! proxy (the same path as a worker's, `cohort_worker::score`) and the
+//! output adds verdicts, the support rate and the judge's trace records;
+//! `--capture` fetches cited sources that have no given snippet. Without a
+//! judge the support rate is unmeasured, and cited claims whose sources
+//! have no snippet are marked `source_unavailable`.
 
 use std::collections::BTreeMap;
 use std::io::Read as _;
@@ -13,6 +16,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
 use cohort_core::scoring::{Cost, MAX_REPORT_BYTES, ReportFormat, RunFacts, ScoreOptions, score_report};
+
+use cohort_coordinator::ArtifactStore;
+use cohort_worker::capture::{CaptureConfig, SourceCapturer};
+use cohort_worker::score::{JudgeEndpoint, ScoreInput, score_output};
 
 use super::emit;
 
@@ -51,6 +58,19 @@ pub struct ScoreArgs {
     /// Print one line of JSON instead of indented JSON.
     #[arg(long)]
     pub compact: bool,
+    /// Judge the claims through a judge proxy (TOML: url, judge, key_env or
+    /// key_file, deadline_secs).
+    #[arg(long, value_name = "FILE")]
+    pub judge: Option<PathBuf>,
+    /// Fetch cited sources without a given snippet (with --judge).
+    #[arg(long, requires = "judge")]
+    pub capture: bool,
+    /// The question id written in the judge's trace records.
+    #[arg(long, default_value = "", requires = "judge")]
+    pub query_id: String,
+    /// The system's name written in the judge's trace records.
+    #[arg(long, default_value = "", requires = "judge")]
+    pub system: String,
 }
 
 pub fn run(args: ScoreArgs) -> anyhow::Result<()> {
@@ -73,8 +93,43 @@ pub fn run(args: ScoreArgs) -> anyhow::Result<()> {
         run: RunFacts { wall_time_ms, cost },
         snippets,
     };
-    let report = score_report(&text, &options).with_context(|| format!("cannot score {}", args.file.display()))?;
-    let mut json = if args.compact { serde_json::to_string(&report)? } else { serde_json::to_string_pretty(&report)? };
+    let value = match &args.judge {
+        None => serde_json::to_value(
+            score_report(&text, &options).with_context(|| format!("cannot score {}", args.file.display()))?,
+        )?,
+        Some(judge_file) => {
+            let judge = JudgeEndpoint::from_file(judge_file)?;
+            let capturer = if args.capture {
+                let store = ArtifactStore::local(std::env::temp_dir().join("cohort-score-captures"));
+                Some(SourceCapturer::new(CaptureConfig::default(), store).context("cannot set up source capture")?)
+            } else {
+                None
+            };
+            let input = ScoreInput {
+                output: &text,
+                format: options.format,
+                given: options.snippets.clone(),
+                query_id: &args.query_id,
+                system: &args.system,
+                run: options.run.clone(),
+                ..ScoreInput::default()
+            };
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let scored = runtime
+                .block_on(score_output(input, capturer.as_ref(), Some(&judge)))
+                .with_context(|| format!("cannot score {}", args.file.display()))?;
+            // The same fields as without a judge, plus the judge's side.
+            let mut value = serde_json::to_value(&scored.report)?;
+            if let Some(object) = value.as_object_mut() {
+                object.insert("judge".into(), serde_json::to_value(&scored.judge)?);
+                object.insert("judge_traces".into(), serde_json::to_value(&scored.judge_traces)?);
+                object.insert("evidence_sources".into(), serde_json::to_value(&scored.evidence_sources)?);
+                object.insert("captures".into(), serde_json::to_value(&scored.captures)?);
+            }
+            value
+        }
+    };
+    let mut json = if args.compact { serde_json::to_string(&value)? } else { serde_json::to_string_pretty(&value)? };
     json.push('\n');
     emit(&json);
     Ok(())

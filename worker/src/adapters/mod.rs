@@ -53,6 +53,9 @@ pub struct AdapterResponse {
     pub usage: Option<TokenUsage>,
     /// Citation URLs the system returned beside its text, if any.
     pub citations: Vec<String>,
+    /// Source passages the system returned beside its text (e.g.
+    /// Perplexity's `search_results`): used as evidence, recorded as such.
+    pub sources: Vec<crate::score::SystemSource>,
 }
 
 /// The content of a response.
