@@ -111,7 +111,7 @@ async fn bench(runs: usize) {
     let _ = writeln!(out, "  lifecycles/s          {:.0}   (target >= 10000)", completed as f64 / elapsed.as_secs_f64());
     match round_trips {
         Some(n) => {
-            let _ = writeln!(out, "  redis round trips/run {:.2}   (whole process life, seeding included: {n})", n as f64 / completed.max(1) as f64);
+            let _ = writeln!(out, "  redis round trips/run {:.2}   (all the coordinator sent: {n}; seeding runs in a child `cohort seed`)", n as f64 / completed.max(1) as f64);
         }
         None => {
             let _ = writeln!(out, "  redis round trips/run unknown (the coordinator did not report)");
@@ -119,7 +119,7 @@ async fn bench(runs: usize) {
     }
     let _ = writeln!(
         out,
-        "  coordinator RSS       {:.1} MiB idle after seeding, {:.1} MiB peak during the run, {:.1} MiB high-water (seeding included)",
+        "  coordinator RSS       {:.1} MiB idle after start, {:.1} MiB peak during the run, {:.1} MiB high-water",
         rss_idle as f64 / 1024.0,
         rss_peak_during as f64 / 1024.0,
         hwm as f64 / 1024.0

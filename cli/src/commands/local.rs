@@ -64,13 +64,18 @@ pub fn load(dir: &Path) -> anyhow::Result<Frozen> {
 }
 
 pub async fn open_ledger(frozen: &Frozen, store: &StoreArgs) -> anyhow::Result<Arc<dyn Ledger>> {
+    open_ledger_for(&frozen.dir, &frozen.manifest.cohort, store).await
+}
+
+/// The ledger of cohort `cohort` in `dir`, embedded or Redis.
+pub async fn open_ledger_for(dir: &Path, cohort: &str, store: &StoreArgs) -> anyhow::Result<Arc<dyn Ledger>> {
     if let Some(url) = &store.redis {
-        let ledger = RedisLedger::connect(url, &frozen.manifest.cohort)
+        let ledger = RedisLedger::connect(url, cohort)
             .await
             .with_context(|| format!("cannot reach the Redis ledger at {}", redact_url(url)))?;
         return Ok(Arc::new(ledger));
     }
-    let path = store.ledger.clone().unwrap_or_else(|| frozen.dir.join(cohort_coordinator::STATE_DIR).join("ledger.sqlite"));
+    let path = store.ledger.clone().unwrap_or_else(|| dir.join(cohort_coordinator::STATE_DIR).join("ledger.sqlite"));
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
     }
@@ -118,6 +123,55 @@ pub fn served_plan(frozen: &Frozen) -> ServedPlan {
         run_timeout_ms: (c.run_timeout_secs as i64).saturating_mul(1000),
         pinned_versions: c.arms.iter().map(|a| (a.id.clone(), a.pinned_version.clone())).collect(),
     }
+}
+
+/// The plan a coordinator serves, read without loading the manifest's
+/// order: cohort.toml, suffix.txt and the manifest's hash (streamed). Its
+/// size does not depend on the cohort's; the files were verified against
+/// the manifest when the ledger was seeded.
+pub fn served_plan_from_files(dir: &Path) -> anyhow::Result<ServedPlan> {
+    use std::io::Read as _;
+    let toml_path = dir.join(cohort_core::config::FILE);
+    let toml = std::fs::read_to_string(&toml_path).with_context(|| format!("cannot read {}", toml_path.display()))?;
+    let config = cohort_core::config::build_and_validate(&toml).map_err(|problems| {
+        cohort_core::ValidationError { problems }
+    })?;
+    let suffix_path = dir.join(cohort_core::cohort::SUFFIX_FILE);
+    let suffix = std::fs::read_to_string(&suffix_path).with_context(|| format!("cannot read {}", suffix_path.display()))?;
+    let manifest_path = dir.join(cohort_core::manifest::FILE);
+    let mut file =
+        std::fs::File::open(&manifest_path).with_context(|| format!("cannot read {}", manifest_path.display()))?;
+    let mut hasher = <sha2::Sha256 as sha2::Digest>::new();
+    let mut buffer = vec![0u8; 1 << 16];
+    loop {
+        let n = file.read(&mut buffer).with_context(|| format!("cannot read {}", manifest_path.display()))?;
+        if n == 0 {
+            break;
+        }
+        sha2::Digest::update(&mut hasher, &buffer[..n]);
+    }
+    Ok(ServedPlan {
+        cohort: config.name.clone(),
+        manifest_sha256: hex::encode(sha2::Digest::finalize(hasher)),
+        suffix: cohort_core::cohort::suffix_for_prompt(&suffix).to_owned(),
+        run_timeout_ms: (config.run_timeout_secs as i64).saturating_mul(1000),
+        pinned_versions: config.arms.iter().map(|a| (a.id.clone(), a.pinned_version.clone())).collect(),
+    })
+}
+
+/// The store flags as arguments, to pass them on to a child `cohort`.
+pub fn store_flags(store: &StoreArgs) -> Vec<std::ffi::OsString> {
+    let mut flags = Vec::new();
+    if let Some(url) = &store.redis {
+        flags.extend(["--redis".into(), url.into()]);
+    }
+    if let Some(path) = &store.ledger {
+        flags.extend(["--ledger".into(), path.clone().into_os_string()]);
+    }
+    if let Some(path) = &store.artifacts {
+        flags.extend(["--artifacts".into(), path.clone().into_os_string()]);
+    }
+    flags
 }
 
 /// The runtimes of the arms this worker runs (`only`: all when empty).

@@ -56,6 +56,9 @@ enum Command {
     Run(run::RunArgs),
     /// Run the coordinator alone (a cluster's control plane).
     Coordinator(roles::CoordinatorArgs),
+    /// Verify a frozen cohort and seed its ledger (idempotent; the
+    /// coordinator does it at start).
+    Seed(roles::SeedArgs),
     /// Run a worker alone, against a coordinator.
     Worker(roles::WorkerArgs),
     /// Show a cohort's progress, outcome table, paused arms and audit log.
@@ -81,6 +84,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Freeze { dir, amend, reason, show } => freeze::run(&dir, amend.zip(reason), show),
         Command::Run(args) => run::run(args),
         Command::Coordinator(args) => roles::coordinator(args),
+        Command::Seed(args) => roles::seed(args),
         Command::Worker(args) => roles::worker(args),
         Command::Status(args) => operate::status(args),
         Command::Pause(args) => operate::pause(args),

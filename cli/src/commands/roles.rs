@@ -60,14 +60,28 @@ pub struct WorkerArgs {
 pub fn coordinator(args: CoordinatorArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
-        let frozen = local::load(&args.dir)?;
-        let ledger = local::open_ledger(&frozen, &args.store).await?;
-        let seeded = local::seed(ledger.as_ref(), &frozen).await?;
+        // Verifying the frozen files and seeding the ledger read the whole
+        // manifest (its order): that happens in a child `cohort seed`, so
+        // this long-lived process never holds memory that grows with the
+        // cohort. The coordinator keeps only the plan's constant-size part.
+        let exe = std::env::current_exe().context("cannot find the cohort executable to seed the ledger")?;
+        let seeded = std::process::Command::new(exe)
+            .arg("seed")
+            .arg(&args.dir)
+            .args(local::store_flags(&args.store))
+            .stdout(std::process::Stdio::null())
+            .status()
+            .context("cannot run `cohort seed`")?;
+        if !seeded.success() {
+            anyhow::bail!("seeding the ledger failed (see the error above); the coordinator did not start");
+        }
+        let plan = local::served_plan_from_files(&args.dir)?;
+        let ledger = local::open_ledger_for(&args.dir, &plan.cohort, &args.store).await?;
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
         let address = listener.local_addr()?;
-        tracing::info!(%address, ?seeded, cohort = %frozen.manifest.cohort, "coordinator listening");
+        tracing::info!(%address, cohort = %plan.cohort, "coordinator listening");
         // The line tests and scripts wait for: where to connect.
         super::emit(&format!("coordinator listening on {address}\n"));
         let config = CoordinatorConfig {
@@ -76,15 +90,32 @@ pub fn coordinator(args: CoordinatorArgs) -> anyhow::Result<()> {
             reconcile_interval: Duration::from_millis(args.reconcile_ms.max(10)),
             ..CoordinatorConfig::default()
         };
-        let plan = local::served_plan(&frozen);
-        // The coordinator keeps only the plan's constant-size part: the
-        // manifest (its order) lives on in the ledger, not in this process.
-        drop(frozen);
         let service = CoordinatorService::new(Arc::clone(&ledger), plan, Arc::new(SystemClock), config);
         service::run(service, listener, local::shutdown_signal()).await?;
         if let Some(n) = ledger.round_trips() {
             super::emit(&format!("coordinator stopped: {n} ledger round trips\n"));
         }
+        Ok(())
+    })
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SeedArgs {
+    /// The frozen cohort directory.
+    pub dir: PathBuf,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// `cohort seed DIR`: verifies the frozen cohort and seeds its ledger
+/// (idempotent; a ledger seeded from another manifest refuses).
+pub fn seed(args: SeedArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let frozen = local::load(&args.dir)?;
+        let ledger = local::open_ledger(&frozen, &args.store).await?;
+        let outcome = local::seed(ledger.as_ref(), &frozen).await?;
+        super::emit(&format!("{outcome:?}: {} runs of cohort {:?}\n", frozen.manifest.run_count, frozen.manifest.cohort));
         Ok(())
     })
 }
