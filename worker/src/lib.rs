@@ -115,12 +115,7 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
     let arms = Arc::new(config.arms);
     let mut tasks: JoinSet<(String, Option<bool>)> = JoinSet::new();
     let mut summary = WorkerSummary::default();
-    let mut backoff = ExponentialBuilder::new()
-        .with_min_delay(Duration::from_millis(50))
-        .with_max_delay(Duration::from_secs(2))
-        .with_jitter()
-        .without_max_times()
-        .build();
+    let mut backoff = coordinator_backoff();
     let mut cohort_done = false;
 
     loop {
@@ -143,12 +138,7 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
             match leased {
                 Ok(response) => {
                     let response = response.into_inner();
-                    backoff = ExponentialBuilder::new()
-                        .with_min_delay(Duration::from_millis(50))
-                        .with_max_delay(Duration::from_secs(2))
-                        .with_jitter()
-                        .without_max_times()
-                        .build();
+                    backoff = coordinator_backoff();
                     cohort_done = response.cohort_done;
                     let granted = response.leases.len();
                     for lease in response.leases {
@@ -304,6 +294,17 @@ async fn send_report(
     }
 }
 
+/// The backoff between calls to a coordinator that is away: exponential
+/// from 50 ms to 2 s, with jitter, without limit (callers bound it).
+fn coordinator_backoff() -> impl Iterator<Item = Duration> {
+    ExponentialBuilder::new()
+        .with_min_delay(Duration::from_millis(50))
+        .with_max_delay(Duration::from_secs(2))
+        .with_jitter()
+        .without_max_times()
+        .build()
+}
+
 /// Sends queued final results in batches until the channel closes.
 async fn reporter_loop(client: CoordinatorClient<Channel>, worker_id: String, mut rx: mpsc::Receiver<Outgoing>) {
     while let Some(first) = rx.recv().await {
@@ -347,12 +348,7 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
 {
-    let mut backoff = ExponentialBuilder::new()
-        .with_min_delay(Duration::from_millis(50))
-        .with_max_delay(Duration::from_secs(2))
-        .with_jitter()
-        .without_max_times()
-        .build();
+    let mut backoff = coordinator_backoff();
     loop {
         match f().await {
             Ok(r) => return Ok(r.into_inner()),
