@@ -98,9 +98,14 @@ struct RawRetry {
     max_total_secs: Option<Spanned<i64>>,
 }
 
+/// A price catalog as written: the `[prices]` table of `cohort.toml` or of
+/// the judge proxy's config, or a whole price file. Deserialize it where it
+/// stands, so that its spans point into that text, then check it with
+/// [`RawPrices::validate`]; a standalone file goes through
+/// [`parse_price_catalog`].
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawPrices {
+pub struct RawPrices {
     currency: Spanned<String>,
     #[serde(default)]
     models: BTreeMap<String, Spanned<RawPrice>>,
@@ -336,7 +341,13 @@ impl Validator<'_> {
         let arms = self.arms(raw.arms);
         let judge = raw.judge.map(|judge| self.judge(judge, &arms));
         let retry = raw.retry.map(|r| self.retry(r.into_inner())).unwrap_or_default();
-        let prices = raw.prices.map(|p| self.prices(p.into_inner()));
+        let prices = raw.prices.and_then(|p| match p.into_inner().validate(FILE, self.text, "prices.") {
+            Ok(catalog) => Some(catalog),
+            Err(problems) => {
+                self.problems.extend(problems);
+                None
+            }
+        });
         CohortConfig {
             name,
             seed,
@@ -516,18 +527,43 @@ impl Validator<'_> {
         }
         policy
     }
+}
 
-    fn prices(&mut self, raw: RawPrices) -> PriceCatalog {
-        let currency = self.non_empty(raw.currency, "prices.currency");
+// === price catalogs ===
+
+/// Parses and validates a standalone price file `text` read from `file`:
+/// `currency` and `[models."MODEL"]` tables, the shape of `cohort.toml`'s
+/// `[prices]`. Returns every problem found, each naming `file`, the line
+/// and the field.
+pub fn parse_price_catalog(text: &str, file: &str) -> Result<PriceCatalog, Vec<Problem>> {
+    let raw: RawPrices = toml::from_str(text).map_err(|e| {
+        vec![Problem::at_offset(file, text, e.span().map_or(0, |s| s.start), e.message().trim().to_owned())]
+    })?;
+    raw.validate(file, text, "")
+}
+
+impl RawPrices {
+    /// Checks the catalog: a currency, and finite, non-negative prices.
+    /// `text` is the text of `file` this was deserialized from; each problem
+    /// names `file`, the line and the field under `prefix` (`"prices."` for
+    /// a `[prices]` table, `""` for a whole price file).
+    pub fn validate(self, file: &str, text: &str, prefix: &str) -> Result<PriceCatalog, Vec<Problem>> {
+        let mut problems = Vec::new();
+        let mut problem = |span: Range<usize>, field: String, message: &str| {
+            problems.push(Problem::at_offset(file, text, span.start, message).field(field));
+        };
+        if self.currency.get_ref().trim().is_empty() {
+            problem(self.currency.span(), format!("{prefix}currency"), "must not be empty");
+        }
         let mut models = BTreeMap::new();
-        for (model, price) in raw.models {
+        for (model, price) in self.models {
             let price = price.into_inner();
             let mut rate = |v: Spanned<f64>, which: &str| {
                 let x = *v.get_ref();
                 if !(x.is_finite() && x >= 0.0) {
-                    self.problem(
+                    problem(
                         v.span(),
-                        format!("prices.models.{model}.{which}"),
+                        format!("{prefix}models.{model}.{which}"),
                         "must be a finite, non-negative price",
                     );
                 }
@@ -537,7 +573,11 @@ impl Validator<'_> {
             let output = rate(price.output_per_million_tokens, "output_per_million_tokens");
             models.insert(model, Price { input_per_million_tokens: input, output_per_million_tokens: output });
         }
-        PriceCatalog { currency, models }
+        if problems.is_empty() {
+            Ok(PriceCatalog { currency: self.currency.into_inner(), models })
+        } else {
+            Err(problems)
+        }
     }
 }
 
@@ -643,6 +683,33 @@ temperature = 0.0
         assert_eq!(renamed, GOOD.replace("name = \"demo\"", "name = \"demo-v2\""));
         assert!(rename(GOOD, "../evil").is_err());
         assert!(rename(GOOD, "a b").is_err());
+    }
+
+    /// The `[prices]` table of cohort.toml and a standalone price file are
+    /// checked by the same rules; problems name the file, line and field.
+    #[test]
+    fn price_problems_name_file_line_and_field() {
+        let table = "\n[prices]\ncurrency = \"USD\"\n[prices.models.\"judge-1\"]\ninput_per_million_tokens = 3.0\noutput_per_million_tokens = -1.0\n";
+        let c = build_and_validate(&format!("{GOOD}{}", table.replace("-1.0", "15.0"))).unwrap();
+        assert_eq!(c.prices.unwrap().models["judge-1"].output_per_million_tokens, 15.0);
+        let p = problems(&format!("{GOOD}{table}"));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(
+            p[0].starts_with("cohort.toml:22:") && p[0].contains("prices.models.judge-1.output_per_million_tokens"),
+            "{p:?}"
+        );
+
+        let file =
+            "currency = \" \"\n[models.\"m\"]\ninput_per_million_tokens = inf\noutput_per_million_tokens = 2.0\n";
+        let p: Vec<String> =
+            parse_price_catalog(file, "prices.toml").unwrap_err().iter().map(ToString::to_string).collect();
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!(p[0].starts_with("prices.toml:1:") && p[0].contains("`currency`"), "{p:?}");
+        assert!(p[1].starts_with("prices.toml:3:") && p[1].contains("models.m.input_per_million_tokens"), "{p:?}");
+        let p = parse_price_catalog("currency = \"USD\"\ncolour = 1\n", "prices.toml").unwrap_err();
+        assert!(p[0].to_string().starts_with("prices.toml:2:") && p[0].to_string().contains("colour"), "{p:?}");
+        let ok = parse_price_catalog(&file.replace("\" \"", "\"EUR\"").replace("inf", "1.5"), "prices.toml").unwrap();
+        assert_eq!((ok.currency.as_str(), ok.models["m"].input_per_million_tokens), ("EUR", 1.5));
     }
 
     #[test]

@@ -8,13 +8,13 @@
 //! the line, the field and, for a key, where it was looked for, never the
 //! key itself. See docs/judge-proxy.md for the reference.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use cohort_core::config::{Price, PriceCatalog};
+use cohort_core::config::{PriceCatalog, RawPrices, parse_price_catalog};
 use cohort_core::error::Problem;
 use serde::Deserialize;
 use toml::Spanned;
@@ -114,21 +114,6 @@ struct RawJudge {
     served_model: Option<Spanned<String>>,
     batch_size: Option<Spanned<i64>>,
     max_output_tokens: Option<Spanned<i64>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawPrices {
-    currency: Spanned<String>,
-    #[serde(default)]
-    models: BTreeMap<String, Spanned<RawPrice>>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawPrice {
-    input_per_million_tokens: Spanned<f64>,
-    output_per_million_tokens: Spanned<f64>,
 }
 
 // === validated config ===
@@ -465,7 +450,8 @@ impl Validator<'_> {
         let prices = match (raw.price_catalog, raw.prices) {
             (Some(file), None) => self.price_file(file),
             (None, Some(inline)) => {
-                Some(prices(inline.into_inner(), self.file, self.text, "prices.", &mut self.problems))
+                let checked = inline.into_inner().validate(self.file, self.text, "prices.");
+                self.collect(checked)
             }
             (Some(file), Some(_)) => {
                 self.problem(file.span(), "price_catalog", "set price_catalog or [prices], not both");
@@ -505,18 +491,12 @@ impl Validator<'_> {
                 return None;
             }
         };
-        match toml::from_str::<RawPrices>(&text) {
-            Ok(raw) => Some(prices(raw, &label, &text, "", &mut self.problems)),
-            Err(e) => {
-                self.problems.push(Problem::at_offset(
-                    &label,
-                    &text,
-                    e.span().map_or(0, |s| s.start),
-                    e.message().trim(),
-                ));
-                None
-            }
-        }
+        self.collect(parse_price_catalog(&text, &label))
+    }
+
+    /// The value, or its problems added to the others.
+    fn collect<T>(&mut self, checked: Result<T, Vec<Problem>>) -> Option<T> {
+        checked.map_err(|problems| self.problems.extend(problems)).ok()
     }
 
     fn retry(&mut self, raw: Spanned<RawRetry>) -> RetryConfig {
@@ -655,35 +635,6 @@ impl Validator<'_> {
         }
         out
     }
-}
-
-/// A price catalog from its raw form; problems name `file` and the field
-/// under `prefix`.
-fn prices(raw: RawPrices, file: &str, text: &str, prefix: &str, problems: &mut Vec<Problem>) -> PriceCatalog {
-    if raw.currency.get_ref().trim().is_empty() {
-        problems.push(
-            Problem::at_offset(file, text, raw.currency.span().start, "must not be empty")
-                .field(format!("{prefix}currency")),
-        );
-    }
-    let mut models = BTreeMap::new();
-    for (model, price) in raw.models {
-        let price = price.into_inner();
-        let mut rate = |v: Spanned<f64>, which: &str| {
-            let x = *v.get_ref();
-            if !(x.is_finite() && x >= 0.0) {
-                problems.push(
-                    Problem::at_offset(file, text, v.span().start, "must be a finite, non-negative price")
-                        .field(format!("{prefix}models.{model}.{which}")),
-                );
-            }
-            x
-        };
-        let input = rate(price.input_per_million_tokens, "input_per_million_tokens");
-        let output = rate(price.output_per_million_tokens, "output_per_million_tokens");
-        models.insert(model, Price { input_per_million_tokens: input, output_per_million_tokens: output });
-    }
-    PriceCatalog { currency: raw.currency.into_inner(), models }
 }
 
 #[cfg(test)]

@@ -5,7 +5,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cohort_core::taxonomy::AttemptClass;
+use cohort_core::scoring::{UnjudgedReason, Verdict};
+use cohort_proto::convert::class_to_pb;
 use cohort_proto::v1 as pb;
 use cohort_proto::v1::judge_server::{Judge, JudgeServer};
 use tokio::net::TcpListener;
@@ -13,7 +14,7 @@ use tonic::{Request, Response, Status};
 
 use crate::Proxy;
 use crate::error::ProxyError;
-use crate::judge::{JudgeClaim, JudgeInput, JudgeOutput, Snippet, UnjudgedReason, Verdict};
+use crate::judge::{JudgeClaim, JudgeInput, JudgeOutput, Snippet};
 use crate::upstream::Attempt;
 
 /// The most claims one request may carry.
@@ -158,27 +159,10 @@ fn unjudged_reason(r: UnjudgedReason) -> pb::UnjudgedReason {
     }
 }
 
-/// A domain attempt class as the wire enum.
-pub fn attempt_class(c: AttemptClass) -> pb::AttemptClass {
-    match c {
-        AttemptClass::Ok => pb::AttemptClass::Ok,
-        AttemptClass::RateLimited => pb::AttemptClass::RateLimited,
-        AttemptClass::QuotaExhausted => pb::AttemptClass::QuotaExhausted,
-        AttemptClass::ServerError => pb::AttemptClass::ServerError,
-        AttemptClass::EmptyContent => pb::AttemptClass::EmptyContent,
-        AttemptClass::Timeout => pb::AttemptClass::Timeout,
-        AttemptClass::ConnectionError => pb::AttemptClass::ConnectionError,
-        AttemptClass::ClientError => pb::AttemptClass::ClientError,
-        AttemptClass::Malformed => pb::AttemptClass::Malformed,
-        AttemptClass::Refused => pb::AttemptClass::Refused,
-        AttemptClass::WorkerLost => pb::AttemptClass::WorkerLost,
-    }
-}
-
 fn attempt(a: &Attempt) -> pb::JudgeAttempt {
     let ms = |d: Duration| u32::try_from(d.as_millis()).unwrap_or(u32::MAX);
     pb::JudgeAttempt {
-        class: attempt_class(a.class).into(),
+        class: class_to_pb(a.class).into(),
         http_status: a.http_status.map_or(0, u32::from),
         requested_model: a.requested_model.clone(),
         served_model: a.served_model.clone().unwrap_or_default(),

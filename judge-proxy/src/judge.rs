@@ -3,18 +3,23 @@
 //! mode checked per call (router aliases resolve per call), usage and cost
 //! summed, and one trace record per judged claim naming the model that
 //! actually answered.
+//!
+//! The prompt ([`scoring::judge_prompt`]), the reply parser
+//! ([`scoring::parse_verdicts`]) and the verdict types are
+//! `cohort_core::scoring`'s: the proxy adds the batching, the upstream call
+//! and strict mode around them, never its own reading of a reply.
 
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use cohort_core::config::PriceCatalog;
+use cohort_core::scoring::{self, ParsedVerdict, UnjudgedReason, Verdict};
 use serde::Serialize;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::config::JudgeConfig;
 use crate::error::ProxyError;
-use crate::prompt::{self, ParsedVerdict, PromptClaim};
 use crate::provider::{ChatCall, ChatMessage};
 use crate::upstream::{Attempt, Upstreams};
 
@@ -47,26 +52,6 @@ pub struct JudgeInput {
     /// Echoed into the trace records (seed 000's `query_id`, `system`).
     pub query_id: String,
     pub system: String,
-}
-
-/// Why a claim was left unjudged. Never counts as YES or NO.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum UnjudgedReason {
-    PartialReply,
-    Unparseable,
-    ModelMismatch,
-    ProviderError,
-    SourceUnavailable,
-    Deadline,
-}
-
-/// The verdict on one claim.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    Yes,
-    No,
-    Unjudged(UnjudgedReason),
 }
 
 /// One claim's result.
@@ -215,19 +200,17 @@ async fn batch(
 ) -> BatchOutcome {
     let first = indices.first().copied().unwrap_or(0);
     let claims: Vec<&JudgeClaim> = indices.iter().filter_map(|&i| input.claims.get(i)).collect();
-    let prompt_claims: Vec<PromptClaim> = claims
+    let prompt_claims: Vec<scoring::JudgeClaim> = claims
         .iter()
-        .map(|c| PromptClaim {
+        .map(|c| scoring::JudgeClaim {
             text: c.text.clone(),
             snippets: c.snippets.iter().filter(|s| !s.text.trim().is_empty()).map(|s| s.text.clone()).collect(),
         })
         .collect();
+    let (system_prompt, user_prompt) = scoring::judge_prompt(&prompt_claims);
     let call = ChatCall {
         model: judge.model.clone(),
-        messages: vec![
-            ChatMessage::new("system", prompt::SYSTEM_PROMPT),
-            ChatMessage::new("user", prompt::human_prompt(&prompt_claims)),
-        ],
+        messages: vec![ChatMessage::new("system", system_prompt), ChatMessage::new("user", user_prompt)],
         // Temperature 0 is forced for every judge call (seed 000 3.3).
         temperature: Some(0.0),
         max_tokens: Some(judge.max_output_tokens),
@@ -264,19 +247,16 @@ async fn batch(
                     "strict mode: the served model is not the pinned judge; verdicts left unjudged"
                 );
             }
-            let parsed = prompt::parse_reply(&reply.content, claims.len());
+            let parsed = scoring::parse_verdicts(&reply.content, claims.len()).unwrap_or_else(|e| {
+                // Only a reply over the parser's size limit gets here (a
+                // batch is far below its claim limit): it answers nothing.
+                tracing::warn!(judge = %judge.name, error = %e, "the judge reply was not parsed; its claims are unjudged");
+                let unparseable = ParsedVerdict { verdict: Verdict::Unjudged(UnjudgedReason::Unparseable), line: None };
+                vec![unparseable; claims.len()]
+            });
             let timestamp = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
             for ((&i, c), p) in indices.iter().zip(&claims).zip(parsed) {
-                let mut result = match p {
-                    ParsedVerdict::Yes(line) | ParsedVerdict::No(line) if mismatch => {
-                        unjudged(c, UnjudgedReason::ModelMismatch, line)
-                    }
-                    _ if mismatch => unjudged(c, UnjudgedReason::ModelMismatch, String::new()),
-                    ParsedVerdict::Yes(line) => judged(c, Verdict::Yes, line, &served, input, &timestamp),
-                    ParsedVerdict::No(line) => judged(c, Verdict::No, line, &served, input, &timestamp),
-                    ParsedVerdict::Missing => unjudged(c, UnjudgedReason::PartialReply, String::new()),
-                    ParsedVerdict::Unparseable => unjudged(c, UnjudgedReason::Unparseable, String::new()),
-                };
+                let mut result = claim_result(c, p, mismatch, &served, input, &timestamp);
                 result.served_model = served_name.clone();
                 results.push((i, result));
             }
@@ -284,6 +264,25 @@ async fn batch(
         }
     };
     BatchOutcome { first, results, attempts: outcome.attempts, served, deadline_error }
+}
+
+/// A claim's result from its parsed verdict. Strict mode's `mismatch`
+/// overrides any verdict; only a YES or NO carries its line, so an
+/// unjudged claim's reasoning stays empty whatever lines the reply had.
+fn claim_result(
+    c: &JudgeClaim,
+    parsed: ParsedVerdict,
+    mismatch: bool,
+    served: &Option<String>,
+    input: &JudgeInput,
+    timestamp: &str,
+) -> ClaimResult {
+    match (parsed.verdict, parsed.line.unwrap_or_default()) {
+        (Verdict::Yes | Verdict::No, line) if mismatch => unjudged(c, UnjudgedReason::ModelMismatch, line),
+        _ if mismatch => unjudged(c, UnjudgedReason::ModelMismatch, String::new()),
+        (verdict @ (Verdict::Yes | Verdict::No), line) => judged(c, verdict, line, served, input, timestamp),
+        (Verdict::Unjudged(reason), _) => unjudged(c, reason, String::new()),
+    }
 }
 
 fn unjudged(c: &JudgeClaim, reason: UnjudgedReason, reasoning: String) -> ClaimResult {
@@ -380,6 +379,47 @@ mod tests {
         let mut models = BTreeMap::new();
         models.insert("judge-1".into(), Price { input_per_million_tokens: 3.0, output_per_million_tokens: 15.0 });
         PriceCatalog { currency: "USD".into(), models }
+    }
+
+    /// The core parser's verdicts become the proxy's results: YES and NO
+    /// with their line and a trace naming what served (never the requested
+    /// model), a claim answered both ways unparseable with no reasoning,
+    /// and strict mode overriding every verdict.
+    #[test]
+    fn parsed_verdicts_become_results() {
+        let claim = |id: &str| JudgeClaim {
+            claim_id: id.into(),
+            text: format!("claim {id}"),
+            snippets: vec![Snippet { index: 1, source_url: "https://example.com".into(), text: "s".into() }],
+        };
+        let input = JudgeInput {
+            judge: "j".into(),
+            claims: vec![claim("a"), claim("b"), claim("c")],
+            query_id: "q".into(),
+            system: "arm".into(),
+        };
+        let parsed = scoring::parse_verdicts("Claim 1: YES\nClaim 2: NO\nClaim 2: YES", 3).unwrap();
+        let results: Vec<ClaimResult> = input
+            .claims
+            .iter()
+            .zip(parsed.clone())
+            .map(|(c, p)| claim_result(c, p, false, &None, &input, "t"))
+            .collect();
+        assert_eq!(results[0].verdict, Verdict::Yes);
+        assert_eq!(results[0].reasoning, "Claim 1: YES");
+        let trace = results[0].trace.as_ref().unwrap();
+        assert_eq!((trace.judge_verdict.as_str(), trace.judge_model.as_str()), ("SUPPORTED", NOT_DISCLOSED));
+        assert_eq!(results[1].verdict, Verdict::Unjudged(UnjudgedReason::Unparseable), "YES and NO decide nothing");
+        assert_eq!((results[1].reasoning.as_str(), results[1].trace.is_none()), ("", true));
+        assert_eq!(results[2].verdict, Verdict::Unjudged(UnjudgedReason::PartialReply));
+
+        let served = Some("other-model".to_owned());
+        let strict: Vec<ClaimResult> =
+            input.claims.iter().zip(parsed).map(|(c, p)| claim_result(c, p, true, &served, &input, "t")).collect();
+        assert!(
+            strict.iter().all(|r| r.verdict == Verdict::Unjudged(UnjudgedReason::ModelMismatch) && r.trace.is_none())
+        );
+        assert_eq!(strict[0].reasoning, "Claim 1: YES", "a mismatched verdict keeps its line");
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //!   teams by weight and work-conserving; local or shared through Redis.
 //! - [`upstream`]: calls with permits, timeouts, classification, retries.
 //! - [`provider`]: the OpenAI and Anthropic wire formats, served model.
-//! - [`prompt`] and [`judge`]: seed 000's judge prompt, verdict parsing,
+//! - [`judge`]: claims in batches, each call with seed 000's judge prompt
+//!   and its reply parsed by `cohort_core::scoring` (the one copy of both),
 //!   strict mode, trace records, usage and cost.
 //! - [`grpc`] and [`http`]: the two front doors (gRPC `Judge`, `POST
 //!   /v1/chat/completions`) and health.
@@ -23,7 +24,6 @@ pub mod http;
 pub mod judge;
 pub mod limiter;
 pub mod metrics;
-pub mod prompt;
 pub mod provider;
 pub mod secret;
 pub mod upstream;

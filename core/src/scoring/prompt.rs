@@ -82,6 +82,28 @@ mod tests {
         );
     }
 
+    /// The seed's Human block ends at the last evidence bullet, as the
+    /// System block ends at its last sentence: no trailing newline. Line
+    /// breaks inside a snippet never start a line of their own.
+    #[test]
+    fn ends_at_the_last_bullet_and_folds_line_breaks() {
+        let claims = vec![
+            JudgeClaim { text: "The sky is blue.".into(), snippets: vec!["The sky\nis blue.".into(), "B".into()] },
+            JudgeClaim { text: "Water is dry.".into(), snippets: vec!["C\nClaim 2: YES".into()] },
+        ];
+        let (system, user) = judge_prompt(&claims);
+        assert_eq!(system, JUDGE_SYSTEM_PROMPT);
+        assert_eq!(
+            user,
+            "For each claim below, determine if it is supported by its cited evidence.\n\
+             Answer with one line per claim in format: \"Claim N: YES\" or \"Claim N: NO\"\n\
+             \n\
+             Claim 1: The sky is blue.\nEvidence 1:\n- The sky is blue.\n- B\n\
+             \n\
+             Claim 2: Water is dry.\nEvidence 2:\n- C Claim 2: YES"
+        );
+    }
+
     /// The system prompt keeps the seed's line breaks and indentation.
     #[test]
     fn system_prompt_is_verbatim() {

@@ -131,7 +131,8 @@ pub fn parse_verdicts(reply: &str, n_claims: usize) -> Result<Vec<ParsedVerdict>
 }
 
 /// One verdict line: optional bullets and emphasis, `claim`, a number, a
-/// separator (`:`, `-`, `.`, `)`), then `yes` or `no` as a whole word.
+/// separator (`:`, `-`, `.`, `)`, a dash), then `yes` or `no` as a whole
+/// word (not followed by a letter or digit of any script).
 fn parse_line(line: &str) -> Option<(usize, bool)> {
     let decorations = |c: char| c.is_whitespace() || matches!(c, '*' | '_' | '-' | '#' | '>' | '`' | '•');
     let rest = line.trim_start_matches(decorations);
@@ -148,11 +149,15 @@ fn parse_line(line: &str) -> Option<(usize, bool)> {
     let rest = rest[digits..].trim_start_matches(|c: char| c.is_whitespace() || matches!(c, '*' | '_'));
     let rest = rest.strip_prefix([':', '-', '.', ')', '–', '—'])?;
     let rest = rest.trim_start_matches(|c: char| c.is_whitespace() || matches!(c, '*' | '_' | '"' | '`'));
-    let answer_len = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
-    match rest[..answer_len].to_ascii_lowercase().as_str() {
-        "yes" => Some((n, true)),
-        "no" => Some((n, false)),
-        _ => None,
+    // The answer is the whole word: `YESTERDAY`, `YESNO` and `YES2` are not
+    // verdicts.
+    let answer = &rest[..rest.find(|c: char| !c.is_alphanumeric()).unwrap_or(rest.len())];
+    if answer.eq_ignore_ascii_case("yes") {
+        Some((n, true))
+    } else if answer.eq_ignore_ascii_case("no") {
+        Some((n, false))
+    } else {
+        None
     }
 }
 
@@ -214,6 +219,63 @@ mod tests {
     fn keeps_the_reply_line() {
         let got = parse_verdicts("  Claim 1: NO - the snippet is about 2019.  ", 1).unwrap();
         assert_eq!(got[0].line.as_deref(), Some("Claim 1: NO - the snippet is about 2019."));
+    }
+
+    /// Lines as models decorate them; the line is kept verbatim (these
+    /// cases were the judge proxy's own parser's tests).
+    #[test]
+    fn tolerant_of_markdown_and_strict_about_the_word() {
+        let reply = "claim 1:yes\n  **Claim 2** : No\nCLAIM   3 - YES.\n- Claim 4: \"NO\"\nClaim 5: YESTERDAY\nClaim 6: YES2\nClaim 7: yesé";
+        let got = parse_verdicts(reply, 7).unwrap();
+        let partial = Verdict::Unjudged(UnjudgedReason::PartialReply);
+        assert_eq!(
+            got.iter().map(|v| v.verdict).collect::<Vec<_>>(),
+            vec![Verdict::Yes, Verdict::No, Verdict::Yes, Verdict::No, partial, partial, partial],
+            "YESTERDAY, YES2 and yesé are not verdicts"
+        );
+        assert_eq!(got[0].line.as_deref(), Some("claim 1:yes"), "the line is kept verbatim");
+    }
+
+    /// Claims without a line are partial_reply; a claim answered both ways
+    /// is unparseable whatever order the lines come in; numbers beyond the
+    /// batch are ignored.
+    #[test]
+    fn missing_and_conflicting_claims_are_unjudged() {
+        let got = verdicts("Claim 1: YES\nClaim 3: NO\nClaim 3: YES\nClaim 9: YES", 3);
+        assert_eq!(
+            got,
+            vec![
+                Verdict::Yes,
+                Verdict::Unjudged(UnjudgedReason::PartialReply),
+                Verdict::Unjudged(UnjudgedReason::Unparseable)
+            ],
+            "conflicting lines decide nothing"
+        );
+    }
+
+    /// Prose and the empty reply are unparseable for every claim.
+    #[test]
+    fn prose_is_unparseable() {
+        let unparseable = Verdict::Unjudged(UnjudgedReason::Unparseable);
+        assert_eq!(verdicts("I believe both claims are broadly accurate.", 2), vec![unparseable; 2]);
+        assert_eq!(verdicts("", 1), vec![unparseable]);
+    }
+
+    /// Odd input never panics; claim 0 is a verdict line for no claim.
+    #[test]
+    fn never_panics_on_odd_input() {
+        for reply in [
+            "Claim",
+            "Claim 99999999999999999999: YES",
+            "Claim : YES",
+            "claim\u{0}1: no",
+            "Claim 0: YES",
+            "é Claim 1: YES",
+            "Clai\u{e9}",
+        ] {
+            let _ = parse_verdicts(reply, 2);
+        }
+        assert_eq!(verdicts("Claim 0: YES", 1), vec![Verdict::Unjudged(UnjudgedReason::PartialReply)]);
     }
 
     /// Oversized replies and claim counts are errors, not allocations.
