@@ -11,7 +11,6 @@ use std::io::{self, BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// How long a started server may take to answer PING.
@@ -152,24 +151,35 @@ fn redis_server_binary() -> io::Result<PathBuf> {
     )
 }
 
-/// Serialises builds started by [`cargo_bin`] within one test process.
-static BUILD_LOCK: Mutex<()> = Mutex::new(());
+/// Whether this test process has brought the workspace's binaries up to
+/// date yet.
+static BUILT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
 
-/// The path of the workspace binary `name` of package `package`, built
-/// (debug profile) if it is not there yet. Tests run the real binaries.
-pub fn cargo_bin(package: &str, name: &str) -> PathBuf {
-    let target_dir = target_dir();
-    let path = target_dir.join("debug").join(name);
-    let _guard = BUILD_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    // Always ask cargo: it returns at once when the binary is up to date,
-    // and rebuilds it when its sources changed since.
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["build", "--quiet", "-p", package, "--bin", name])
-        .current_dir(workspace_root())
-        .status();
-    match status {
-        Ok(s) if s.success() && path.exists() => path,
-        other => panic!("could not build {package}/{name}: {other:?}"),
+/// The path of the workspace binary `name` (of package `_package`), so
+/// tests run the real binaries.
+///
+/// The first call in a test process runs `cargo build --workspace --bins
+/// --tests`: the same units, with the same unified features, as the test
+/// run that started this process, so it is a no-op when that run already
+/// built everything and rebuilds what changed otherwise. (Building one
+/// package with `-p` would unify features differently and recompile much of
+/// the dependency tree.)
+pub fn cargo_bin(_package: &str, name: &str) -> PathBuf {
+    let built = BUILT.get_or_init(|| {
+        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .args(["build", "--quiet", "--workspace", "--bins", "--tests"])
+            .current_dir(workspace_root())
+            .status();
+        match status {
+            Ok(s) if s.success() => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    });
+    let path = target_dir().join("debug").join(name);
+    match built {
+        Ok(()) if path.exists() => path,
+        Ok(()) => panic!("{} was not built by `cargo build --workspace --bins`", path.display()),
+        Err(e) => panic!("could not build the workspace's binaries: {e}"),
     }
 }
 
