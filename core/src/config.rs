@@ -13,7 +13,7 @@ use std::ops::Range;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use crate::error::Problem;
+use crate::error::{Problem, TomlChecker};
 
 /// The file name of the config within a cohort directory.
 pub const FILE: &str = "cohort.toml";
@@ -264,7 +264,7 @@ pub fn rename(text: &str, new_name: &str) -> Result<String, Problem> {
         ));
     }
     let parsed: NameOnly = toml::from_str(text)
-        .map_err(|e| Problem::at_offset(FILE, text, e.span().map_or(0, |s| s.start), e.message().trim().to_owned()))?;
+        .map_err(|e| TomlChecker::parse_error(FILE, text, &e))?;
     let span = parsed.name.span();
     Ok(format!("{}\"{new_name}\"{}", &text[..span.start], &text[span.end..]))
 }
@@ -281,48 +281,32 @@ pub fn is_plain_name(name: &str) -> bool {
 pub fn build_and_validate(text: &str) -> Result<CohortConfig, Vec<Problem>> {
     let raw: RawConfig = match toml::from_str(text) {
         Ok(raw) => raw,
-        Err(e) => {
-            let offset = e.span().map_or(0, |s| s.start);
-            return Err(vec![Problem::at_offset(FILE, text, offset, e.message().trim().to_owned())]);
-        }
+        Err(e) => return Err(vec![TomlChecker::parse_error(FILE, text, &e)]),
     };
-    let mut v = Validator { text, problems: Vec::new() };
+    let mut v = Validator { check: TomlChecker::new(FILE, text) };
     let config = v.config(raw);
-    if v.problems.is_empty() { Ok(config) } else { Err(v.problems) }
+    if v.problems.is_empty() { Ok(config) } else { Err(v.check.problems) }
 }
 
-/// Collects problems with their positions while building the config.
+/// Checks the raw config, collecting problems with their positions.
 struct Validator<'a> {
-    text: &'a str,
-    problems: Vec<Problem>,
+    check: TomlChecker<'a>,
+}
+
+impl<'a> std::ops::Deref for Validator<'a> {
+    type Target = TomlChecker<'a>;
+    fn deref(&self) -> &TomlChecker<'a> {
+        &self.check
+    }
+}
+
+impl std::ops::DerefMut for Validator<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.check
+    }
 }
 
 impl Validator<'_> {
-    fn problem(&mut self, span: Range<usize>, field: impl Into<String>, message: impl Into<String>) {
-        self.problems.push(Problem::at_offset(FILE, self.text, span.start, message).field(field));
-    }
-
-    /// A non-negative integer that fits `T`, at least `min`.
-    fn int<T: TryFrom<i64>>(&mut self, value: Option<Spanned<i64>>, field: &str, min: i64, default: T) -> T {
-        let Some(value) = value else { return default };
-        let span = value.span();
-        let n = value.into_inner();
-        match T::try_from(n) {
-            Ok(v) if n >= min => v,
-            _ => {
-                self.problem(span, field, format!("must be a whole number of at least {min} (got {n})"));
-                default
-            }
-        }
-    }
-
-    fn non_empty(&mut self, value: Spanned<String>, field: &str) -> String {
-        if value.get_ref().trim().is_empty() {
-            self.problem(value.span(), field, "must not be empty");
-        }
-        value.into_inner()
-    }
-
     fn config(&mut self, raw: RawConfig) -> CohortConfig {
         let name = self.non_empty(raw.name, "name");
         let seed = self.seed(raw.seed);
@@ -404,7 +388,7 @@ impl Validator<'_> {
 
     fn arms(&mut self, raw: Vec<Spanned<RawArm>>) -> Vec<ArmConfig> {
         if raw.is_empty() {
-            self.problems.push(Problem::in_file(FILE, "no arms: add at least one [[arms]] table").field("arms"));
+            self.whole_file("arms", "no arms: add at least one [[arms]] table");
         }
         let mut arms: Vec<ArmConfig> = Vec::new();
         for (i, arm) in raw.into_iter().enumerate() {
@@ -537,7 +521,7 @@ impl Validator<'_> {
 /// and the field.
 pub fn parse_price_catalog(text: &str, file: &str) -> Result<PriceCatalog, Vec<Problem>> {
     let raw: RawPrices = toml::from_str(text).map_err(|e| {
-        vec![Problem::at_offset(file, text, e.span().map_or(0, |s| s.start), e.message().trim().to_owned())]
+        vec![TomlChecker::parse_error(file, text, &e)]
     })?;
     raw.validate(file, text, "")
 }

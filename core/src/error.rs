@@ -74,6 +74,64 @@ impl fmt::Display for ValidationError {
     }
 }
 
+/// Collects the problems of one TOML file while its raw config is checked:
+/// the helpers every config validator of cohort shares (cohort.toml, the
+/// judge proxy's config). Validators hold one and deref to it.
+#[derive(Debug)]
+pub struct TomlChecker<'a> {
+    /// The file's name as messages show it.
+    pub file: &'a str,
+    /// Its text, for line and column numbers.
+    pub text: &'a str,
+    pub problems: Vec<Problem>,
+}
+
+impl<'a> TomlChecker<'a> {
+    pub fn new(file: &'a str, text: &'a str) -> TomlChecker<'a> {
+        TomlChecker { file, text, problems: Vec::new() }
+    }
+
+    /// The problem of a TOML syntax or shape error (unknown field, wrong
+    /// type), at its position.
+    pub fn parse_error(file: &str, text: &str, e: &toml::de::Error) -> Problem {
+        Problem::at_offset(file, text, e.span().map_or(0, |s| s.start), e.message().trim().to_owned())
+    }
+
+    /// Records a problem about `field` at the start of `span`.
+    pub fn problem(&mut self, span: std::ops::Range<usize>, field: impl Into<String>, message: impl Into<String>) {
+        self.problems.push(Problem::at_offset(self.file, self.text, span.start, message).field(field));
+    }
+
+    /// Records a problem about `field` with no position in the file (a
+    /// missing table, a value that is not there).
+    pub fn whole_file(&mut self, field: impl Into<String>, message: impl Into<String>) {
+        self.problems.push(Problem::in_file(self.file, message).field(field));
+    }
+
+    /// A whole number that fits `T`, at least `min`; `default` when absent
+    /// (and, with a problem recorded, when invalid).
+    pub fn int<T: TryFrom<i64>>(&mut self, value: Option<toml::Spanned<i64>>, field: &str, min: i64, default: T) -> T {
+        let Some(value) = value else { return default };
+        let span = value.span();
+        let n = value.into_inner();
+        match T::try_from(n) {
+            Ok(v) if n >= min => v,
+            _ => {
+                self.problem(span, field, format!("must be a whole number of at least {min} (got {n})"));
+                default
+            }
+        }
+    }
+
+    /// The string, with a problem recorded when it is blank.
+    pub fn non_empty(&mut self, value: toml::Spanned<String>, field: &str) -> String {
+        if value.get_ref().trim().is_empty() {
+            self.problem(value.span(), field, "must not be empty");
+        }
+        value.into_inner()
+    }
+}
+
 /// The 1-based line and column (in characters) of byte `offset` in `text`.
 /// An offset past the end, or inside a character, is clamped.
 pub fn line_column(text: &str, offset: usize) -> (usize, usize) {

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use cohort_core::config::{PriceCatalog, RawPrices, parse_price_catalog};
-use cohort_core::error::Problem;
+use cohort_core::error::{Problem, TomlChecker};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -268,41 +268,34 @@ pub fn build_and_validate(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ProxyConfig, ProxyError> {
     let raw: RawConfig = toml::from_str(text).map_err(|e| {
-        ProxyError::Config(vec![Problem::at_offset(file, text, e.span().map_or(0, |s| s.start), e.message().trim())])
+        ProxyError::Config(vec![TomlChecker::parse_error(file, text, &e)])
     })?;
-    let mut v = Validator { file, text, base, env, problems: Vec::new() };
+    let mut v = Validator { check: TomlChecker::new(file, text), base, env };
     let config = v.config(raw);
-    if v.problems.is_empty() { Ok(config) } else { Err(ProxyError::Config(v.problems)) }
+    if v.problems.is_empty() { Ok(config) } else { Err(ProxyError::Config(v.check.problems)) }
 }
 
 /// Collects problems with their positions while building the config.
 struct Validator<'a> {
-    file: &'a str,
-    text: &'a str,
+    check: TomlChecker<'a>,
     base: &'a Path,
     env: &'a dyn Fn(&str) -> Option<String>,
-    problems: Vec<Problem>,
+}
+
+impl<'a> std::ops::Deref for Validator<'a> {
+    type Target = TomlChecker<'a>;
+    fn deref(&self) -> &TomlChecker<'a> {
+        &self.check
+    }
+}
+
+impl std::ops::DerefMut for Validator<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.check
+    }
 }
 
 impl Validator<'_> {
-    fn problem(&mut self, span: Range<usize>, field: impl Into<String>, message: impl Into<String>) {
-        self.problems.push(Problem::at_offset(self.file, self.text, span.start, message).field(field));
-    }
-
-    /// A whole number that fits `T`, at least `min`.
-    fn int<T: TryFrom<i64>>(&mut self, value: Option<Spanned<i64>>, field: &str, min: i64, default: T) -> T {
-        let Some(value) = value else { return default };
-        let span = value.span();
-        let n = value.into_inner();
-        match T::try_from(n) {
-            Ok(v) if n >= min => v,
-            _ => {
-                self.problem(span, field, format!("must be a whole number of at least {min} (got {n})"));
-                default
-            }
-        }
-    }
-
     fn required_int<T: TryFrom<i64> + Default>(&mut self, value: Spanned<i64>, field: &str, min: i64) -> T {
         self.int(Some(value), field, min, T::default())
     }
@@ -318,13 +311,6 @@ impl Validator<'_> {
             self.problem(span, field, format!("duplicate {what} name \"{name}\""));
         }
         name
-    }
-
-    fn non_empty(&mut self, value: Spanned<String>, field: &str) -> String {
-        if value.get_ref().trim().is_empty() {
-            self.problem(value.span(), field, "must not be empty");
-        }
-        value.into_inner()
     }
 
     fn path(&self, value: &str) -> PathBuf {
@@ -365,11 +351,8 @@ impl Validator<'_> {
             (None, Some(file)) => match std::fs::read_to_string(self.path(file.get_ref())) {
                 Ok(v) => v,
                 Err(e) => {
-                    self.problem(
-                        file.span(),
-                        format!("{field}_file"),
-                        format!("cannot read {}: {e}", self.path(file.get_ref()).display()),
-                    );
+                    let message = format!("cannot read {}: {e}", self.path(file.get_ref()).display());
+                    self.problem(file.span(), format!("{field}_file"), message);
                     return None;
                 }
             },
@@ -428,7 +411,7 @@ impl Validator<'_> {
         if let Some(url) = &redis_url
             && !(url.expose().starts_with("redis://") || url.expose().starts_with("rediss://"))
         {
-            self.problems.push(Problem::in_file(self.file, "must start with redis:// or rediss://").field("redis_url"));
+            self.whole_file("redis_url", "must start with redis:// or rediss://");
         }
         let redis_key_prefix = match raw.redis_key_prefix {
             Some(p) => {
@@ -535,8 +518,7 @@ impl Validator<'_> {
 
     fn upstreams(&mut self, raw: Vec<Spanned<RawUpstream>>) -> Vec<UpstreamConfig> {
         if raw.is_empty() {
-            self.problems
-                .push(Problem::in_file(self.file, "no upstreams: add an [[upstreams]] table").field("upstreams"));
+            self.whole_file("upstreams", "no upstreams: add an [[upstreams]] table");
         }
         let mut seen = HashSet::new();
         let mut out = Vec::new();
@@ -592,7 +574,7 @@ impl Validator<'_> {
 
     fn teams(&mut self, raw: Vec<Spanned<RawTeam>>) -> Vec<TeamConfig> {
         if raw.is_empty() {
-            self.problems.push(Problem::in_file(self.file, "no teams: add a [[teams]] table").field("teams"));
+            self.whole_file("teams", "no teams: add a [[teams]] table");
         }
         let mut seen = HashSet::new();
         let mut out: Vec<TeamConfig> = Vec::new();
