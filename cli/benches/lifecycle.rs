@@ -40,7 +40,9 @@ fn main() {
         .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![10_000, 1_000_000]);
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    println!("lifecycle benchmark: {WORKERS} load-generating workers, lease batch {LEASE_BATCH}, Redis ledger, loopback gRPC");
+    println!(
+        "lifecycle benchmark: {WORKERS} load-generating workers, lease batch {LEASE_BATCH}, Redis ledger, loopback gRPC"
+    );
     for runs in sizes {
         runtime.block_on(bench(runs));
     }
@@ -108,10 +110,15 @@ async fn bench(runs: usize) {
     let _ = writeln!(out, "cohort of {runs} runs ({} questions x {ARMS} arms):", runs / ARMS);
     let _ = writeln!(out, "  seeding + start       {:.2} s", seed_time.as_secs_f64());
     let _ = writeln!(out, "  lifecycles            {completed} in {:.2} s", elapsed.as_secs_f64());
-    let _ = writeln!(out, "  lifecycles/s          {:.0}   (target >= 10000)", completed as f64 / elapsed.as_secs_f64());
+    let _ =
+        writeln!(out, "  lifecycles/s          {:.0}   (target >= 10000)", completed as f64 / elapsed.as_secs_f64());
     match round_trips {
         Some(n) => {
-            let _ = writeln!(out, "  redis round trips/run {:.2}   (all the coordinator sent: {n}; seeding runs in a child `cohort seed`)", n as f64 / completed.max(1) as f64);
+            let _ = writeln!(
+                out,
+                "  redis round trips/run {:.2}   (all the coordinator sent: {n}; seeding runs in a child `cohort seed`)",
+                n as f64 / completed.max(1) as f64
+            );
         }
         None => {
             let _ = writeln!(out, "  redis round trips/run unknown (the coordinator did not report)");
@@ -138,7 +145,8 @@ async fn worker(w: usize, url: String, cohort: String, manifest_sha256: String, 
         .into_inner()
         .worker_id;
     loop {
-        let lease = client.lease(pb::LeaseRequest { worker_id: id.clone(), max_runs: LEASE_BATCH }).await.unwrap().into_inner();
+        let lease =
+            client.lease(pb::LeaseRequest { worker_id: id.clone(), max_runs: LEASE_BATCH }).await.unwrap().into_inner();
         if lease.leases.is_empty() {
             if lease.cohort_done {
                 return;

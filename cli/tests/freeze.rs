@@ -105,7 +105,8 @@ fn editing_a_question_after_freezing_is_refused() {
     assert!(freeze(&dir).status.success());
     let before = fs::read(dir.join("manifest.json")).unwrap();
     let old_sha = sha256_hex(&fs::read(dir.join("questions.json")).unwrap());
-    let edited = fs::read_to_string(dir.join("questions.json")).unwrap().replace("Why does ordinary", "Why does common");
+    let edited =
+        fs::read_to_string(dir.join("questions.json")).unwrap().replace("Why does ordinary", "Why does common");
     fs::write(dir.join("questions.json"), &edited).unwrap();
     let out = freeze(&dir);
     assert!(!out.status.success());
@@ -125,9 +126,11 @@ fn amend_creates_a_new_named_cohort_and_logs_it() {
     let (tmp, dir) = copy_example("protocol-v1");
     assert!(freeze(&dir).status.success());
     let old_manifest = fs::read(dir.join("manifest.json")).unwrap();
-    let edited = fs::read_to_string(dir.join("questions.json")).unwrap().replace("Why does ordinary", "Why does common");
+    let edited =
+        fs::read_to_string(dir.join("questions.json")).unwrap().replace("Why does ordinary", "Why does common");
     fs::write(dir.join("questions.json"), edited).unwrap();
-    let out = cohort(&["freeze", dir.to_str().unwrap(), "--amend", "protocol-v1a", "--reason", "fix wording of science-1"]);
+    let out =
+        cohort(&["freeze", dir.to_str().unwrap(), "--amend", "protocol-v1a", "--reason", "fix wording of science-1"]);
     assert!(out.status.success(), "{}", stderr(&out));
 
     let new_dir = tmp.path().join("protocol-v1a");

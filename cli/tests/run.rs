@@ -101,7 +101,8 @@ async fn version_change_pauses_and_resume_continues() {
     assert!(s.contains("PAUSED: version changed: pinned a-1, observed a-2"), "{s}");
     assert!(s.contains("arm_paused"), "the audit log shows the pause: {s}");
 
-    let resume = cohort(&["resume", d, "--arm", "a", "--ack", "vendor release notes checked", "--accept-version", "a-2"]);
+    let resume =
+        cohort(&["resume", d, "--arm", "a", "--ack", "vendor release notes checked", "--accept-version", "a-2"]);
     assert!(resume.status.success(), "{}", text(&resume));
     let second = cohort(&["run", d, "--workers", "1"]);
     assert!(second.status.success(), "{}", text(&second));

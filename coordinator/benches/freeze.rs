@@ -21,7 +21,8 @@ const ARMS: usize = 10;
 fn main() {
     let dir = tempfile::tempdir().expect("temp dir");
     write_cohort(dir.path());
-    let input_bytes: u64 = fs::read_dir(dir.path()).expect("dir").filter_map(|e| e.ok()?.metadata().ok()).map(|m| m.len()).sum();
+    let input_bytes: u64 =
+        fs::read_dir(dir.path()).expect("dir").filter_map(|e| e.ok()?.metadata().ok()).map(|m| m.len()).sum();
 
     let reset = fs::write("/proc/self/clear_refs", "5").is_ok();
     let rss_before = status_kib("VmRSS");

@@ -133,7 +133,11 @@ impl CoordinatorService {
 
     /// Validates and records final results in one ledger call, then checks
     /// the version labels of the accepted ones.
-    async fn finish_results(&self, worker_id: &str, results: Vec<pb::ReportResultRequest>) -> Result<Vec<bool>, Status> {
+    async fn finish_results(
+        &self,
+        worker_id: &str,
+        results: Vec<pb::ReportResultRequest>,
+    ) -> Result<Vec<bool>, Status> {
         let mut batch = Vec::with_capacity(results.len());
         for r in results {
             let lease = convert::lease_ref_from_pb(r.lease.as_ref())?;
@@ -144,14 +148,18 @@ impl CoordinatorService {
                 return Err(Status::invalid_argument("record_sha256 must be 64 lowercase hex digits"));
             }
             let reason = r.reason.chars().take(1024).collect();
-            batch.push((lease, RunResult { outcome, reason, record_sha256: r.record_sha256, observed_version, attempt }));
+            batch.push((
+                lease,
+                RunResult { outcome, reason, record_sha256: r.record_sha256, observed_version, attempt },
+            ));
         }
-        let accepted =
-            self.ledger.finish_many(worker_id, &batch, self.clock.now_ms()).await.map_err(ledger_status)?;
+        let accepted = self.ledger.finish_many(worker_id, &batch, self.clock.now_ms()).await.map_err(ledger_status)?;
         for ((lease, result), ok) in batch.iter().zip(&accepted) {
             if *ok {
                 let arm = lease.run_id.split(':').nth(1).unwrap_or_default();
-                self.check_version(&lease.run_id, arm, result.observed_version.as_deref()).await.map_err(ledger_status)?;
+                self.check_version(&lease.run_id, arm, result.observed_version.as_deref())
+                    .await
+                    .map_err(ledger_status)?;
             }
         }
         Ok(accepted)
@@ -191,7 +199,8 @@ impl Coordinator for CoordinatorService {
                 self.plan.cohort, self.plan.manifest_sha256, r.cohort, r.manifest_sha256
             )));
         }
-        let name: String = r.worker_name.chars().filter(|c| c.is_ascii_alphanumeric() || "-_.".contains(*c)).take(64).collect();
+        let name: String =
+            r.worker_name.chars().filter(|c| c.is_ascii_alphanumeric() || "-_.".contains(*c)).take(64).collect();
         let seq = self.worker_seq.fetch_add(1, Ordering::Relaxed);
         let worker_id = format!("{}-{:x}-{seq}", if name.is_empty() { "worker" } else { &name }, self.clock.now_ms());
         info!(%worker_id, "worker registered");
@@ -229,7 +238,10 @@ impl Coordinator for CoordinatorService {
         Ok(Response::new(pb::LeaseResponse { leases, retry_after_ms, cohort_done: batch.closed }))
     }
 
-    async fn heartbeat(&self, request: Request<pb::HeartbeatRequest>) -> Result<Response<pb::HeartbeatResponse>, Status> {
+    async fn heartbeat(
+        &self,
+        request: Request<pb::HeartbeatRequest>,
+    ) -> Result<Response<pb::HeartbeatResponse>, Status> {
         let r = request.into_inner();
         let leases = r.leases.iter().map(|l| convert::lease_ref_from_pb(Some(l))).collect::<Result<Vec<_>, _>>()?;
         let lost = self

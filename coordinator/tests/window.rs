@@ -58,7 +58,8 @@ async fn runs_not_started_by_the_close_are_not_run() {
 
     // Two runs start in the window; one finishes there, one is still
     // running when it closes.
-    let leases = client.lease(pb::LeaseRequest { worker_id: worker_id.clone(), max_runs: 2 }).await.unwrap().into_inner();
+    let leases =
+        client.lease(pb::LeaseRequest { worker_id: worker_id.clone(), max_runs: 2 }).await.unwrap().into_inner();
     assert_eq!(leases.leases.len(), 2);
     assert!(leases.leases[0].prompt.ends_with("\n\nCite sources."), "prompt = question, blank line, suffix");
     let finish = |l: &pb::Lease, at: i64| pb::ReportResultRequest {
@@ -68,7 +69,12 @@ async fn runs_not_started_by_the_close_are_not_run() {
         reason: String::new(),
         record_sha256: String::new(),
         observed_version: String::new(),
-        attempt: Some(pb::Attempt { class: pb::AttemptClass::Ok as i32, started_unix_ms: at, ended_unix_ms: at, ..Default::default() }),
+        attempt: Some(pb::Attempt {
+            class: pb::AttemptClass::Ok as i32,
+            started_unix_ms: at,
+            ended_unix_ms: at,
+            ..Default::default()
+        }),
     };
     clock.advance(1_000);
     assert!(client.report_result(finish(&leases.leases[0], T0 + 1_000)).await.unwrap().into_inner().accepted);
@@ -86,7 +92,8 @@ async fn runs_not_started_by_the_close_are_not_run() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert!(closed, "the reconcile loop closed the window");
-    let after = client.lease(pb::LeaseRequest { worker_id: worker_id.clone(), max_runs: 8 }).await.unwrap().into_inner();
+    let after =
+        client.lease(pb::LeaseRequest { worker_id: worker_id.clone(), max_runs: 8 }).await.unwrap().into_inner();
     assert!(after.leases.is_empty() && after.cohort_done, "no lease after the close");
     assert!(
         client.report_result(finish(&leases.leases[1], T0 + 11_000)).await.unwrap().into_inner().accepted,

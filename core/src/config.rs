@@ -263,8 +263,7 @@ pub fn rename(text: &str, new_name: &str) -> Result<String, Problem> {
             format!("\"{new_name}\" is not a plain name: use letters, digits, '.', '_' and '-'"),
         ));
     }
-    let parsed: NameOnly = toml::from_str(text)
-        .map_err(|e| TomlChecker::parse_error(FILE, text, &e))?;
+    let parsed: NameOnly = toml::from_str(text).map_err(|e| TomlChecker::parse_error(FILE, text, &e))?;
     let span = parsed.name.span();
     Ok(format!("{}\"{new_name}\"{}", &text[..span.start], &text[span.end..]))
 }
@@ -520,9 +519,7 @@ impl Validator<'_> {
 /// `[prices]`. Returns every problem found, each naming `file`, the line
 /// and the field.
 pub fn parse_price_catalog(text: &str, file: &str) -> Result<PriceCatalog, Vec<Problem>> {
-    let raw: RawPrices = toml::from_str(text).map_err(|e| {
-        vec![TomlChecker::parse_error(file, text, &e)]
-    })?;
+    let raw: RawPrices = toml::from_str(text).map_err(|e| vec![TomlChecker::parse_error(file, text, &e)])?;
     raw.validate(file, text, "")
 }
 

@@ -267,9 +267,8 @@ pub fn build_and_validate(
     base: &Path,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ProxyConfig, ProxyError> {
-    let raw: RawConfig = toml::from_str(text).map_err(|e| {
-        ProxyError::Config(vec![TomlChecker::parse_error(file, text, &e)])
-    })?;
+    let raw: RawConfig =
+        toml::from_str(text).map_err(|e| ProxyError::Config(vec![TomlChecker::parse_error(file, text, &e)]))?;
     let mut v = Validator { check: TomlChecker::new(file, text), base, env };
     let config = v.config(raw);
     if v.problems.is_empty() { Ok(config) } else { Err(ProxyError::Config(v.check.problems)) }

@@ -38,7 +38,8 @@ fn write_cohort(dir: &Path) {
 }
 
 fn write_judge_file(path: &Path, url: &str) {
-    fs::write(path, format!("url = \"{url}\"\njudge = \"j\"\nkey_env = \"COHORT_E2E_TEAM_KEY\"\ndeadline_secs = 60\n")).unwrap();
+    fs::write(path, format!("url = \"{url}\"\njudge = \"j\"\nkey_env = \"COHORT_E2E_TEAM_KEY\"\ndeadline_secs = 60\n"))
+        .unwrap();
 }
 
 /// The mock provider (a TEST DOUBLE) behind `cohort judge-proxy`; returns
@@ -55,8 +56,11 @@ fn start_judge(dir: &Path) -> (judge_proxy_support::Proc, judge_proxy_support::P
         ),
     )
     .unwrap();
-    let (proxy_proc, grpc, _http) =
-        proxy(&config, &[("COHORT_E2E_TEAM_KEY", TEAM_KEY), ("MOCK_KEY", "sk-mock-provider-0001")], dir.join("proxy.log"));
+    let (proxy_proc, grpc, _http) = proxy(
+        &config,
+        &[("COHORT_E2E_TEAM_KEY", TEAM_KEY), ("MOCK_KEY", "sk-mock-provider-0001")],
+        dir.join("proxy.log"),
+    );
     (mock_proc, proxy_proc, grpc)
 }
 
@@ -220,5 +224,9 @@ fn cohort_score_with_a_judge() {
     assert_eq!(v["support"]["rate"], 0.5);
     let traces = v["judge_traces"].as_array().unwrap();
     assert_eq!(traces.len(), 2);
-    assert!(traces.iter().all(|t| t["judge_model"] == "judge-1" && t["query_id"] == "science-1" && t["system"] == "elsewhere"));
+    assert!(
+        traces
+            .iter()
+            .all(|t| t["judge_model"] == "judge-1" && t["query_id"] == "science-1" && t["system"] == "elsewhere")
+    );
 }

@@ -121,7 +121,8 @@ pub async fn execute(ctx: &RunContext, arm: &ArmRuntime, lease: &pb::Lease) -> R
                 Reply::Output(t) | Reply::Clarification(t) => Some(t),
                 Reply::Nothing => None,
             };
-            let reason = if response.detail.is_empty() { class.to_string() } else { format!("{class}: {}", response.detail) };
+            let reason =
+                if response.detail.is_empty() { class.to_string() } else { format!("{class}: {}", response.detail) };
             (final_outcome_of(*class), reason, text)
         }
     };
@@ -150,9 +151,16 @@ pub async fn execute(ctx: &RunContext, arm: &ArmRuntime, lease: &pb::Lease) -> R
         (Outcome::Completed, Some(text)) => {
             let facts = cohort_core::scoring::RunFacts {
                 wall_time_ms: u64::try_from(ended_ms - started_ms).ok(),
-                cost: cost.zip(currency.clone()).map(|(amount, currency)| cohort_core::scoring::Cost { micros: (amount * 1e6).round() as i64, currency }),
+                cost: cost.zip(currency.clone()).map(|(amount, currency)| cohort_core::scoring::Cost {
+                    micros: (amount * 1e6).round() as i64,
+                    currency,
+                }),
             };
-            let system = if arm.adapter.simulated() { format!("{} (SIMULATED)", arm.config.label) } else { arm.config.label.clone() };
+            let system = if arm.adapter.simulated() {
+                format!("{} (SIMULATED)", arm.config.label)
+            } else {
+                arm.config.label.clone()
+            };
             let input = ScoreInput {
                 output: text,
                 system_sources: &response.sources,
@@ -200,15 +208,16 @@ pub async fn execute(ctx: &RunContext, arm: &ArmRuntime, lease: &pb::Lease) -> R
         scoring,
         scoring_error,
     };
-    let record_sha256 = match serde_json::to_vec_pretty(&record).map_err(std::io::Error::other).and_then(|b| ctx.store.put(&b)) {
-        Ok(sha) => sha,
-        Err(e) => {
-            let mut a = attempt;
-            a.class = class_to_pb(AttemptClass::ConnectionError) as i32;
-            a.detail = format!("could not store the run record: {e}");
-            return Report::Attempt(a);
-        }
-    };
+    let record_sha256 =
+        match serde_json::to_vec_pretty(&record).map_err(std::io::Error::other).and_then(|b| ctx.store.put(&b)) {
+            Ok(sha) => sha,
+            Err(e) => {
+                let mut a = attempt;
+                a.class = class_to_pb(AttemptClass::ConnectionError) as i32;
+                a.detail = format!("could not store the run record: {e}");
+                return Report::Attempt(a);
+            }
+        };
     Report::Result {
         outcome,
         reason,
@@ -220,7 +229,11 @@ pub async fn execute(ctx: &RunContext, arm: &ArmRuntime, lease: &pb::Lease) -> R
 
 /// The cost of a call in the catalog's currency; unknown when the model or
 /// the usage is unknown (never invented).
-fn price(prices: Option<&PriceCatalog>, model: Option<&str>, usage: Option<TokenUsage>) -> (Option<f64>, Option<String>) {
+fn price(
+    prices: Option<&PriceCatalog>,
+    model: Option<&str>,
+    usage: Option<TokenUsage>,
+) -> (Option<f64>, Option<String>) {
     let (Some(prices), Some(model), Some(usage)) = (prices, model, usage) else { return (None, None) };
     let Some(p) = prices.models.get(model) else { return (None, None) };
     let cost = usage.input_tokens as f64 / 1e6 * p.input_per_million_tokens

@@ -145,7 +145,8 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
                         summary.leased += 1;
                         spawn_run(&mut tasks, &inflight, &client, &results_tx, &worker_id, &context, &arms, lease);
                     }
-                    (granted == 0 && !cohort_done).then(|| Duration::from_millis(u64::from(response.retry_after_ms.max(10))))
+                    (granted == 0 && !cohort_done)
+                        .then(|| Duration::from_millis(u64::from(response.retry_after_ms.max(10))))
                 }
                 Err(status) => {
                     let delay = backoff.next().unwrap_or(Duration::from_secs(2));
@@ -205,7 +206,11 @@ async fn sleep_or_forever(d: Option<Duration>) {
 }
 
 /// Records a finished task: `Some(accepted)` when it reported.
-fn account(summary: &mut WorkerSummary, inflight: &Inflight, done: Result<(String, Option<bool>), tokio::task::JoinError>) {
+fn account(
+    summary: &mut WorkerSummary,
+    inflight: &Inflight,
+    done: Result<(String, Option<bool>), tokio::task::JoinError>,
+) {
     if let Ok((run_id, reported)) = done {
         lock(inflight).remove(&run_id);
         match reported {
@@ -228,7 +233,8 @@ fn spawn_run(
     lease: pb::Lease,
 ) {
     let lease_ref = pb::LeaseRef { run_id: lease.run_id.clone(), fencing_token: lease.fencing_token };
-    let (client, worker_id, context, arms) = (client.clone(), worker_id.to_owned(), Arc::clone(context), Arc::clone(arms));
+    let (client, worker_id, context, arms) =
+        (client.clone(), worker_id.to_owned(), Arc::clone(context), Arc::clone(arms));
     let results = results.clone();
     let (run_id, held) = (lease.run_id.clone(), lease_ref.clone());
     let handle = tasks.spawn(async move {
@@ -259,7 +265,11 @@ async fn send_report(
 ) -> Option<bool> {
     let accepted = match report {
         Report::Attempt(attempt) => {
-            let request = pb::ReportAttemptRequest { worker_id: worker_id.to_owned(), lease: Some(lease.clone()), attempt: Some(attempt) };
+            let request = pb::ReportAttemptRequest {
+                worker_id: worker_id.to_owned(),
+                lease: Some(lease.clone()),
+                attempt: Some(attempt),
+            };
             retry_until_ok(|| {
                 let mut c = client.clone();
                 let r = request.clone();
@@ -315,8 +325,10 @@ async fn reporter_loop(client: CoordinatorClient<Channel>, worker_id: String, mu
                 Err(_) => break,
             }
         }
-        let request =
-            pb::ReportResultsRequest { worker_id: worker_id.clone(), results: batch.iter().map(|(r, _)| r.clone()).collect() };
+        let request = pb::ReportResultsRequest {
+            worker_id: worker_id.clone(),
+            results: batch.iter().map(|(r, _)| r.clone()).collect(),
+        };
         let response = retry_until_ok(|| {
             let mut c = client.clone();
             let r = request.clone();
@@ -325,7 +337,8 @@ async fn reporter_loop(client: CoordinatorClient<Channel>, worker_id: String, mu
         .await;
         match response {
             Ok(r) => {
-                for ((_, tx), accepted) in batch.into_iter().zip(r.accepted.into_iter().chain(std::iter::repeat(false))) {
+                for ((_, tx), accepted) in batch.into_iter().zip(r.accepted.into_iter().chain(std::iter::repeat(false)))
+                {
                     let _ = tx.send(Some(accepted));
                 }
             }
@@ -352,7 +365,15 @@ where
     loop {
         match f().await {
             Ok(r) => return Ok(r.into_inner()),
-            Err(s) if matches!(s.code(), tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled) => {
+            Err(s)
+                if matches!(
+                    s.code(),
+                    tonic::Code::Unavailable
+                        | tonic::Code::Unknown
+                        | tonic::Code::DeadlineExceeded
+                        | tonic::Code::Cancelled
+                ) =>
+            {
                 let delay = backoff.next().unwrap_or(Duration::from_secs(2));
                 debug!(error = %s.message(), ?delay, "coordinator unavailable; retrying");
                 tokio::time::sleep(delay).await;

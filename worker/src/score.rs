@@ -89,8 +89,8 @@ impl JudgeEndpoint {
         let shown = path.display().to_string();
         let text = std::fs::read_to_string(path)
             .map_err(|e| JudgeFileError::Read { path: shown.clone(), message: e.to_string() })?;
-        let raw: RawJudgeFile =
-            toml::from_str(&text).map_err(|e| JudgeFileError::Invalid { path: shown.clone(), message: e.message().to_owned() })?;
+        let raw: RawJudgeFile = toml::from_str(&text)
+            .map_err(|e| JudgeFileError::Invalid { path: shown.clone(), message: e.message().to_owned() })?;
         let invalid = |message: String| JudgeFileError::Invalid { path: shown.clone(), message };
         let key = match (&raw.key_env, &raw.key_file) {
             (Some(var), None) => std::env::var(var)
@@ -201,7 +201,11 @@ pub async fn score_output(
     for reference in &analysis.references {
         if let Some(own) = given.get(&reference.index).filter(|t| t.iter().any(|s| !s.trim().is_empty())) {
             texts.insert(reference.index, own.clone());
-            evidence_sources.push(EvidenceSource { index: reference.index, url: reference.url.clone(), source: "given".into() });
+            evidence_sources.push(EvidenceSource {
+                index: reference.index,
+                url: reference.url.clone(),
+                source: "given".into(),
+            });
             continue;
         }
         let own: Vec<String> = reference
@@ -218,7 +222,11 @@ pub async fn score_output(
             .unwrap_or_default();
         if !own.is_empty() {
             texts.insert(reference.index, own);
-            evidence_sources.push(EvidenceSource { index: reference.index, url: reference.url.clone(), source: "system".into() });
+            evidence_sources.push(EvidenceSource {
+                index: reference.index,
+                url: reference.url.clone(),
+                source: "system".into(),
+            });
         } else if let Some(url) = &reference.url {
             to_capture.push((reference.index, url.clone()));
         } else {
@@ -404,7 +412,8 @@ fn summary_from_pb(reply: &pb::JudgeResponse, error: Option<String>) -> JudgeSum
             .attempts
             .iter()
             .map(|a| {
-                cohort_proto::convert::class_from_pb(a.class).map_or_else(|_| "unspecified".to_owned(), |c| c.to_string())
+                cohort_proto::convert::class_from_pb(a.class)
+                    .map_or_else(|_| "unspecified".to_owned(), |c| c.to_string())
             })
             .collect(),
         error,

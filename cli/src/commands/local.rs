@@ -133,11 +133,11 @@ pub fn served_plan_from_files(dir: &Path) -> anyhow::Result<ServedPlan> {
     use std::io::Read as _;
     let toml_path = dir.join(cohort_core::config::FILE);
     let toml = std::fs::read_to_string(&toml_path).with_context(|| format!("cannot read {}", toml_path.display()))?;
-    let config = cohort_core::config::build_and_validate(&toml).map_err(|problems| {
-        cohort_core::ValidationError { problems }
-    })?;
+    let config =
+        cohort_core::config::build_and_validate(&toml).map_err(|problems| cohort_core::ValidationError { problems })?;
     let suffix_path = dir.join(cohort_core::cohort::SUFFIX_FILE);
-    let suffix = std::fs::read_to_string(&suffix_path).with_context(|| format!("cannot read {}", suffix_path.display()))?;
+    let suffix =
+        std::fs::read_to_string(&suffix_path).with_context(|| format!("cannot read {}", suffix_path.display()))?;
     let manifest_path = dir.join(cohort_core::manifest::FILE);
     let mut file =
         std::fs::File::open(&manifest_path).with_context(|| format!("cannot read {}", manifest_path.display()))?;

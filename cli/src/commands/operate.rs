@@ -73,7 +73,11 @@ pub fn status(args: StatusArgs) -> anyhow::Result<()> {
             super::emit(&format!("{}\n", serde_json::to_string_pretty(&status)?));
             return Ok(());
         }
-        let mut out = format!("cohort \"{}\" (manifest {})\n", status.cohort, &status.manifest_sha256[..12.min(status.manifest_sha256.len())]);
+        let mut out = format!(
+            "cohort \"{}\" (manifest {})\n",
+            status.cohort,
+            &status.manifest_sha256[..12.min(status.manifest_sha256.len())]
+        );
         for arm in &status.arms {
             let finished: u64 = arm.by_outcome.values().sum();
             let filled = if arm.planned == 0 { 0 } else { (finished * 30 / arm.planned) as usize };
@@ -134,7 +138,9 @@ pub fn abort(args: AbortArgs) -> anyhow::Result<()> {
         let frozen = local::load(&args.dir)?;
         let ledger = local::open_ledger(&frozen, &args.store).await?;
         let n = ledger.abort(&args.reason, now_ms()).await?;
-        super::emit(&format!("cohort aborted: {n} pending runs are now not_run (aborted); running runs may still report\n"));
+        super::emit(&format!(
+            "cohort aborted: {n} pending runs are now not_run (aborted); running runs may still report\n"
+        ));
         Ok(())
     })
 }

@@ -115,7 +115,10 @@ pub fn seed(args: SeedArgs) -> anyhow::Result<()> {
         let frozen = local::load(&args.dir)?;
         let ledger = local::open_ledger(&frozen, &args.store).await?;
         let outcome = local::seed(ledger.as_ref(), &frozen).await?;
-        super::emit(&format!("{outcome:?}: {} runs of cohort {:?}\n", frozen.manifest.run_count, frozen.manifest.cohort));
+        super::emit(&format!(
+            "{outcome:?}: {} runs of cohort {:?}\n",
+            frozen.manifest.run_count, frozen.manifest.cohort
+        ));
         Ok(())
     })
 }

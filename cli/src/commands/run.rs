@@ -43,7 +43,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     if !was_frozen {
         super::freeze::run(&args.dir, None, 0)?;
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
     runtime.block_on(run_cohort(&args.dir, &args))
 }
 
@@ -61,7 +62,10 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
         &frozen.manifest_sha256[..12]
     );
     if !simulated.is_empty() {
-        head.push_str(&format!("arms {} are SIMULATED (built-in sim system, not real products)\n", simulated.join(", ")));
+        head.push_str(&format!(
+            "arms {} are SIMULATED (built-in sim system, not real products)\n",
+            simulated.join(", ")
+        ));
     }
     super::emit(&head);
 
@@ -163,11 +167,7 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
 /// Whether nothing can progress until an operator acts: no run in flight,
 /// and every pending run belongs to a paused arm.
 fn only_paused_arms_left(status: &cohort_coordinator::ledger::Status) -> bool {
-    let pending_unpaused: u64 = status
-        .arms
-        .iter()
-        .filter(|a| a.paused.is_none())
-        .map(|a| a.planned - a.by_outcome.values().sum::<u64>())
-        .sum();
+    let pending_unpaused: u64 =
+        status.arms.iter().filter(|a| a.paused.is_none()).map(|a| a.planned - a.by_outcome.values().sum::<u64>()).sum();
     !status.done() && status.leased == 0 && pending_unpaused == 0
 }

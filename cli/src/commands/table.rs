@@ -47,7 +47,11 @@ pub fn outcome_table(status: &Status) -> String {
     for arm in &status.arms {
         if let Some(reason) = &arm.paused {
             let _ = writeln!(out, "arm {} is PAUSED: {reason}", arm.id);
-            let _ = writeln!(out, "  resume with: cohort resume DIR --arm {} --ack \"why it is fine\" [--accept-version LABEL]", arm.id);
+            let _ = writeln!(
+                out,
+                "  resume with: cohort resume DIR --arm {} --ack \"why it is fine\" [--accept-version LABEL]",
+                arm.id
+            );
         }
     }
     if let Some(reason) = &status.aborted {

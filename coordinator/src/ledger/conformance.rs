@@ -212,7 +212,10 @@ pub async fn retries_follow_the_policy(l: &dyn Ledger) {
     assert_eq!(g.attempt, 3);
     let v = l.report_attempt("w", &lref(&g), &attempt(AttemptClass::EmptyContent, now), now + 1).await.unwrap();
     assert_eq!(v, AttemptVerdict::Final(Outcome::Unavailable));
-    assert_eq!(l.report_attempt("w", &lref(&g), &attempt(AttemptClass::ServerError, now), now + 2).await.unwrap(), AttemptVerdict::Stale);
+    assert_eq!(
+        l.report_attempt("w", &lref(&g), &attempt(AttemptClass::ServerError, now), now + 2).await.unwrap(),
+        AttemptVerdict::Stale
+    );
     let s = assert_counts_add_up(l).await;
     assert_eq!(s.by_outcome.get(&Outcome::Unavailable), Some(&1));
     assert_eq!(l.attempts(&run).await.unwrap().len(), 3);
@@ -287,7 +290,11 @@ pub async fn window_close_finalises_pending_runs(l: &dyn Ledger) {
     assert_eq!(s.by_outcome.get(&Outcome::Unavailable), Some(&1));
     assert_eq!(s.by_outcome.get(&Outcome::Completed), Some(&1));
     let runs = l.runs().await.unwrap();
-    assert!(runs.iter().filter(|r| r.outcome == Some(Outcome::NotRun)).all(|r| r.reason == CloseReason::WindowClosed.as_str()));
+    assert!(
+        runs.iter()
+            .filter(|r| r.outcome == Some(Outcome::NotRun))
+            .all(|r| r.reason == CloseReason::WindowClosed.as_str())
+    );
     assert!(l.lease("w", 1, end + 3, TTL).await.unwrap().done);
 }
 
@@ -326,7 +333,8 @@ pub async fn paused_arms_are_skipped_and_resume_is_logged(l: &dyn Ledger) {
     l.pause_arm("b", "version changed", 50).await.unwrap();
     l.close_window_if_due(20 + header().window_ms).await.unwrap();
     let runs = l.runs().await.unwrap();
-    let b_not_run: Vec<&RunRow> = runs.iter().filter(|r| r.arm_id == "b" && r.outcome == Some(Outcome::NotRun)).collect();
+    let b_not_run: Vec<&RunRow> =
+        runs.iter().filter(|r| r.arm_id == "b" && r.outcome == Some(Outcome::NotRun)).collect();
     assert!(!b_not_run.is_empty());
     assert!(b_not_run.iter().all(|r| r.reason == CloseReason::ArmPaused.as_str()), "{b_not_run:?}");
 }
@@ -342,7 +350,9 @@ pub async fn abort_stops_the_cohort(l: &dyn Ledger) {
     let s = assert_counts_add_up(l).await;
     assert_eq!(s.aborted.as_deref(), Some("operator stopped it"));
     assert_eq!(s.by_outcome.get(&Outcome::NotRun), Some(&7));
-    assert!(l.runs().await.unwrap().iter().filter(|r| r.outcome == Some(Outcome::NotRun)).all(|r| r.reason == "aborted"));
+    assert!(
+        l.runs().await.unwrap().iter().filter(|r| r.outcome == Some(Outcome::NotRun)).all(|r| r.reason == "aborted")
+    );
 }
 
 /// A retry reported after the cohort closed can never run: the run is

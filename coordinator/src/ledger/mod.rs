@@ -240,7 +240,9 @@ pub enum LedgerError {
     Redis(String),
     #[error("sqlite: {0}")]
     Sqlite(String),
-    #[error("the ledger holds cohort {found_cohort:?} from manifest {found}, not {expected}: use a fresh ledger or the matching manifest")]
+    #[error(
+        "the ledger holds cohort {found_cohort:?} from manifest {found}, not {expected}: use a fresh ledger or the matching manifest"
+    )]
     ManifestMismatch { found_cohort: String, found: String, expected: String },
     #[error("the ledger is not seeded yet")]
     NotSeeded,
@@ -309,8 +311,13 @@ pub trait Ledger: Send + Sync + std::fmt::Debug + 'static {
     ) -> Result<AttemptVerdict, LedgerError>;
 
     /// Records a run's final result. `false` when the lease was stale.
-    async fn finish(&self, worker: &str, lease: &LeaseRef, result: &RunResult, now_ms: i64)
-    -> Result<bool, LedgerError>;
+    async fn finish(
+        &self,
+        worker: &str,
+        lease: &LeaseRef,
+        result: &RunResult,
+        now_ms: i64,
+    ) -> Result<bool, LedgerError>;
 
     /// Records several final results at once; one `bool` per result, as
     /// [`Ledger::finish`] would return it. Implementations make it one

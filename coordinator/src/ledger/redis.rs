@@ -11,9 +11,9 @@
 
 use std::collections::BTreeMap;
 
-use async_trait::async_trait;
 use ::redis::aio::ConnectionManager;
 use ::redis::{AsyncCommands, Script, Value};
+use async_trait::async_trait;
 
 use cohort_core::taxonomy::{AttemptClass, Outcome};
 
@@ -187,8 +187,14 @@ impl Ledger for RedisLedger {
         now_ms: i64,
     ) -> Result<SeedOutcome, LedgerError> {
         let meta = self.meta();
-        let (seeded, found, found_cohort): (Option<String>, Option<String>, Option<String>) =
-            ::redis::cmd("HMGET").arg(&meta).arg("seeded").arg("manifest_sha256").arg("cohort").query_async(&mut self.rt()).await.map_err(redis_err)?;
+        let (seeded, found, found_cohort): (Option<String>, Option<String>, Option<String>) = ::redis::cmd("HMGET")
+            .arg(&meta)
+            .arg("seeded")
+            .arg("manifest_sha256")
+            .arg("cohort")
+            .query_async(&mut self.rt())
+            .await
+            .map_err(redis_err)?;
         if let Some(found) = found {
             if found != header.manifest_sha256 {
                 return Err(LedgerError::ManifestMismatch {
@@ -353,7 +359,10 @@ impl Ledger for RedisLedger {
             inv.arg(&l.run_id).arg(l.token);
         }
         let lost: Vec<String> = inv.invoke_async(&mut self.rt()).await.map_err(redis_err)?;
-        Ok(lost.chunks_exact(2).map(|p| LeaseRef { run_id: p[0].clone(), token: p[1].parse().unwrap_or_default() }).collect())
+        Ok(lost
+            .chunks_exact(2)
+            .map(|p| LeaseRef { run_id: p[0].clone(), token: p[1].parse().unwrap_or_default() })
+            .collect())
     }
 
     async fn report_attempt(

@@ -259,7 +259,11 @@ impl SimAdapter {
             .enumerate()
             .map(|(i, (url, mut lines))| {
                 lines.push(format!("Simulated source {} covers background on {question_id}. (SIMULATED)", i + 1));
-                SystemSource { url: url.clone(), title: Some(format!("Simulated source {}", i + 1)), snippet: lines.join(" ") }
+                SystemSource {
+                    url: url.clone(),
+                    title: Some(format!("Simulated source {}", i + 1)),
+                    snippet: lines.join(" "),
+                }
             })
             .collect();
         (body, urls, sources)
