@@ -88,7 +88,7 @@ model = "judge-1"
         while start.elapsed() < RUN {
             tick.tick().await;
             for (i, url) in urls.iter().enumerate() {
-                let key = if (sent + i as u64) % 3 == 0 { TEAM_A_KEY } else { TEAM_B_KEY };
+                let key = if (sent + i as u64).is_multiple_of(3) { TEAM_A_KEY } else { TEAM_B_KEY };
                 let request = client
                     .post(format!("{url}/v1/chat/completions"))
                     .bearer_auth(key)

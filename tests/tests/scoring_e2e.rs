@@ -230,3 +230,53 @@ fn cohort_score_with_a_judge() {
             .all(|t| t["judge_model"] == "judge-1" && t["query_id"] == "science-1" && t["system"] == "elsewhere")
     );
 }
+
+/// Proves `cohort run --judge-proxy-config` starts the judge proxy in the
+/// same process (issue 4: coordinator, workers and judge proxy in one
+/// process) and judges through it: every record has judged claims and
+/// trace records naming the model that answered.
+#[test]
+fn run_starts_its_own_judge_proxy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_mock, mock_url) = mock(tmp.path(), &[], &[]);
+    let config = tmp.path().join("proxy.toml");
+    fs::write(
+        &config,
+        format!(
+            "[[upstreams]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{mock_url}\"\napi_key_env = \"MOCK_KEY\"\nrpm = 60000\ntpm = 100000000\n\n\
+             [[teams]]\nname = \"eval\"\nkey_env = \"COHORT_E2E_TEAM_KEY\"\n\n\
+             [[judges]]\nname = \"j\"\nupstream = \"mock\"\nmodel = \"judge-1\"\n"
+        ),
+    )
+    .unwrap();
+    let dir = tmp.path().join("cohort");
+    write_cohort(&dir);
+    let out = Command::new(cargo_bin("cohort-cli", "cohort"))
+        .arg("run")
+        .arg(&dir)
+        .arg("--judge-proxy-config")
+        .arg(&config)
+        .env("COHORT_E2E_TEAM_KEY", TEAM_KEY)
+        .env("MOCK_KEY", "sk-mock-provider-0001")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("judge proxy (in this process)"), "{text}");
+    assert!(!text.contains(TEAM_KEY) && !text.contains("sk-mock-provider-0001"), "no key in the output");
+    let mut judged = 0;
+    for shard in fs::read_dir(dir.join(".cohort/artifacts/sha256")).unwrap() {
+        for blob in fs::read_dir(shard.unwrap().path()).unwrap() {
+            let v: Value = match serde_json::from_slice(&fs::read(blob.unwrap().path()).unwrap()) {
+                Ok(v) => v,
+                Err(_) => continue,
+            };
+            if v.get("record_version").is_some() {
+                assert!(v["scoring"]["report"]["support"]["judged"].as_u64().unwrap() > 0);
+                assert!(v["scoring"]["judge_traces"].as_array().unwrap().iter().all(|t| t["judge_model"] == "judge-1"));
+                judged += 1;
+            }
+        }
+    }
+    assert_eq!(judged, 8);
+}

@@ -83,6 +83,11 @@ pub enum JudgeFileError {
 }
 
 impl JudgeEndpoint {
+    /// An endpoint from its parts (a proxy started in this process).
+    pub fn new(url: String, judge: String, key: String, deadline: Duration) -> JudgeEndpoint {
+        JudgeEndpoint { url, judge, key: TeamKey(key), deadline }
+    }
+
     /// Reads `--judge FILE` (TOML: `url`, `judge`, `key_env` or `key_file`,
     /// `deadline_secs`). Errors name the file and the field, never the key.
     pub fn from_file(path: &Path) -> Result<JudgeEndpoint, JudgeFileError> {

@@ -80,7 +80,7 @@ pub fn status(args: StatusArgs) -> anyhow::Result<()> {
         );
         for arm in &status.arms {
             let finished: u64 = arm.by_outcome.values().sum();
-            let filled = if arm.planned == 0 { 0 } else { (finished * 30 / arm.planned) as usize };
+            let filled = (finished * 30).checked_div(arm.planned).unwrap_or(0) as usize;
             out.push_str(&format!(
                 "{:>14} [{}{}] {finished}/{}{}\n",
                 arm.id,

@@ -16,6 +16,7 @@ use cohort_coordinator::service::{self, CoordinatorConfig, CoordinatorService};
 use cohort_core::manifest;
 use cohort_core::taxonomy::Outcome;
 use cohort_worker::WorkerConfig;
+use cohort_worker::score::JudgeEndpoint;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 use tokio::sync::watch;
 
@@ -36,6 +37,11 @@ pub struct RunArgs {
     pub store: StoreArgs,
     #[command(flatten)]
     pub scoring: ScoringArgs,
+    /// Start a judge proxy in this process with this config (see
+    /// docs/judge-proxy.md) and judge through it, as its first team, with
+    /// the judge whose model is the cohort's `[judge] model`.
+    #[arg(long, value_name = "FILE", conflicts_with = "judge")]
+    pub judge_proxy_config: Option<PathBuf>,
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -82,6 +88,14 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
         let _ = rx.wait_for(|s| *s).await;
     };
     let server = tokio::spawn(service::run(coordinator, listener, stopped(stop_rx.clone())));
+    let mut context_judge = None;
+    let mut proxy_task = None;
+    if let Some(path) = &args.judge_proxy_config {
+        let (endpoint, task) = start_judge_proxy(path, &frozen, stopped(stop_rx.clone())).await?;
+        super::emit(&format!("judge proxy (in this process): {} judge {:?}\n", endpoint.url, endpoint.judge));
+        context_judge = Some(endpoint);
+        proxy_task = Some(task);
+    }
 
     let total_caps: u32 = config.arms.iter().map(|a| a.concurrency).sum();
     let workers = args.workers.max(1);
@@ -93,7 +107,13 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
             name: format!("local-{i}"),
             slots,
             drain_grace: Duration::from_secs(5),
-            context: local::run_context(&frozen, &args.store, &args.scoring)?,
+            context: {
+                let mut context = local::run_context(&frozen, &args.store, &args.scoring)?;
+                if context_judge.is_some() {
+                    context.judge.clone_from(&context_judge);
+                }
+                context
+            },
             arms: arms.clone(),
         };
         worker_tasks.push(tokio::spawn(cohort_worker::run(worker, stopped(stop_rx.clone()))));
@@ -146,6 +166,13 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
         }
     }
     let _ = server.await;
+    if let Some(task) = proxy_task {
+        match task.await {
+            Ok(Err(e)) => eprintln!("warning: the judge proxy stopped with an error: {e}"),
+            Err(e) => eprintln!("warning: the judge proxy task failed: {e}"),
+            Ok(Ok(())) => {}
+        }
+    }
     let status = if was_interrupted { ledger.status().await.unwrap_or(status) } else { status };
 
     let mut out = String::from("\n");
@@ -170,4 +197,33 @@ fn only_paused_arms_left(status: &cohort_coordinator::ledger::Status) -> bool {
     let pending_unpaused: u64 =
         status.arms.iter().filter(|a| a.paused.is_none()).map(|a| a.planned - a.by_outcome.values().sum::<u64>()).sum();
     !status.done() && status.leased == 0 && pending_unpaused == 0
+}
+
+/// Starts the judge proxy of `path` on loopback ports, in this process, and
+/// says how workers reach it: its first team's key, and the judge whose
+/// model is the cohort's `[judge] model` (or the only judge).
+async fn start_judge_proxy(
+    path: &Path,
+    frozen: &local::Frozen,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<(JudgeEndpoint, tokio::task::JoinHandle<Result<(), cohort_judge_proxy::error::ProxyError>>)> {
+    let config = cohort_judge_proxy::config::ProxyConfig::load(path)?;
+    let team =
+        config.teams.first().ok_or_else(|| anyhow::anyhow!("{}: the judge proxy needs a team", path.display()))?;
+    let wanted = frozen.cohort.config.judge.as_ref().map(|j| j.model.as_str());
+    let judge = match (wanted, config.judges.as_slice()) {
+        (_, [only]) => only,
+        (Some(model), judges) => judges.iter().find(|j| j.model == model).ok_or_else(|| {
+            anyhow::anyhow!("{}: no judge with model {model:?} (the cohort's [judge] model)", path.display())
+        })?,
+        (None, _) => anyhow::bail!("{}: several judges and the cohort names none", path.display()),
+    };
+    let endpoint_parts = (judge.name.clone(), team.key.expose().to_owned());
+    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.context("cannot bind a loopback port")?;
+    let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.context("cannot bind a loopback port")?;
+    let url = format!("http://{}", grpc.local_addr()?);
+    let listeners = cohort_judge_proxy::Listeners { grpc, http };
+    let task = tokio::spawn(cohort_judge_proxy::run(config, listeners, shutdown));
+    let endpoint = JudgeEndpoint::new(url, endpoint_parts.0, endpoint_parts.1, Duration::from_secs(300));
+    Ok((endpoint, task))
 }
