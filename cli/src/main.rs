@@ -7,9 +7,11 @@ use std::process::ExitCode;
 use clap::Parser;
 
 mod commands;
+mod telemetry;
 
 fn main() -> ExitCode {
     let cli = commands::Cli::parse();
+    telemetry::init(cli.default_log_level());
     match commands::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

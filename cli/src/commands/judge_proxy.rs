@@ -26,13 +26,6 @@ pub struct JudgeProxyArgs {
 }
 
 pub fn run(args: JudgeProxyArgs) -> anyhow::Result<()> {
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .try_init();
     let config = ProxyConfig::load(&args.config)?;
     let grpc = args.grpc_listen.or(config.grpc_listen).context("set grpc_listen in the config or --grpc-listen")?;
     let http = args.http_listen.or(config.http_listen).context("set http_listen in the config or --http-listen")?;

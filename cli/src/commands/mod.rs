@@ -77,6 +77,17 @@ enum Command {
     JudgeProxy(judge_proxy::JudgeProxyArgs),
 }
 
+impl Cli {
+    /// The log level when `RUST_LOG` is not set: the long-running roles
+    /// report what they do; other commands keep stderr for problems.
+    pub fn default_log_level(&self) -> &'static str {
+        match self.command {
+            Command::Coordinator(_) | Command::Worker(_) | Command::JudgeProxy(_) => "info",
+            _ => "warn",
+        }
+    }
+}
+
 /// Runs one parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
