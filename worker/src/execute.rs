@@ -121,9 +121,14 @@ pub async fn execute(ctx: &RunContext, arm: &ArmRuntime, lease: &pb::Lease) -> R
                 Reply::Output(t) | Reply::Clarification(t) => Some(t),
                 Reply::Nothing => None,
             };
-            let reason =
-                if response.detail.is_empty() { class.to_string() } else { format!("{class}: {}", response.detail) };
-            (final_outcome_of(*class), reason, text)
+            let outcome = final_outcome_of(*class);
+            // The reason names the class unless the outcome already does.
+            let reason = match (response.detail.is_empty(), class.as_str() == outcome.as_str()) {
+                (true, _) => class.to_string(),
+                (false, true) => response.detail.clone(),
+                (false, false) => format!("{class}: {}", response.detail),
+            };
+            (outcome, reason, text)
         }
     };
     if let Some(text) = &output {
