@@ -11,6 +11,7 @@
 //! - [`taxonomy`]: outcomes and attempt classes.
 //! - [`lifecycle`]: the run lifecycle rules: retries, final outcomes, closing.
 //! - [`hash`]: SHA-256 helpers.
+//! - [`http_class`]: classifying a provider's HTTP answer (attempt classes).
 //! - [`scoring`]: citation normalisation, markers, sentences, claims, the
 //!   deterministic metrics, the judge prompt and verdict parser.
 //! - [`passages`]: splitting captured source text into passages and ranking
@@ -21,6 +22,7 @@ pub mod cohort;
 pub mod config;
 pub mod error;
 pub mod hash;
+pub mod http_class;
 pub mod lifecycle;
 pub mod manifest;
 pub mod order;

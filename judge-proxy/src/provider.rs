@@ -5,6 +5,7 @@
 
 use std::time::{Duration, SystemTime};
 
+use cohort_core::http_class;
 use cohort_core::taxonomy::AttemptClass;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
@@ -14,9 +15,6 @@ use crate::config::{UpstreamConfig, UpstreamKind};
 /// `max_tokens` sent to an Anthropic upstream (which requires it) when the
 /// request sets none.
 pub const ANTHROPIC_DEFAULT_MAX_TOKENS: u64 = 1024;
-/// The longest provider text kept in an attempt's detail.
-const MAX_DETAIL_CHARS: usize = 300;
-
 /// One chat message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChatMessage {
@@ -89,7 +87,7 @@ impl AttemptFailure {
         AttemptFailure {
             class,
             status,
-            detail: truncate(&detail.into()),
+            detail: http_class::truncate_detail(&detail.into()),
             retry_after: None,
             served_model: None,
             usage: None,
@@ -179,11 +177,10 @@ pub fn read_answer(
         failure.served_model = header_model;
         return Err(failure);
     }
-    let parsed: Value = match serde_json::from_slice(body) {
+    let parsed: Value = match http_class::parse_json(body) {
         Ok(v) => v,
-        Err(e) => {
-            let mut f =
-                AttemptFailure::new(AttemptClass::Malformed, Some(status), format!("the body is not JSON: {e}"));
+        Err((class, detail)) => {
+            let mut f = AttemptFailure::new(class, Some(status), detail);
             f.served_model = header_model;
             return Err(f);
         }
@@ -206,19 +203,16 @@ pub fn read_answer(
         reply.served_model = header_model;
     }
     reply.served_provider = served_provider;
-    let refused = reply.finish_reason.as_deref().is_some_and(|r| matches!(r, "content_filter" | "refusal"));
-    if refused {
-        let mut f = AttemptFailure::new(AttemptClass::Refused, Some(status), "the provider refused (content filter)");
-        f.served_model = reply.served_model;
-        f.usage = reply.usage;
-        return Err(f);
-    }
+    // Tool calls without text answer a client that asked for tools (the
+    // passthrough), so they count as content here.
     let has_tool_calls = reply
         .openai_body
         .pointer("/choices/0/message/tool_calls")
         .is_some_and(|t| t.as_array().is_some_and(|a| !a.is_empty()));
-    if reply.content.trim().is_empty() && !has_tool_calls {
-        let mut f = AttemptFailure::new(AttemptClass::EmptyContent, Some(status), "a 200 with no content");
+    if let Some((class, detail)) =
+        http_class::reply_class(reply.finish_reason.as_deref(), &reply.content, has_tool_calls)
+    {
+        let mut f = AttemptFailure::new(class, Some(status), detail);
         f.served_model = reply.served_model;
         f.usage = reply.usage;
         return Err(f);
@@ -243,31 +237,15 @@ fn router_headers(upstream: &UpstreamConfig, headers: &HeaderMap) -> (Option<Str
 }
 
 fn read_openai(body: Value) -> Result<ChatReply, AttemptFailure> {
-    let malformed = |what: &str| AttemptFailure::new(AttemptClass::Malformed, None, what.to_owned());
-    let choice = body.pointer("/choices/0").ok_or_else(|| malformed("the reply has no choices"))?;
-    let message = choice.get("message").ok_or_else(|| malformed("the first choice has no message"))?;
-    let content = match message.get("content") {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(parts)) => {
-            parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("")
-        }
-        Some(Value::Null) | None => String::new(),
-        Some(_) => return Err(malformed("message.content is neither text nor parts")),
-    };
-    let refusal = message.get("refusal").and_then(Value::as_str).is_some_and(|r| !r.is_empty());
-    let finish_reason = if refusal {
-        Some("refusal".to_owned())
-    } else {
-        choice.get("finish_reason").and_then(Value::as_str).map(str::to_owned)
-    };
-    let usage = body.get("usage").and_then(|u| {
-        Some(TokenUsage {
-            input: u.get("prompt_tokens")?.as_u64()?,
-            output: u.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0),
-        })
-    });
-    let served_model = body.get("model").and_then(Value::as_str).filter(|m| !m.is_empty()).map(str::to_owned);
-    Ok(ChatReply { content, served_model, served_provider: None, usage, finish_reason, openai_body: body })
+    let r = http_class::read_openai_chat(&body).map_err(|(class, detail)| AttemptFailure::new(class, None, detail))?;
+    Ok(ChatReply {
+        content: r.content,
+        served_model: r.model,
+        served_provider: None,
+        usage: r.usage.map(|(input, output)| TokenUsage { input, output }),
+        finish_reason: r.finish_reason,
+        openai_body: body,
+    })
 }
 
 fn read_anthropic(body: Value) -> Result<ChatReply, AttemptFailure> {
@@ -313,31 +291,11 @@ fn read_anthropic(body: Value) -> Result<ChatReply, AttemptFailure> {
     Ok(ChatReply { content, served_model, served_provider: None, usage, finish_reason, openai_body })
 }
 
-/// Classifies a non-2xx answer (SPEC section 4):
-/// 429 with `insufficient_quota` and 402 are `quota_exhausted`, other 429s
-/// `rate_limited`; a 502 saying "empty content" is `empty_content`; 408 is
-/// `timeout`; other 5xx `server_error`; other 4xx `client_error`.
+/// Classifies a non-2xx answer with the shared rules of
+/// [`cohort_core::http_class::classify_http`] (SPEC section 4).
 pub fn classify_error(status: u16, body: &[u8]) -> AttemptFailure {
-    let text = String::from_utf8_lossy(body);
-    let lower = text.to_ascii_lowercase();
-    let message = serde_json::from_slice::<Value>(body)
-        .ok()
-        .and_then(|v| {
-            v.pointer("/error/message").or_else(|| v.get("message")).and_then(Value::as_str).map(str::to_owned)
-        })
-        .unwrap_or_else(|| text.trim().to_owned());
-    let class = match status {
-        402 => AttemptClass::QuotaExhausted,
-        429 if lower.contains("insufficient_quota") || lower.contains("quota exceeded") => AttemptClass::QuotaExhausted,
-        429 => AttemptClass::RateLimited,
-        408 => AttemptClass::Timeout,
-        502 if lower.contains("empty content") || lower.contains("empty response") || text.trim().is_empty() => {
-            AttemptClass::EmptyContent
-        }
-        500..=599 => AttemptClass::ServerError,
-        _ => AttemptClass::ClientError,
-    };
-    AttemptFailure::new(class, Some(status), format!("HTTP {status}: {message}"))
+    let (class, detail) = http_class::classify_http(status, body);
+    AttemptFailure::new(class, Some(status), detail)
 }
 
 /// The provider's Retry-After: `retry-after-ms` (OpenAI) first, then
@@ -356,15 +314,6 @@ pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     }
     let at = httpdate::parse_http_date(value).ok()?;
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
-}
-
-fn truncate(text: &str) -> String {
-    if text.chars().count() <= MAX_DETAIL_CHARS {
-        return text.to_owned();
-    }
-    let mut out: String = text.chars().take(MAX_DETAIL_CHARS).collect();
-    out.push('…');
-    out
 }
 
 #[cfg(test)]

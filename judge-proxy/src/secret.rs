@@ -70,6 +70,9 @@ impl fmt::Debug for Redactor {
 /// (config validation refuses them).
 pub const MIN_SECRET_LEN: usize = 8;
 
+/// The shortest start of a secret scrubbed at the end of a cut text.
+const MIN_PARTIAL: usize = 4;
+
 impl Redactor {
     pub fn new(secrets: impl IntoIterator<Item = Secret>) -> Redactor {
         let mut secrets: Vec<Secret> = secrets.into_iter().filter(|s| s.0.len() >= MIN_SECRET_LEN).collect();
@@ -78,12 +81,25 @@ impl Redactor {
         Redactor { secrets }
     }
 
-    /// `text` with every known secret replaced.
+    /// `text` with every known secret replaced, including the start of a
+    /// secret cut off at the end of the text (details are cut to a length
+    /// before they reach here, and the cut can fall inside an echoed key).
     pub fn scrub(&self, text: &str) -> String {
         let mut out = text.to_owned();
         for secret in &self.secrets {
             if out.contains(secret.expose()) {
                 out = out.replace(secret.expose(), REDACTED);
+            }
+        }
+        for secret in &self.secrets {
+            let key = secret.expose();
+            // The longest prefix of the key (at least MIN_PARTIAL bytes)
+            // that the text ends with.
+            let cut =
+                (MIN_PARTIAL..key.len()).rev().filter(|&n| key.is_char_boundary(n)).find(|&n| out.ends_with(&key[..n]));
+            if let Some(n) = cut {
+                out.truncate(out.len() - n);
+                out.push_str(REDACTED);
             }
         }
         out
@@ -101,6 +117,14 @@ mod tests {
         assert!(s.matches("sk-live-0123456789"));
         assert!(!s.matches("sk-live-012345678"));
         assert!(!s.matches("sk-live-0123456780"));
+    }
+
+    /// A detail cut inside an echoed key does not keep the key's start.
+    #[test]
+    fn redactor_scrubs_a_key_cut_at_the_end() {
+        let r = Redactor::new([Secret::new("sk-live-0123456789")]);
+        assert_eq!(r.scrub("Incorrect API key provided: sk-live-0123"), "Incorrect API key provided: [redacted]");
+        assert_eq!(r.scrub("ends with sk"), "ends with sk", "too short a start to be the key");
     }
 
     #[test]

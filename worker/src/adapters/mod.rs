@@ -10,6 +10,9 @@ use cohort_core::config::{AdapterKind, ArmConfig};
 use cohort_core::taxonomy::AttemptClass;
 use serde::{Deserialize, Serialize};
 
+pub mod command;
+pub mod openai_chat;
+mod settings;
 pub mod sim;
 
 /// One turn of the conversation with the system.
@@ -84,7 +87,9 @@ pub trait Adapter: Send + Sync + std::fmt::Debug {
 /// Why an adapter could not be built from an arm's config.
 #[derive(Debug, thiserror::Error)]
 pub enum AdapterError {
-    #[error("arm {arm:?}: adapter `{kind}` is not available in this version of cohort (available: sim)")]
+    #[error(
+        "arm {arm:?}: adapter `{kind}` is not available in this version of cohort (available: openai_chat, command, sim)"
+    )]
     NotAvailable { arm: String, kind: String },
     #[error("arm {arm:?}: settings.{field}: {message}")]
     BadSetting { arm: String, field: String, message: String },
@@ -94,6 +99,8 @@ pub enum AdapterError {
 pub fn for_arm(arm: &ArmConfig) -> Result<Arc<dyn Adapter>, AdapterError> {
     match arm.adapter {
         AdapterKind::Sim => Ok(Arc::new(sim::SimAdapter::from_arm(arm)?)),
+        AdapterKind::OpenaiChat => Ok(Arc::new(openai_chat::OpenAiChatAdapter::from_arm(arm)?)),
+        AdapterKind::Command => Ok(Arc::new(command::CommandAdapter::from_arm(arm)?)),
         other => Err(AdapterError::NotAvailable {
             arm: arm.id.clone(),
             kind: serde_json::to_value(other).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default(),

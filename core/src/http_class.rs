@@ -1,0 +1,187 @@
+//! Classifying a provider's HTTP answer with the attempt classes of SPEC
+//! section 4. Shared by the judge proxy (judge calls) and the worker's
+//! HTTP adapters (systems under test), so both sides of a cohort count an
+//! outage the same way. Pure: callers do the HTTP exchange and hand over
+//! the status and the body bytes.
+//!
+//! The rules, in order:
+//! - a non-2xx answer: 402, and a 429 saying `insufficient_quota` or
+//!   "quota exceeded", are `quota_exhausted`; other 429s `rate_limited`;
+//!   408 `timeout`; a 502 saying "empty content" / "empty response" or with
+//!   an empty body `empty_content`; other 5xx `server_error`; anything else
+//!   `client_error` ([`classify_http`]);
+//! - a 2xx whose body is not JSON, or not the expected shape, is
+//!   `malformed` ([`parse_json`], [`read_openai_chat`]);
+//! - a well-formed 2xx that refused (`finish_reason` `content_filter`, or a
+//!   `refusal` field) is `refused`; one with no text is `empty_content`
+//!   ([`reply_class`]).
+//!
+//! Details are secret-free only if the caller scrubs its secrets from the
+//! body before classifying: a detail quotes the provider's message.
+
+use serde_json::Value;
+
+use crate::taxonomy::AttemptClass;
+
+/// The longest provider text kept in an attempt's detail.
+pub const MAX_DETAIL_CHARS: usize = 300;
+
+/// The class and detail of a non-2xx answer. The detail is
+/// `HTTP {status}: {message}`, the message being the body's
+/// `error.message` (or `message`), else the body's text, cut to
+/// [`MAX_DETAIL_CHARS`].
+pub fn classify_http(status: u16, body: &[u8]) -> (AttemptClass, String) {
+    let text = String::from_utf8_lossy(body);
+    let lower = text.to_ascii_lowercase();
+    let message = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| {
+            v.pointer("/error/message").or_else(|| v.get("message")).and_then(Value::as_str).map(str::to_owned)
+        })
+        .unwrap_or_else(|| text.trim().to_owned());
+    let class = match status {
+        402 => AttemptClass::QuotaExhausted,
+        429 if lower.contains("insufficient_quota") || lower.contains("quota exceeded") => AttemptClass::QuotaExhausted,
+        429 => AttemptClass::RateLimited,
+        408 => AttemptClass::Timeout,
+        502 if lower.contains("empty content") || lower.contains("empty response") || text.trim().is_empty() => {
+            AttemptClass::EmptyContent
+        }
+        500..=599 => AttemptClass::ServerError,
+        _ => AttemptClass::ClientError,
+    };
+    (class, truncate_detail(&format!("HTTP {status}: {message}")))
+}
+
+/// A 2xx body as JSON, or `malformed`.
+pub fn parse_json(body: &[u8]) -> Result<Value, (AttemptClass, String)> {
+    serde_json::from_slice(body).map_err(|e| (AttemptClass::Malformed, format!("the body is not JSON: {e}")))
+}
+
+/// The parts of an OpenAI chat completion that classification and the
+/// callers need.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OpenAiChatReply {
+    /// `choices[0].message.content`: a string, or the `text` of its parts
+    /// joined; empty when null or absent.
+    pub content: String,
+    /// `choices[0].finish_reason`, or `refusal` when the message carries a
+    /// non-empty `refusal` field.
+    pub finish_reason: Option<String>,
+    /// The text of the message's `refusal` field, when non-empty.
+    pub refusal: Option<String>,
+    /// The body's `model` (the model that served), when non-empty.
+    pub model: Option<String>,
+    /// `usage.prompt_tokens` and `usage.completion_tokens` (0 when only the
+    /// former is given); `None` without `prompt_tokens`.
+    pub usage: Option<(u64, u64)>,
+    /// Whether the message carries tool calls.
+    pub has_tool_calls: bool,
+}
+
+/// Reads an OpenAI chat completion body, or says why it is `malformed`.
+pub fn read_openai_chat(body: &Value) -> Result<OpenAiChatReply, (AttemptClass, String)> {
+    let malformed = |what: &str| (AttemptClass::Malformed, what.to_owned());
+    let choice = body.pointer("/choices/0").ok_or_else(|| malformed("the reply has no choices"))?;
+    let message = choice.get("message").ok_or_else(|| malformed("the first choice has no message"))?;
+    let content = match message.get("content") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => {
+            parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("")
+        }
+        Some(Value::Null) | None => String::new(),
+        Some(_) => return Err(malformed("message.content is neither text nor parts")),
+    };
+    let refusal = message.get("refusal").and_then(Value::as_str).filter(|r| !r.is_empty()).map(str::to_owned);
+    let finish_reason = if refusal.is_some() {
+        Some("refusal".to_owned())
+    } else {
+        choice.get("finish_reason").and_then(Value::as_str).map(str::to_owned)
+    };
+    let usage = body.get("usage").and_then(|u| {
+        Some((u.get("prompt_tokens")?.as_u64()?, u.get("completion_tokens").and_then(Value::as_u64).unwrap_or(0)))
+    });
+    let model = body.get("model").and_then(Value::as_str).filter(|m| !m.is_empty()).map(str::to_owned);
+    let has_tool_calls = message.get("tool_calls").and_then(Value::as_array).is_some_and(|a| !a.is_empty());
+    Ok(OpenAiChatReply { content, finish_reason, refusal, model, usage, has_tool_calls })
+}
+
+/// The class of a well-formed 2xx reply, `None` when it is usable:
+/// `refused` when `finish_reason` is `content_filter` or `refusal`;
+/// `empty_content` when `content` is blank, unless `has_tool_calls` (a
+/// client that asked for tools got an answer).
+pub fn reply_class(finish_reason: Option<&str>, content: &str, has_tool_calls: bool) -> Option<(AttemptClass, String)> {
+    if finish_reason.is_some_and(|r| matches!(r, "content_filter" | "refusal")) {
+        return Some((AttemptClass::Refused, "the provider refused (content filter)".to_owned()));
+    }
+    if content.trim().is_empty() && !has_tool_calls {
+        return Some((AttemptClass::EmptyContent, "a 200 with no content".to_owned()));
+    }
+    None
+}
+
+/// `text` cut to [`MAX_DETAIL_CHARS`] characters, with `…` when cut.
+pub fn truncate_detail(text: &str) -> String {
+    if text.chars().count() <= MAX_DETAIL_CHARS {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(MAX_DETAIL_CHARS).collect();
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn class(status: u16, body: &str) -> AttemptClass {
+        classify_http(status, body.as_bytes()).0
+    }
+
+    /// Every non-2xx status gets the class SPEC section 4 gives it, and the
+    /// detail quotes the provider's message.
+    #[test]
+    fn statuses_get_their_classes() {
+        assert_eq!(class(429, r#"{"error":{"type":"rate_limit_exceeded"}}"#), AttemptClass::RateLimited);
+        assert_eq!(class(429, r#"{"error":{"code":"insufficient_quota"}}"#), AttemptClass::QuotaExhausted);
+        assert_eq!(class(429, "Quota exceeded for today"), AttemptClass::QuotaExhausted);
+        assert_eq!(class(402, "{}"), AttemptClass::QuotaExhausted);
+        assert_eq!(class(408, ""), AttemptClass::Timeout);
+        assert_eq!(class(500, "oops"), AttemptClass::ServerError);
+        assert_eq!(class(503, "busy"), AttemptClass::ServerError);
+        assert_eq!(
+            class(502, r#"{"error":{"message":"Provider returned empty content"}}"#),
+            AttemptClass::EmptyContent
+        );
+        assert_eq!(class(502, "  "), AttemptClass::EmptyContent);
+        assert_eq!(class(502, "bad gateway"), AttemptClass::ServerError);
+        assert_eq!(class(400, "bad"), AttemptClass::ClientError);
+        assert_eq!(class(401, "who"), AttemptClass::ClientError);
+        let (_, detail) = classify_http(400, br#"{"error":{"message":"model not found"}}"#);
+        assert_eq!(detail, "HTTP 400: model not found");
+        let (_, detail) = classify_http(500, "x".repeat(1000).as_bytes());
+        assert_eq!(detail.chars().count(), MAX_DETAIL_CHARS + 1);
+    }
+
+    /// 2xx bodies: not JSON or the wrong shape is malformed; refusals and
+    /// blank text are classified; text and tool calls are usable.
+    #[test]
+    fn replies_get_their_classes() {
+        assert_eq!(parse_json(br#"{"choices":[{"message":{"content":"Cl"#).unwrap_err().0, AttemptClass::Malformed);
+        let read = |s: &str| read_openai_chat(&parse_json(s.as_bytes()).unwrap());
+        assert_eq!(read(r#"{"choices":[]}"#).unwrap_err().0, AttemptClass::Malformed);
+        assert_eq!(read(r#"{"choices":[{}]}"#).unwrap_err().0, AttemptClass::Malformed);
+        assert_eq!(read(r#"{"choices":[{"message":{"content":7}}]}"#).unwrap_err().0, AttemptClass::Malformed);
+
+        let r = read(r#"{"model":"m-1","choices":[{"message":{"content":[{"text":"a"},{"text":"b"}]},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":4}}"#).unwrap();
+        assert_eq!((r.content.as_str(), r.model.as_deref(), r.usage), ("ab", Some("m-1"), Some((3, 4))));
+        assert_eq!(reply_class(r.finish_reason.as_deref(), &r.content, r.has_tool_calls), None);
+
+        let r = read(r#"{"choices":[{"message":{"content":"","refusal":"I can't."}}]}"#).unwrap();
+        assert_eq!(r.refusal.as_deref(), Some("I can't."));
+        assert_eq!(reply_class(r.finish_reason.as_deref(), &r.content, false).unwrap().0, AttemptClass::Refused);
+        assert_eq!(reply_class(Some("content_filter"), "partial", false).unwrap().0, AttemptClass::Refused);
+        assert_eq!(reply_class(Some("stop"), " \n", false).unwrap().0, AttemptClass::EmptyContent);
+        assert_eq!(reply_class(Some("tool_calls"), "", true), None);
+    }
+}

@@ -1,0 +1,306 @@
+//! `openai_chat`: a system under test behind an OpenAI-compatible chat
+//! completions API (OpenAI, OpenRouter, vLLM, Ollama, Perplexity's API).
+//!
+//! One call is one `POST {base_url}/chat/completions` with the whole
+//! conversation (`user` turns as `user`, `system_under_test` turns as
+//! `assistant`), non-streaming. The answer is classified with the rules the
+//! judge proxy uses ([`cohort_core::http_class`]), so an outage counts the
+//! same on both sides of a cohort; transport errors are `timeout` (the
+//! client's `timeout_secs`) or `connection_error`. The worker's per-run
+//! deadline still bounds the whole run.
+//!
+//! What is read from a 2xx body: `choices[0].message.content` (the output;
+//! blank is `empty_content`; `finish_reason: content_filter` or a
+//! `refusal` field is `refused`, its text kept); the body's `model` as the
+//! observed version (never the requested model: no `model`, no version);
+//! `usage.prompt_tokens` / `completion_tokens`; Perplexity's top-level
+//! `citations` (URLs) and `search_results` entries that carry `snippet`
+//! text (as system sources; entries without text are skipped, never given
+//! invented text). This adapter never reports a clarification: whatever
+//! the system says is its output.
+//!
+//! Settings (in the arm's `settings` table; nothing else is accepted):
+//!
+//! | setting | default | meaning |
+//! |---|---|---|
+//! | `base_url` | required | `http(s)://host[:port]/path`, e.g. `https://api.perplexity.ai` |
+//! | `model` | required | the model requested |
+//! | `api_key_env` | none | the environment variable holding the key, sent as a bearer token |
+//! | `timeout_secs` | 600 | the client timeout of one call (fractions allowed) |
+//! | `max_tokens` | unset | sent as `max_tokens` |
+//! | `temperature` | unset | sent as `temperature`; omitted when unset |
+//! | `extra_headers` | none | a table of headers sent with every call (recorded: no secrets) |
+//!
+//! The key is read once, when the adapter is built, and is kept in an
+//! [`ApiKey`] that never prints; it is scrubbed from every provider text
+//! that reaches an attempt's detail (some providers echo a wrong key).
+
+use std::fmt;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cohort_core::config::ArmConfig;
+use cohort_core::http_class;
+use cohort_core::taxonomy::AttemptClass;
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Value, json};
+
+use super::settings::Settings;
+use super::{Adapter, AdapterError, AdapterRequest, AdapterResponse, Reply, TokenUsage};
+use crate::score::SystemSource;
+
+/// The client timeout of one call when `timeout_secs` is unset.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+const KNOWN_SETTINGS: [&str; 7] =
+    ["base_url", "model", "api_key_env", "timeout_secs", "max_tokens", "temperature", "extra_headers"];
+
+/// What replaces the key wherever provider text would show it.
+const REDACTED: &str = "[redacted]";
+
+/// An API key: its `Debug` never shows it, and it has no `Display`.
+#[derive(Clone)]
+pub struct ApiKey(String);
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey([redacted])")
+    }
+}
+
+impl ApiKey {
+    /// `text` with the key replaced.
+    fn scrub(&self, text: &str) -> String {
+        if self.0.is_empty() || !text.contains(&self.0) { text.to_owned() } else { text.replace(&self.0, REDACTED) }
+    }
+
+    /// The `Authorization` value, marked sensitive so no `Debug` of the
+    /// request shows it.
+    fn bearer(&self) -> Option<HeaderValue> {
+        let mut v = HeaderValue::from_str(&format!("Bearer {}", self.0)).ok()?;
+        v.set_sensitive(true);
+        Some(v)
+    }
+}
+
+/// An arm behind an OpenAI-compatible chat completions API.
+#[derive(Debug)]
+pub struct OpenAiChatAdapter {
+    /// `{base_url}/chat/completions`.
+    endpoint: String,
+    model: String,
+    api_key: Option<ApiKey>,
+    max_tokens: Option<u64>,
+    temperature: Option<f64>,
+    /// `extra_headers`, checked when built.
+    headers: HeaderMap,
+    /// Built with the call timeout; one per arm, so connections are reused.
+    client: reqwest::Client,
+}
+
+impl OpenAiChatAdapter {
+    /// The adapter of `arm`; reads the key from `api_key_env` now, so a
+    /// missing key stops the worker before any run is leased.
+    pub fn from_arm(arm: &ArmConfig) -> Result<OpenAiChatAdapter, AdapterError> {
+        OpenAiChatAdapter::with_env(arm, |var| std::env::var(var).ok())
+    }
+
+    /// [`OpenAiChatAdapter::from_arm`] with `env` looking up environment
+    /// variables (tests inject the key without touching the process).
+    pub fn with_env(arm: &ArmConfig, env: impl Fn(&str) -> Option<String>) -> Result<OpenAiChatAdapter, AdapterError> {
+        let s = Settings::new(arm, "openai_chat", &KNOWN_SETTINGS)?;
+        let base_url = s.required_string("base_url")?;
+        let parsed = url::Url::parse(&base_url).map_err(|e| s.bad("base_url", format!("not a URL: {e}")))?;
+        if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+            return Err(s.bad("base_url", "must be an http:// or https:// URL with a host"));
+        }
+        if !parsed.username().is_empty() || parsed.password().is_some() || parsed.query().is_some() {
+            return Err(s.bad(
+                "base_url",
+                "must carry no credentials and no query (settings are recorded): name the key's variable in api_key_env",
+            ));
+        }
+        let model = s.required_string("model")?;
+        let api_key = match s.string("api_key_env")? {
+            None => None,
+            Some(var) => match env(&var) {
+                Some(key) if !key.trim().is_empty() => Some(ApiKey(key.trim().to_owned())),
+                _ => return Err(s.bad("api_key_env", format!("the environment variable {var} is not set"))),
+            },
+        };
+        let temperature = s.number("temperature")?;
+        if temperature.is_some_and(|t| t < 0.0) {
+            return Err(s.bad("temperature", "must not be negative"));
+        }
+        let mut headers = HeaderMap::new();
+        for (name, value) in s.string_table("extra_headers")? {
+            let header = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| s.bad("extra_headers", format!("{name:?} is not a header name")))?;
+            if header == AUTHORIZATION {
+                return Err(s.bad(
+                    "extra_headers",
+                    "authorization is set from api_key_env (settings are recorded: no secrets here)",
+                ));
+            }
+            let value = HeaderValue::from_str(&value)
+                .map_err(|_| s.bad("extra_headers", format!("{name}: not a valid header value")))?;
+            headers.insert(header, value);
+        }
+        let timeout = s.seconds("timeout_secs", DEFAULT_TIMEOUT)?;
+        let client = reqwest::Client::builder()
+            .timeout(timeout)
+            .build()
+            .map_err(|e| s.bad("timeout_secs", format!("cannot build the HTTP client: {e}")))?;
+        Ok(OpenAiChatAdapter {
+            endpoint: format!("{}/chat/completions", base_url.trim_end_matches('/')),
+            model,
+            api_key,
+            max_tokens: s.whole("max_tokens")?,
+            temperature,
+            headers,
+            client,
+        })
+    }
+
+    /// The JSON body of a call with `request`'s conversation.
+    pub fn request_body(&self, request: &AdapterRequest) -> Value {
+        let messages: Vec<Value> = request
+            .conversation
+            .iter()
+            .map(|t| {
+                let role = if t.role == "system_under_test" { "assistant" } else { "user" };
+                json!({"role": role, "content": t.text})
+            })
+            .collect();
+        let mut body = json!({"model": self.model, "messages": messages, "stream": false});
+        if let Some(max) = self.max_tokens {
+            body["max_tokens"] = json!(max);
+        }
+        if let Some(t) = self.temperature {
+            body["temperature"] = json!(t);
+        }
+        body
+    }
+
+    /// Classifies and reads an answer (`status`, `body`).
+    pub fn read_answer(&self, status: u16, body: &[u8]) -> AdapterResponse {
+        if !(200..300).contains(&status) {
+            // Scrubbed before classifying: the detail quotes the body, and a
+            // key cut by truncation would no longer be found.
+            let text = self.scrub(&String::from_utf8_lossy(body));
+            let (class, detail) = http_class::classify_http(status, text.as_bytes());
+            return failure(class, status, detail);
+        }
+        let parsed = match http_class::parse_json(body) {
+            Ok(v) => v,
+            Err((class, detail)) => return failure(class, status, detail),
+        };
+        let reply = match http_class::read_openai_chat(&parsed) {
+            Ok(r) => r,
+            Err((class, detail)) => return failure(class, status, detail),
+        };
+        // A research system's answer is its text: tool calls alone are not one.
+        let verdict = http_class::reply_class(reply.finish_reason.as_deref(), &reply.content, false);
+        let (class, detail, text) = match verdict {
+            None => (AttemptClass::Ok, String::new(), Some(reply.content)),
+            Some((AttemptClass::Refused, detail)) => {
+                let text = if reply.content.trim().is_empty() { reply.refusal } else { Some(reply.content) };
+                (AttemptClass::Refused, detail, text.filter(|t| !t.trim().is_empty()))
+            }
+            Some((class, detail)) => (class, detail, None),
+        };
+        AdapterResponse {
+            class,
+            http_status: status,
+            detail: self.scrub(&detail),
+            reply: text.map_or(Reply::Nothing, Reply::Output),
+            observed_version: reply.model,
+            usage: reply.usage.map(|(input_tokens, output_tokens)| TokenUsage { input_tokens, output_tokens }),
+            citations: citations(&parsed),
+            sources: search_results(&parsed),
+        }
+    }
+
+    fn scrub(&self, text: &str) -> String {
+        match &self.api_key {
+            Some(key) => key.scrub(text),
+            None => text.to_owned(),
+        }
+    }
+
+    /// A failed exchange: `timeout` when the client timed out, else
+    /// `connection_error`, with the error's source chain as detail.
+    fn transport_failure(&self, e: &reqwest::Error, status: u16) -> AdapterResponse {
+        let class = if e.is_timeout() { AttemptClass::Timeout } else { AttemptClass::ConnectionError };
+        let mut detail = e.to_string();
+        let mut source = std::error::Error::source(e);
+        while let Some(s) = source {
+            detail.push_str(": ");
+            detail.push_str(&s.to_string());
+            source = s.source();
+        }
+        failure(class, status, self.scrub(&detail))
+    }
+}
+
+#[async_trait]
+impl Adapter for OpenAiChatAdapter {
+    async fn call(&self, request: &AdapterRequest) -> AdapterResponse {
+        let mut headers = self.headers.clone();
+        if let Some(bearer) = self.api_key.as_ref().and_then(ApiKey::bearer) {
+            headers.insert(AUTHORIZATION, bearer);
+        }
+        let sent = self.client.post(&self.endpoint).headers(headers).json(&self.request_body(request)).send().await;
+        let response = match sent {
+            Ok(r) => r,
+            Err(e) => return self.transport_failure(&e, 0),
+        };
+        let status = response.status().as_u16();
+        match response.bytes().await {
+            Ok(body) => self.read_answer(status, &body),
+            Err(e) => self.transport_failure(&e, status),
+        }
+    }
+}
+
+fn failure(class: AttemptClass, http_status: u16, detail: String) -> AdapterResponse {
+    AdapterResponse {
+        class,
+        http_status,
+        detail: http_class::truncate_detail(&detail),
+        reply: Reply::Nothing,
+        observed_version: None,
+        usage: None,
+        citations: Vec::new(),
+        sources: Vec::new(),
+    }
+}
+
+/// Perplexity's top-level `citations`: the URL strings, in order.
+fn citations(body: &Value) -> Vec<String> {
+    body.get("citations")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Perplexity's `search_results` that carry text in `snippet`; entries
+/// without a URL or without text are skipped (a title is not evidence).
+fn search_results(body: &Value) -> Vec<SystemSource> {
+    body.get("search_results")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|r| {
+            let url = r.get("url").and_then(Value::as_str).map(str::trim).filter(|u| !u.is_empty())?;
+            let snippet = r.get("snippet").and_then(Value::as_str).map(str::trim).filter(|s| !s.is_empty())?;
+            let title = r.get("title").and_then(Value::as_str).map(str::trim).filter(|t| !t.is_empty());
+            Some(SystemSource { url: url.to_owned(), title: title.map(str::to_owned), snippet: snippet.to_owned() })
+        })
+        .collect()
+}
