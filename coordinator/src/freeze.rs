@@ -137,16 +137,7 @@ pub fn freeze(dir: &Path, options: &FreezeOptions) -> Result<FreezeReport, Freez
         }
         (None, Some(_)) => Err(FreezeError::NotFrozen { dir: dir.to_owned() }),
         (Some((manifest, _)), None) => {
-            let changes = manifest.changes(&files.hashes());
-            if !changes.is_empty() {
-                return Err(FreezeError::Changed { dir: dir.to_owned(), changes });
-            }
-            // Same bytes as frozen; still check that manifest.json itself
-            // was not edited.
-            let cohort = files.validate()?;
-            manifest
-                .check_consistency(&cohort)
-                .map_err(|message| FreezeError::BadManifest { path: manifest_path.clone(), message })?;
+            verify(dir, &files, &manifest)?;
             Ok(FreezeReport::Verified { manifest, path: manifest_path })
         }
         (Some((old, old_sha256)), Some(request)) => amend(dir, &files, &old, &old_sha256, request, options.now),
@@ -318,11 +309,20 @@ pub fn load_frozen(dir: &Path) -> Result<(ValidatedCohort, Manifest, String), Fr
     let files = read_cohort_files(dir)?;
     let path = dir.join(manifest::FILE);
     let (manifest, sha) = read_manifest(&path)?.ok_or_else(|| FreezeError::NotFrozen { dir: dir.to_owned() })?;
+    let cohort = verify(dir, &files, &manifest)?;
+    Ok((cohort, manifest, sha))
+}
+
+/// Checks a frozen directory: its files have the manifest's hashes, they
+/// are valid, and the manifest is the one they derive (it was not edited).
+fn verify(dir: &Path, files: &CohortFiles, manifest: &Manifest) -> Result<ValidatedCohort, FreezeError> {
     let changes = manifest.changes(&files.hashes());
     if !changes.is_empty() {
         return Err(FreezeError::Changed { dir: dir.to_owned(), changes });
     }
     let cohort = files.validate()?;
-    manifest.check_consistency(&cohort).map_err(|message| FreezeError::BadManifest { path, message })?;
-    Ok((cohort, manifest, sha))
+    manifest
+        .check_consistency(&cohort)
+        .map_err(|message| FreezeError::BadManifest { path: dir.join(manifest::FILE), message })?;
+    Ok(cohort)
 }

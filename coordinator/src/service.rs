@@ -70,6 +70,24 @@ pub struct ServedPlan {
 /// An arm's accepted version labels and whether it is paused.
 type ArmVersions = (Vec<String>, bool);
 
+impl ServedPlan {
+    /// The plan of a validated config, its suffix (as the prompt uses it)
+    /// and its manifest's hash.
+    pub fn from_config(
+        config: &cohort_core::config::CohortConfig,
+        suffix: String,
+        manifest_sha256: String,
+    ) -> ServedPlan {
+        ServedPlan {
+            cohort: config.name.clone(),
+            manifest_sha256,
+            suffix,
+            run_timeout_ms: (config.run_timeout_secs as i64).saturating_mul(1000),
+            pinned_versions: config.arms.iter().map(|a| (a.id.clone(), a.pinned_version.clone())).collect(),
+        }
+    }
+}
+
 /// The gRPC `Coordinator` service over a ledger.
 #[derive(Debug)]
 pub struct CoordinatorService {

@@ -130,6 +130,19 @@ pub fn truncate_detail(text: &str) -> String {
     out
 }
 
+/// An error and its source chain on one line (`error: cause: cause`): what
+/// a transport failure really was (reset, refused, closed early).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut detail = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        detail.push_str(": ");
+        detail.push_str(&s.to_string());
+        source = s.source();
+    }
+    detail
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -325,13 +325,5 @@ pub fn backoff(policy: &RetryConfig) -> ExponentialBuilder {
 
 fn transport_failure(e: &reqwest::Error) -> AttemptFailure {
     let class = if e.is_timeout() { AttemptClass::Timeout } else { AttemptClass::ConnectionError };
-    // The source chain says what happened (reset, refused, closed early).
-    let mut detail = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        detail.push_str(": ");
-        detail.push_str(&s.to_string());
-        source = s.source();
-    }
-    AttemptFailure::new(class, None, detail)
+    AttemptFailure::new(class, None, cohort_core::http_class::error_chain(e))
 }

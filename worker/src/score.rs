@@ -43,6 +43,10 @@ pub struct JudgeEndpoint {
     pub key: TeamKey,
     /// How long one run's judging may take, permit waits included.
     pub deadline: Duration,
+    /// One HTTP/2 channel to the proxy for every run of this process,
+    /// made on first use (it reconnects by itself), instead of a new
+    /// connection per run.
+    channel: std::sync::Arc<std::sync::OnceLock<tonic::transport::Channel>>,
 }
 
 /// A team key: its Debug and Display never show it.
@@ -85,7 +89,7 @@ pub enum JudgeFileError {
 impl JudgeEndpoint {
     /// An endpoint from its parts (a proxy started in this process).
     pub fn new(url: String, judge: String, key: String, deadline: Duration) -> JudgeEndpoint {
-        JudgeEndpoint { url, judge, key: TeamKey(key), deadline }
+        JudgeEndpoint { url, judge, key: TeamKey(key), deadline, channel: Default::default() }
     }
 
     /// Reads `--judge FILE` (TOML: `url`, `judge`, `key_env` or `key_file`,
@@ -120,6 +124,7 @@ impl JudgeEndpoint {
             judge: raw.judge,
             key: TeamKey(key),
             deadline: Duration::from_secs(raw.deadline_secs.max(1)),
+            channel: Default::default(),
         })
     }
 }
@@ -325,7 +330,7 @@ pub async fn score_output(
                                 verdicts[*i] = Some(unjudged(UnjudgedReason::ProviderError));
                             }
                         }
-                        judge_summary = Some(summary_from_pb(&reply, None));
+                        judge_summary = Some(summary_from_pb(&reply));
                     }
                     Err(status) => {
                         for (i, _) in &to_judge {
@@ -366,13 +371,17 @@ async fn call_judge(
     query_id: &str,
     system: &str,
 ) -> Result<pb::JudgeResponse, tonic::Status> {
-    let channel = tonic::transport::Endpoint::from_shared(endpoint.url.clone())
-        .map_err(|e| tonic::Status::invalid_argument(format!("judge url: {e}")))?
-        .connect_timeout(Duration::from_secs(5))
-        .timeout(endpoint.deadline + Duration::from_secs(5))
-        .connect()
-        .await
-        .map_err(|e| tonic::Status::unavailable(format!("cannot reach the judge proxy at {}: {e}", endpoint.url)))?;
+    let channel = match endpoint.channel.get() {
+        Some(channel) => channel.clone(),
+        None => {
+            let channel = tonic::transport::Endpoint::from_shared(endpoint.url.clone())
+                .map_err(|e| tonic::Status::invalid_argument(format!("judge url: {e}")))?
+                .connect_timeout(Duration::from_secs(5))
+                .timeout(endpoint.deadline + Duration::from_secs(5))
+                .connect_lazy();
+            endpoint.channel.get_or_init(|| channel).clone()
+        }
+    };
     let mut request = tonic::Request::new(pb::JudgeRequest {
         judge: endpoint.judge.clone(),
         claims,
@@ -404,7 +413,7 @@ fn verdict_from_pb(v: &pb::ClaimVerdict) -> ParsedVerdict {
     ParsedVerdict { verdict, line }
 }
 
-fn summary_from_pb(reply: &pb::JudgeResponse, error: Option<String>) -> JudgeSummary {
+fn summary_from_pb(reply: &pb::JudgeResponse) -> JudgeSummary {
     let usage = reply.usage.clone().unwrap_or_default();
     JudgeSummary {
         requested_model: reply.requested_model.clone(),
@@ -421,6 +430,6 @@ fn summary_from_pb(reply: &pb::JudgeResponse, error: Option<String>) -> JudgeSum
                     .map_or_else(|_| "unspecified".to_owned(), |c| c.to_string())
             })
             .collect(),
-        error,
+        error: None,
     }
 }

@@ -115,14 +115,7 @@ pub async fn seed(ledger: &dyn Ledger, frozen: &Frozen) -> anyhow::Result<SeedOu
 }
 
 pub fn served_plan(frozen: &Frozen) -> ServedPlan {
-    let c = &frozen.cohort.config;
-    ServedPlan {
-        cohort: c.name.clone(),
-        manifest_sha256: frozen.manifest_sha256.clone(),
-        suffix: frozen.cohort.suffix.clone(),
-        run_timeout_ms: (c.run_timeout_secs as i64).saturating_mul(1000),
-        pinned_versions: c.arms.iter().map(|a| (a.id.clone(), a.pinned_version.clone())).collect(),
-    }
+    ServedPlan::from_config(&frozen.cohort.config, frozen.cohort.suffix.clone(), frozen.manifest_sha256.clone())
 }
 
 /// The plan a coordinator serves, read without loading the manifest's
@@ -150,13 +143,11 @@ pub fn served_plan_from_files(dir: &Path) -> anyhow::Result<ServedPlan> {
         }
         sha2::Digest::update(&mut hasher, &buffer[..n]);
     }
-    Ok(ServedPlan {
-        cohort: config.name.clone(),
-        manifest_sha256: hex::encode(sha2::Digest::finalize(hasher)),
-        suffix: cohort_core::cohort::suffix_for_prompt(&suffix).to_owned(),
-        run_timeout_ms: (config.run_timeout_secs as i64).saturating_mul(1000),
-        pinned_versions: config.arms.iter().map(|a| (a.id.clone(), a.pinned_version.clone())).collect(),
-    })
+    Ok(ServedPlan::from_config(
+        &config,
+        cohort_core::cohort::suffix_for_prompt(&suffix).to_owned(),
+        hex::encode(sha2::Digest::finalize(hasher)),
+    ))
 }
 
 /// The store flags as arguments, to pass them on to a child `cohort`.

@@ -232,14 +232,7 @@ impl OpenAiChatAdapter {
     /// `connection_error`, with the error's source chain as detail.
     fn transport_failure(&self, e: &reqwest::Error, status: u16) -> AdapterResponse {
         let class = if e.is_timeout() { AttemptClass::Timeout } else { AttemptClass::ConnectionError };
-        let mut detail = e.to_string();
-        let mut source = std::error::Error::source(e);
-        while let Some(s) = source {
-            detail.push_str(": ");
-            detail.push_str(&s.to_string());
-            source = s.source();
-        }
-        failure(class, status, self.scrub(&detail))
+        failure(class, status, self.scrub(&cohort_core::http_class::error_chain(e)))
     }
 }
 
