@@ -16,6 +16,8 @@
 //!   deterministic metrics, the judge prompt and verdict parser.
 //! - [`passages`]: splitting captured source text into passages and ranking
 //!   them against a claim (BM25), so the judge sees the relevant passage.
+//! - [`stats`]: the cluster bootstrap over questions (algorithm
+//!   `cohort-bootstrap-v1`) and numpy's linear percentile.
 //! - [`error`]: validation errors that name the file, the line and the field.
 
 pub mod cohort;
@@ -29,6 +31,7 @@ pub mod order;
 pub mod passages;
 pub mod questions;
 pub mod scoring;
+pub mod stats;
 pub mod taxonomy;
 
 pub use cohort::{CohortFiles, ValidatedCohort};

@@ -104,6 +104,8 @@ pub fn shuffle<T>(items: &mut [T], seed: u64) {
 #[derive(Debug)]
 pub struct KeyStream {
     key: [u8; 32],
+    /// All zero for the run order; the bootstrap gives each draw its own.
+    nonce: [u8; 12],
     counter: u32,
     block: [u8; 64],
     /// Next unread byte of `block`; 64 means "refill first".
@@ -114,14 +116,20 @@ impl KeyStream {
     /// The keystream of algorithm v1 for `seed`.
     pub fn for_seed(seed: u64) -> KeyStream {
         let key = sha256(format!("{ORDER_ALGORITHM}:{seed}").as_bytes());
-        KeyStream { key, counter: 0, block: [0; 64], position: 64 }
+        KeyStream::with_key_and_nonce(key, [0; 12])
+    }
+
+    /// The keystream of any key and nonce, block counter from 0: the
+    /// cluster bootstrap (`crate::stats`) reads one per draw.
+    pub(crate) fn with_key_and_nonce(key: [u8; 32], nonce: [u8; 12]) -> KeyStream {
+        KeyStream { key, nonce, counter: 0, block: [0; 64], position: 64 }
     }
 
     /// The next little-endian `u64` word. A block holds exactly eight words,
     /// so a word never straddles two blocks.
     pub fn next_u64(&mut self) -> u64 {
         if self.position == 64 {
-            self.block = chacha20_block(&self.key, self.counter, &[0; 12]);
+            self.block = chacha20_block(&self.key, self.counter, &self.nonce);
             // 2^32 blocks is 256 GiB of keystream: far beyond any cohort.
             self.counter = self.counter.wrapping_add(1);
             self.position = 0;
