@@ -182,6 +182,7 @@ async fn judge_throughput() {
                 source_url: "https://example.org".into(),
                 text: format!("As shown, claim number {i} is supported."),
             }],
+            cited_indices: vec![1],
         })
         .collect();
     let start = Instant::now();

@@ -36,6 +36,9 @@ pub const DEFAULT_OUTPUT_TOKENS_ESTIMATE: u64 = 512;
 pub const DEFAULT_REDIS_KEY_PREFIX: &str = "cohort";
 /// The `anthropic-version` header sent to Anthropic upstreams.
 pub const DEFAULT_ANTHROPIC_VERSION: &str = "2023-06-01";
+/// The `base_url` recorded for a `sim` upstream: it calls nothing, and a
+/// scheme no HTTP client speaks keeps it that way.
+pub const SIM_BASE_URL: &str = "sim://builtin";
 
 // === raw config, as written ===
 
@@ -80,7 +83,8 @@ struct RawRetry {
 struct RawUpstream {
     name: Spanned<String>,
     kind: Spanned<UpstreamKind>,
-    base_url: Spanned<String>,
+    /// Required for `openai` and `anthropic`; a `sim` upstream has none.
+    base_url: Option<Spanned<String>>,
     api_key_env: Option<Spanned<String>>,
     api_key_file: Option<Spanned<String>>,
     rpm: Spanned<i64>,
@@ -153,6 +157,20 @@ pub enum UpstreamKind {
     Openai,
     /// Anthropic Messages (`POST {base_url}/messages`).
     Anthropic,
+    /// The built-in SIMULATED judge (`crate::sim`): answers in the OpenAI
+    /// chat-completion form, in process, from a word-overlap rule; no
+    /// network, no key. For the offline quickstart and tests only.
+    Sim,
+}
+
+impl UpstreamKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UpstreamKind::Openai => "openai",
+            UpstreamKind::Anthropic => "anthropic",
+            UpstreamKind::Sim => "sim",
+        }
+    }
 }
 
 /// One provider account (or router) the proxy fronts.
@@ -160,7 +178,8 @@ pub enum UpstreamKind {
 pub struct UpstreamConfig {
     pub name: String,
     pub kind: UpstreamKind,
-    /// Without a trailing `/`: `https://api.openai.com/v1`.
+    /// Without a trailing `/`: `https://api.openai.com/v1`; [`SIM_BASE_URL`]
+    /// for a `sim` upstream.
     pub base_url: String,
     /// None for an upstream without authentication (a local vLLM).
     pub api_key: Option<Secret>,
@@ -257,6 +276,84 @@ impl ProxyConfig {
         out.extend(self.redis_url.clone());
         out
     }
+
+    /// Whether `judge`'s upstream is the SIMULATED `sim` kind.
+    pub fn judge_is_simulated(&self, judge: &JudgeConfig) -> bool {
+        self.upstream(&judge.upstream).is_some_and(|u| u.kind == UpstreamKind::Sim)
+    }
+
+    /// The names of the `sim` upstreams, for the start-up log line.
+    pub fn simulated_upstreams(&self) -> Vec<&str> {
+        self.upstreams.iter().filter(|u| u.kind == UpstreamKind::Sim).map(|u| u.name.as_str()).collect()
+    }
+
+    /// A proxy built in memory around the SIMULATED judge: one `sim`
+    /// upstream, one team (`team_key`), one judge, strict mode on (the sim
+    /// answers as the requested model, so the served-model check passes
+    /// exactly when `judge.served_model` is `judge.model`). Listen
+    /// addresses are unset: the caller passes listeners. `cohort run` uses
+    /// it for a cohort whose `[judge] provider` is `"sim"`.
+    pub fn builtin_sim(judge: BuiltinSimJudge, team_key: Secret) -> ProxyConfig {
+        let upstream = UpstreamConfig {
+            name: BUILTIN_SIM_UPSTREAM.to_owned(),
+            kind: UpstreamKind::Sim,
+            base_url: SIM_BASE_URL.to_owned(),
+            api_key: None,
+            // Generous limits: the limiter still runs (the real path), but a
+            // quickstart never waits on it.
+            rpm: 60_000,
+            tpm: 100_000_000,
+            max_concurrency: 16,
+            burst: 32,
+            served_model_headers: Vec::new(),
+            served_provider_headers: Vec::new(),
+            forward_headers: Vec::new(),
+            anthropic_version: DEFAULT_ANTHROPIC_VERSION.to_owned(),
+        };
+        let batch_size = judge.batch_size.max(1);
+        ProxyConfig {
+            grpc_listen: None,
+            http_listen: None,
+            strict: true,
+            redis_url: None,
+            redis_key_prefix: DEFAULT_REDIS_KEY_PREFIX.to_owned(),
+            default_deadline: Duration::from_millis(DEFAULT_DEADLINE_MS),
+            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+            output_tokens_estimate: DEFAULT_OUTPUT_TOKENS_ESTIMATE,
+            trace_file: None,
+            prices: judge.prices,
+            retry: RetryConfig::default(),
+            upstreams: vec![upstream],
+            teams: vec![TeamConfig { name: BUILTIN_SIM_TEAM.to_owned(), key: team_key, weight: 1 }],
+            judges: vec![JudgeConfig {
+                name: judge.name,
+                upstream: BUILTIN_SIM_UPSTREAM.to_owned(),
+                model: judge.model,
+                served_model: judge.served_model,
+                batch_size,
+                max_output_tokens: 16 * u64::from(batch_size) + 64,
+            }],
+        }
+    }
+}
+
+/// The upstream name of [`ProxyConfig::builtin_sim`].
+pub const BUILTIN_SIM_UPSTREAM: &str = "sim";
+/// The team name of [`ProxyConfig::builtin_sim`].
+pub const BUILTIN_SIM_TEAM: &str = "local";
+
+/// The judge of [`ProxyConfig::builtin_sim`].
+#[derive(Debug, Clone)]
+pub struct BuiltinSimJudge {
+    /// The judge's name in the proxy (what callers ask for).
+    pub name: String,
+    /// The model requested; the sim answers as this model.
+    pub model: String,
+    /// The model that must answer (strict mode).
+    pub served_model: String,
+    pub batch_size: u32,
+    /// Prices by served model (normally none for the sim: cost unknown).
+    pub prices: Option<PriceCatalog>,
 }
 
 /// Parses and validates a config `text` read from `file`. `env` looks up
@@ -526,12 +623,43 @@ impl Validator<'_> {
             let u = u.into_inner();
             let f = |n: &str| format!("upstreams[{i}].{n}");
             let name = self.name(u.name, &f("name"), &mut seen, "upstream");
-            let url_span = u.base_url.span();
-            let base_url = u.base_url.into_inner().trim_end_matches('/').to_owned();
-            if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
-                self.problem(url_span, f("base_url"), "must start with http:// or https://");
+            let kind = *u.kind.get_ref();
+            let base_url = match (kind, u.base_url) {
+                // The sim calls nothing: a URL or a key would suggest it does.
+                (UpstreamKind::Sim, Some(url)) => {
+                    self.problem(url.span(), f("base_url"), "a sim upstream calls nothing: remove base_url");
+                    SIM_BASE_URL.to_owned()
+                }
+                (UpstreamKind::Sim, None) => SIM_BASE_URL.to_owned(),
+                (_, None) => {
+                    self.problem(
+                        span.clone(),
+                        f("base_url"),
+                        format!("set base_url: a {} upstream needs the provider's URL", kind.as_str()),
+                    );
+                    String::new()
+                }
+                (_, Some(url)) => {
+                    let url_span = url.span();
+                    let base_url = url.into_inner().trim_end_matches('/').to_owned();
+                    if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+                        self.problem(url_span, f("base_url"), "must start with http:// or https://");
+                    }
+                    base_url
+                }
+            };
+            if kind == UpstreamKind::Sim && (u.api_key_env.is_some() || u.api_key_file.is_some()) {
+                self.problem(
+                    span.clone(),
+                    f("api_key"),
+                    "a sim upstream calls nothing: remove api_key_env/api_key_file",
+                );
             }
-            let api_key = self.secret(u.api_key_env, u.api_key_file, span.clone(), &f("api_key"), false);
+            let api_key = if kind == UpstreamKind::Sim {
+                None
+            } else {
+                self.secret(u.api_key_env, u.api_key_file, span.clone(), &f("api_key"), false)
+            };
             let rpm: u32 = self.required_int(u.rpm, &f("rpm"), 1);
             let tpm: u64 = self.required_int(u.tpm, &f("tpm"), 1);
             let max_concurrency = self.int(u.max_concurrency, &f("max_concurrency"), 1, 16u32);
@@ -555,7 +683,7 @@ impl Validator<'_> {
             }
             out.push(UpstreamConfig {
                 name,
-                kind: u.kind.into_inner(),
+                kind,
                 base_url,
                 api_key,
                 rpm,

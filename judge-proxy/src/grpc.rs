@@ -108,7 +108,7 @@ pub fn judge_input(request: pb::JudgeRequest) -> Result<JudgeInput, ProxyError> 
             .into_iter()
             .map(|s| Snippet { index: s.index, source_url: s.source_url, text: s.text })
             .collect();
-        claims.push(JudgeClaim { claim_id: c.claim_id, text: c.text, snippets });
+        claims.push(JudgeClaim { claim_id: c.claim_id, text: c.text, snippets, cited_indices: c.cited_indices });
     }
     Ok(JudgeInput { judge: request.judge, claims, query_id: request.query_id, system: request.system })
 }
@@ -145,6 +145,7 @@ pub fn judge_response(out: JudgeOutput) -> pb::JudgeResponse {
             currency: out.usage.currency,
         }),
         attempts: out.attempts.iter().map(attempt).collect(),
+        simulated: out.simulated,
     }
 }
 
@@ -178,7 +179,7 @@ mod tests {
     use super::*;
 
     fn claim(id: &str) -> pb::Claim {
-        pb::Claim { claim_id: id.into(), text: "t".into(), snippets: vec![] }
+        pb::Claim { claim_id: id.into(), text: "t".into(), ..Default::default() }
     }
 
     #[test]

@@ -6,9 +6,11 @@
 //! Routing by the request's `model`: the name of a configured judge (its
 //! upstream and model, temperature forced to 0), or `UPSTREAM/MODEL`. Every
 //! reply carries `x-cohort-requested-model`, `x-cohort-served-model` and
-//! `x-cohort-attempts` (the class of each attempt, in order); errors are
-//! OpenAI-shaped (`{"error": {"message", "type", "code"}}`), a permit that
-//! did not come before the deadline is a 429 with `Retry-After`.
+//! `x-cohort-attempts` (the class of each attempt, in order), and
+//! `x-cohort-simulated: true` when the upstream is the SIMULATED `sim`
+//! kind; errors are OpenAI-shaped (`{"error": {"message", "type",
+//! "code"}}`), a permit that did not come before the deadline is a 429
+//! with `Retry-After`.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -193,6 +195,9 @@ async fn chat_completions(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, b
                 set(h, "x-cohort-model-mismatch", "true");
             }
             set(h, "x-cohort-attempts", &classes(&attempts));
+            if proxy.config().upstream(&upstream).is_some_and(|u| u.kind == crate::config::UpstreamKind::Sim) {
+                set(h, "x-cohort-simulated", "true");
+            }
             response
         }
     }

@@ -18,7 +18,7 @@ use serde::Serialize;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::config::JudgeConfig;
+use crate::config::{JudgeConfig, UpstreamKind};
 use crate::error::ProxyError;
 use crate::provider::{ChatCall, ChatMessage};
 use crate::upstream::{Attempt, Upstreams};
@@ -33,6 +33,29 @@ pub struct JudgeClaim {
     pub claim_id: String,
     pub text: String,
     pub snippets: Vec<Snippet>,
+    /// The claim's own cited indices, as the caller sent them (empty from
+    /// an older client: see [`JudgeClaim::trace_cited_indices`]).
+    pub cited_indices: Vec<u32>,
+}
+
+impl JudgeClaim {
+    /// Seed 000's `cited_indices`: the claim's own, when the caller sent
+    /// them (an index whose source gave no text included, none repeated);
+    /// else the distinct indices of the snippets, in order.
+    pub fn trace_cited_indices(&self) -> Vec<u32> {
+        let mut out: Vec<u32> = Vec::new();
+        let given = if self.cited_indices.is_empty() {
+            self.snippets.iter().map(|s| s.index).collect()
+        } else {
+            self.cited_indices.clone()
+        };
+        for i in given {
+            if !out.contains(&i) {
+                out.push(i);
+            }
+        }
+        out
+    }
 }
 
 /// A passage of a cited source.
@@ -83,6 +106,10 @@ pub struct TraceRecord {
     pub judge_model: String,
     /// RFC 3339, UTC.
     pub timestamp: String,
+    /// Set (`"simulated": true`) when the SIMULATED `sim` upstream judged;
+    /// absent otherwise, so real records keep seed 000's exact shape.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub simulated: bool,
 }
 
 /// Tokens and cost of the upstream calls.
@@ -108,6 +135,8 @@ pub struct JudgeOutput {
     pub attempts: Vec<Attempt>,
     /// Set when a batch could not get a permit before the deadline.
     pub permit_deadline: Option<ProxyError>,
+    /// The judge's upstream is the SIMULATED `sim` kind.
+    pub simulated: bool,
 }
 
 /// What one batch's call came to.
@@ -130,6 +159,7 @@ pub async fn judge(
     input: JudgeInput,
     deadline: Instant,
 ) -> JudgeOutput {
+    let simulated = upstreams.config(&judge.upstream).is_some_and(|u| u.kind == UpstreamKind::Sim);
     let input = Arc::new(input);
     let mut verdicts: Vec<Option<ClaimResult>> = vec![None; input.claims.len()];
     // Claims without captured evidence are never sent: judging against
@@ -149,7 +179,9 @@ pub async fn judge(
         let team = team.to_owned();
         let input = Arc::clone(&input);
         let indices = chunk.to_vec();
-        batches.spawn(async move { batch(&upstreams, &judge, strict, &team, &input, indices, deadline).await });
+        batches.spawn(async move {
+            batch(&upstreams, &judge, Mode { strict, simulated }, &team, &input, indices, deadline).await
+        });
     }
     let mut outcomes = Vec::new();
     while let Some(joined) = batches.join_next().await {
@@ -185,14 +217,30 @@ pub async fn judge(
         .map(|(v, c)| v.unwrap_or_else(|| unjudged(c, UnjudgedReason::ProviderError, String::new())))
         .collect();
     let usage = usage(&attempts, prices);
-    JudgeOutput { verdicts, requested_model: judge.model.clone(), served_models, usage, attempts, permit_deadline }
+    JudgeOutput {
+        verdicts,
+        requested_model: judge.model.clone(),
+        served_models,
+        usage,
+        attempts,
+        permit_deadline,
+        simulated,
+    }
+}
+
+/// How a batch's reply is taken: strict mode, and whether the judge is
+/// the SIMULATED one (its trace records say so).
+#[derive(Debug, Clone, Copy)]
+struct Mode {
+    strict: bool,
+    simulated: bool,
 }
 
 /// One upstream call for the claims at `indices`.
 async fn batch(
     upstreams: &Upstreams,
     judge: &JudgeConfig,
-    strict: bool,
+    mode: Mode,
     team: &str,
     input: &JudgeInput,
     indices: Vec<usize>,
@@ -237,7 +285,7 @@ async fn batch(
         Ok(reply) => {
             let served = reply.served_model.clone();
             let served_name = served.clone().unwrap_or_default();
-            let mismatch = strict && served.as_deref() != Some(judge.served_model.as_str());
+            let mismatch = mode.strict && served.as_deref() != Some(judge.served_model.as_str());
             if mismatch {
                 tracing::warn!(
                     judge = %judge.name,
@@ -257,6 +305,9 @@ async fn batch(
             let timestamp = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
             for ((&i, c), p) in indices.iter().zip(&claims).zip(parsed) {
                 let mut result = claim_result(c, p, mismatch, &served, input, &timestamp);
+                if let Some(t) = &mut result.trace {
+                    t.simulated = mode.simulated;
+                }
                 result.served_model = served_name.clone();
                 results.push((i, result));
             }
@@ -307,12 +358,13 @@ fn judged(
         query_id: input.query_id.clone(),
         system: input.system.clone(),
         claim_text: c.text.clone(),
-        cited_indices: c.snippets.iter().map(|s| s.index).collect(),
+        cited_indices: c.trace_cited_indices(),
         cited_snippets: c.snippets.clone(),
         judge_verdict: if verdict == Verdict::Yes { "SUPPORTED" } else { "UNSUPPORTED" }.to_owned(),
         judge_reasoning: line.clone(),
         judge_model: served.clone().unwrap_or_else(|| NOT_DISCLOSED.to_owned()),
         timestamp: timestamp.to_owned(),
+        simulated: false,
     };
     ClaimResult {
         claim_id: c.claim_id.clone(),
@@ -391,6 +443,7 @@ mod tests {
             claim_id: id.into(),
             text: format!("claim {id}"),
             snippets: vec![Snippet { index: 1, source_url: "https://example.com".into(), text: "s".into() }],
+            cited_indices: vec![],
         };
         let input = JudgeInput {
             judge: "j".into(),
@@ -420,6 +473,52 @@ mod tests {
             strict.iter().all(|r| r.verdict == Verdict::Unjudged(UnjudgedReason::ModelMismatch) && r.trace.is_none())
         );
         assert_eq!(strict[0].reasoning, "Claim 1: YES", "a mismatched verdict keeps its line");
+    }
+
+    /// Golden: a claim citing [1, 2] whose evidence is two passages of
+    /// source 1 (source 2 gave no text) has seed 000's `cited_indices:
+    /// [1, 2]`, not `[1, 1]`; a request from an older client without the
+    /// claim's indices falls back to the distinct snippet indices.
+    #[test]
+    fn trace_cited_indices_are_the_claims_own() {
+        let passage = |text: &str| Snippet { index: 1, source_url: "https://a.example/".into(), text: text.into() };
+        let claim = JudgeClaim {
+            claim_id: "0".into(),
+            text: "Sales doubled.".into(),
+            snippets: vec![passage("Sales doubled in 2020."), passage("Sales were flat before.")],
+            cited_indices: vec![1, 2],
+        };
+        let input = JudgeInput {
+            judge: "j".into(),
+            claims: vec![claim.clone()],
+            query_id: "llm-memory".into(),
+            system: "arm".into(),
+        };
+        let yes = ParsedVerdict { verdict: Verdict::Yes, line: Some("Claim 1: YES".into()) };
+        let served = Some("judge-1".to_owned());
+        let r = claim_result(&claim, yes.clone(), false, &served, &input, "2026-01-01T00:00:00.000Z");
+        let json = serde_json::to_value(r.trace.unwrap()).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "query_id": "llm-memory",
+                "system": "arm",
+                "claim_text": "Sales doubled.",
+                "cited_indices": [1, 2],
+                "cited_snippets": [
+                    {"index": 1, "source_url": "https://a.example/", "snippet_text": "Sales doubled in 2020."},
+                    {"index": 1, "source_url": "https://a.example/", "snippet_text": "Sales were flat before."},
+                ],
+                "judge_verdict": "SUPPORTED",
+                "judge_reasoning": "Claim 1: YES",
+                "judge_model": "judge-1",
+                "timestamp": "2026-01-01T00:00:00.000Z",
+            }),
+            "a real judge's record has seed 000's fields and no `simulated`"
+        );
+        let old = JudgeClaim { cited_indices: vec![], ..claim };
+        let r = claim_result(&old, yes, false, &served, &input, "t");
+        assert_eq!(r.trace.unwrap().cited_indices, [1], "fallback: distinct snippet indices");
     }
 
     #[test]

@@ -8,6 +8,8 @@
 //!   teams by weight and work-conserving; local or shared through Redis.
 //! - [`upstream`]: calls with permits, timeouts, classification, retries.
 //! - [`provider`]: the OpenAI and Anthropic wire formats, served model.
+//! - [`sim`]: the `sim` upstream kind, a deterministic SIMULATED judge
+//!   answering in process (offline quickstart, tests), labelled as such.
 //! - [`judge`]: claims in batches, each call with seed 000's judge prompt
 //!   and its reply parsed by `cohort_core::scoring` (the one copy of both),
 //!   strict mode, trace records, usage and cost.
@@ -26,6 +28,7 @@ pub mod limiter;
 pub mod metrics;
 pub mod provider;
 pub mod secret;
+pub mod sim;
 pub mod upstream;
 
 use std::future::Future;
@@ -206,6 +209,13 @@ pub async fn serve(
         shared_limits = proxy.config.redis_url.is_some(),
         "judge proxy serving"
     );
+    let simulated = proxy.config.simulated_upstreams();
+    if !simulated.is_empty() {
+        tracing::warn!(
+            upstreams = %simulated.join(","),
+            "upstream kind sim is SIMULATED: a built-in word-overlap rule answers, not a model; its verdicts are labelled simulated"
+        );
+    }
     // Each server stops the other when it ends, so neither outlives a
     // failure of its sibling.
     let grpc = async {

@@ -1,7 +1,8 @@
-//! The two upstream wire protocols (OpenAI chat completions, Anthropic
-//! Messages): building a request body, reading a reply, classifying every
-//! answer with the classes of SPEC section 4, and finding the model that
-//! actually served. Pure: the HTTP exchange itself is in [`crate::upstream`].
+//! The upstream wire protocols (OpenAI chat completions, Anthropic
+//! Messages; the SIMULATED `sim` kind speaks the OpenAI one): building a
+//! request body, reading a reply, classifying every answer with the classes
+//! of SPEC section 4, and finding the model that actually served. Pure: the
+//! HTTP exchange itself (or the sim's answer) is in [`crate::upstream`].
 
 use std::time::{Duration, SystemTime};
 
@@ -100,13 +101,15 @@ pub fn endpoint(upstream: &UpstreamConfig) -> String {
     match upstream.kind {
         UpstreamKind::Openai => format!("{}/chat/completions", upstream.base_url),
         UpstreamKind::Anthropic => format!("{}/messages", upstream.base_url),
+        UpstreamKind::Sim => upstream.base_url.clone(),
     }
 }
 
 /// The JSON body of `call` for an upstream of `kind`.
 pub fn request_body(kind: UpstreamKind, call: &ChatCall) -> Value {
     match kind {
-        UpstreamKind::Openai => {
+        // The sim reads exactly what an OpenAI-compatible provider would.
+        UpstreamKind::Openai | UpstreamKind::Sim => {
             let mut body = call.raw_openai_body.clone().unwrap_or_else(|| {
                 let messages: Vec<Value> =
                     call.messages.iter().map(|m| json!({"role": m.role, "content": m.content})).collect();
@@ -186,7 +189,7 @@ pub fn read_answer(
         }
     };
     let reply = match upstream.kind {
-        UpstreamKind::Openai => read_openai(parsed),
+        UpstreamKind::Openai | UpstreamKind::Sim => read_openai(parsed),
         UpstreamKind::Anthropic => read_anthropic(parsed),
     };
     let mut reply = match reply {

@@ -275,6 +275,12 @@ impl Upstreams {
         body: &serde_json::Value,
         forward: &HeaderMap,
     ) -> Result<(u16, HeaderMap, Vec<u8>), reqwest::Error> {
+        if up.kind == UpstreamKind::Sim {
+            // The SIMULATED judge answers in process, as a provider's 200
+            // would read, so everything after the exchange is the real path.
+            let bytes = serde_json::to_vec(&crate::sim::answer(body)).unwrap_or_default();
+            return Ok((200, HeaderMap::new(), bytes));
+        }
         let mut headers = HeaderMap::new();
         for name in &up.forward_headers {
             if let Some(v) = forward.get(name.as_str())
@@ -285,7 +291,9 @@ impl Upstreams {
         }
         if let Some(key) = &up.api_key {
             let (name, value) = match up.kind {
-                UpstreamKind::Openai => (reqwest::header::AUTHORIZATION, format!("Bearer {}", key.expose())),
+                UpstreamKind::Openai | UpstreamKind::Sim => {
+                    (reqwest::header::AUTHORIZATION, format!("Bearer {}", key.expose()))
+                }
                 UpstreamKind::Anthropic => {
                     (reqwest::header::HeaderName::from_static("x-api-key"), key.expose().to_owned())
                 }

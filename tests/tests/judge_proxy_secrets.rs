@@ -92,6 +92,7 @@ model = "judge-1"
             claim_id: "c1".into(),
             text: "x".into(),
             snippets: vec![pb::Snippet { index: 1, source_url: "https://e.org".into(), text: "x".into() }],
+            cited_indices: vec![1],
         };
         let mut request =
             tonic::Request::new(pb::JudgeRequest { judge: "j".into(), claims: vec![claim], ..Default::default() });

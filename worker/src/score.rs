@@ -163,6 +163,10 @@ pub struct JudgeSummary {
     pub attempt_classes: Vec<String>,
     /// Why judging failed as a whole, when it did.
     pub error: Option<String>,
+    /// The judge was the proxy's SIMULATED `sim` upstream: its verdicts
+    /// measure nothing about real support.
+    #[serde(default)]
+    pub simulated: bool,
 }
 
 /// Everything scoring adds to a run record.
@@ -294,7 +298,10 @@ pub async fn score_output(
                 // The judge sees the sentence without its [n] markers: the
                 // indices mean nothing without the report (seed 000 3.3).
                 let sentence = strip_markers(claim_text).trim().to_owned();
-                to_judge.push((i, pb::Claim { claim_id: i.to_string(), text: sentence, snippets }));
+                // Its own cited indices go too: the trace record names every
+                // index the claim cites, even one whose source gave no text.
+                let cited_indices = analysis.claims[i].cited.clone();
+                to_judge.push((i, pb::Claim { claim_id: i.to_string(), text: sentence, snippets, cited_indices }));
             }
         }
     }
@@ -431,5 +438,6 @@ fn summary_from_pb(reply: &pb::JudgeResponse) -> JudgeSummary {
             })
             .collect(),
         error: None,
+        simulated: reply.simulated,
     }
 }

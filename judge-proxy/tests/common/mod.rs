@@ -141,6 +141,7 @@ pub fn claim(id: &str, supported: bool, marker: &str) -> pb::Claim {
         claim_id: id.to_owned(),
         text,
         snippets: vec![pb::Snippet { index: 1, source_url: format!("https://example.org/{id}"), text: evidence }],
+        cited_indices: vec![1],
     }
 }
 
