@@ -5,7 +5,9 @@
 #     private servers on free loopback ports; they never use 6379;
 #   - python3: scripts/rederive_order.py re-derives run orders independently;
 #   - the `openai` Python package (PyPI): a test drives the judge proxy's
-#     passthrough with the official client.
+#     passthrough with the official client;
+#   - the `numpy` Python package (PyPI): scripts/bootstrap_reference.py checks
+#     the cluster bootstrap against an independent numpy implementation.
 # Usage: scripts/test.sh [extra args for the test runner]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +31,11 @@ if ! python3 -c 'import openai' >/dev/null 2>&1; then
   echo "test.sh: installing the openai Python package (PyPI)"
   python3 -m pip install --quiet --disable-pip-version-check openai \
     || { echo "test.sh: could not install the openai Python package; run: python3 -m pip install openai" >&2; exit 1; }
+fi
+if ! python3 -c 'import numpy' >/dev/null 2>&1; then
+  echo "test.sh: installing the numpy Python package (PyPI)"
+  python3 -m pip install --quiet --disable-pip-version-check numpy \
+    || { echo "test.sh: could not install the numpy Python package; run: python3 -m pip install numpy" >&2; exit 1; }
 fi
 
 if have cargo-nextest; then
