@@ -44,6 +44,22 @@ struct RawConfig {
     judge: Option<Spanned<RawJudge>>,
     retry: Option<Spanned<RawRetry>>,
     prices: Option<Spanned<RawPrices>>,
+    publication: Option<Spanned<RawPublication>>,
+}
+
+/// `[publication]` as written: what seed 004 ("Publication, independence
+/// and limitations") asks a report to disclose.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPublication {
+    commissioned_by: Option<Spanned<String>>,
+    #[serde(default)]
+    internally_commissioned: bool,
+    funding: Option<Spanned<String>>,
+    conflicts: Option<Spanned<String>>,
+    limitations: Option<Spanned<String>>,
+    omissions: Option<Spanned<String>>,
+    reviewers: Option<Spanned<String>>,
 }
 
 /// A seed as written: TOML integers stop at 2^63-1, so the full u64 range
@@ -66,6 +82,9 @@ struct RawArm {
     concurrency: Option<Spanned<i64>>,
     #[serde(default)]
     optional: bool,
+    workflow: Option<Spanned<String>>,
+    #[serde(default)]
+    controls_not_disabled: Vec<Spanned<String>>,
     #[serde(default)]
     settings: toml::Table,
 }
@@ -135,7 +154,39 @@ pub struct CohortConfig {
     pub judge: Option<JudgeConfig>,
     pub retry: RetryPolicy,
     pub prices: Option<PriceCatalog>,
+    /// What a report discloses about who ran the benchmark and why.
+    /// Skipped when absent, so configs frozen before it existed keep their
+    /// `config_sha256`.
+    #[serde(skip_serializing_if = "Publication::is_empty")]
+    pub publication: Publication,
 }
+
+/// The publication fields of seed 004 ("Publication, independence and
+/// limitations"); each `None` is shown as "not declared" in reports.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Publication {
+    pub commissioned_by: Option<String>,
+    /// An internally commissioned benchmark is labelled as such.
+    pub internally_commissioned: bool,
+    pub funding: Option<String>,
+    pub conflicts: Option<String>,
+    pub limitations: Option<String>,
+    /// What the public material leaves out, and the access route to it.
+    pub omissions: Option<String>,
+    /// Reviewer qualifications, payment and independence.
+    pub reviewers: Option<String>,
+}
+
+impl Publication {
+    pub fn is_empty(&self) -> bool {
+        self == &Publication::default()
+    }
+}
+
+/// The workflow of an arm that declares none. Arms of different workflows
+/// (a product's deep research and its quick source discovery) are never
+/// pooled or compared.
+pub const DEFAULT_WORKFLOW: &str = "deep_research";
 
 /// The kind of adapter that runs an arm's system under test (SPEC section 5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -163,8 +214,22 @@ pub struct ArmConfig {
     /// The most runs of this arm in flight at once.
     pub concurrency: u32,
     pub optional: bool,
+    /// The product workflow this arm measures ([`DEFAULT_WORKFLOW`] unless
+    /// declared): only arms of one workflow are pooled or compared.
+    /// Skipped in the canonical JSON when default, so older frozen configs
+    /// keep their hash.
+    #[serde(skip_serializing_if = "is_default_workflow")]
+    pub workflow: String,
+    /// Product controls that could not be disabled (memory, personalisation
+    /// ...), disclosed in every report (seed 004 "equal conditions").
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub controls_not_disabled: Vec<String>,
     /// Adapter settings, as JSON with sorted keys.
     pub settings: serde_json::Value,
+}
+
+fn is_default_workflow(workflow: &String) -> bool {
+    workflow == DEFAULT_WORKFLOW
 }
 
 /// The judge of the cohort (seed 000 section 3.3).
@@ -343,6 +408,22 @@ impl Validator<'_> {
             judge,
             retry,
             prices,
+            publication: raw.publication.map(|p| self.publication(p.into_inner())).unwrap_or_default(),
+        }
+    }
+
+    fn publication(&mut self, raw: RawPublication) -> Publication {
+        let mut text = |value: Option<Spanned<String>>, name: &str| {
+            value.map(|v| self.non_empty(v, &format!("publication.{name}")))
+        };
+        Publication {
+            commissioned_by: text(raw.commissioned_by, "commissioned_by"),
+            internally_commissioned: raw.internally_commissioned,
+            funding: text(raw.funding, "funding"),
+            conflicts: text(raw.conflicts, "conflicts"),
+            limitations: text(raw.limitations, "limitations"),
+            omissions: text(raw.omissions, "omissions"),
+            reviewers: text(raw.reviewers, "reviewers"),
         }
     }
 
@@ -425,6 +506,23 @@ impl Validator<'_> {
                 }
             };
             let concurrency = self.int(arm.concurrency, &field("concurrency"), 1, 1u32);
+            let workflow = match arm.workflow {
+                Some(w) => {
+                    let span = w.span();
+                    let w = w.into_inner();
+                    if let Some(why) = id_problem(&w) {
+                        self.problem(span, field("workflow"), why);
+                    }
+                    w
+                }
+                None => DEFAULT_WORKFLOW.to_owned(),
+            };
+            let controls_not_disabled = arm
+                .controls_not_disabled
+                .into_iter()
+                .enumerate()
+                .map(|(j, c)| self.non_empty(c, &field(&format!("controls_not_disabled[{j}]"))))
+                .collect();
             let settings = serde_json::to_value(&arm.settings).unwrap_or(serde_json::Value::Null);
             arms.push(ArmConfig {
                 id,
@@ -434,6 +532,8 @@ impl Validator<'_> {
                 vendor_lineage,
                 concurrency,
                 optional: arm.optional,
+                workflow,
+                controls_not_disabled,
                 settings,
             });
         }

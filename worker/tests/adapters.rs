@@ -30,6 +30,8 @@ fn arm(adapter: AdapterKind, settings: Value) -> ArmConfig {
         vendor_lineage: "test".into(),
         concurrency: 1,
         optional: false,
+        workflow: cohort_core::config::DEFAULT_WORKFLOW.into(),
+        controls_not_disabled: Vec::new(),
         settings,
     }
 }

@@ -263,6 +263,8 @@ impl SimAdapter {
                     url: url.clone(),
                     title: Some(format!("Simulated source {}", i + 1)),
                     snippet: lines.join(" "),
+                    // A simulated source has no publication date: none is invented.
+                    published_at: None,
                 }
             })
             .collect();
@@ -284,6 +286,8 @@ mod tests {
             vendor_lineage: "sim".into(),
             concurrency: 1,
             optional: false,
+            workflow: cohort_core::config::DEFAULT_WORKFLOW.into(),
+            controls_not_disabled: Vec::new(),
             settings,
         }
     }
