@@ -1,7 +1,7 @@
 //! Wire <-> domain conversions for the coordinator's gRPC service, in one
 //! place. Bad wire input becomes `InvalidArgument` here, never a panic.
 
-use cohort_proto::convert::class_from_pb;
+use cohort_proto::convert::{class_from_pb, class_to_pb};
 pub use cohort_proto::convert::{outcome_from_pb, outcome_to_pb};
 use cohort_proto::v1 as pb;
 use tonic::Status;
@@ -43,6 +43,20 @@ pub fn attempt_from_pb(a: Option<&pb::Attempt>) -> Result<AttemptRecord, Status>
         attempt: 0,
         token: 0,
     })
+}
+
+/// An earlier attempt of a run as a lease carries it (`Lease.previous_attempts`).
+pub fn previous_attempt_to_pb(a: &AttemptRecord) -> pb::PreviousAttempt {
+    pb::PreviousAttempt {
+        attempt: a.attempt,
+        class: class_to_pb(a.class) as i32,
+        http_status: u32::from(a.http_status),
+        detail: a.detail.clone(),
+        started_unix_ms: a.started_ms,
+        ended_unix_ms: a.ended_ms,
+        worker: a.worker.clone(),
+        observed_version: a.observed_version.clone().unwrap_or_default(),
+    }
 }
 
 /// An empty label on the wire means "not disclosed".

@@ -25,7 +25,7 @@ use tracing::{info, warn};
 
 use crate::clock::Clock;
 use crate::convert;
-use crate::ledger::{AttemptVerdict, Ledger, LedgerError, RunResult};
+use crate::ledger::{AttemptVerdict, LeaseGrant, Ledger, LedgerError, RunResult};
 
 /// The most results one `ReportResults` call may carry.
 pub const MAX_RESULTS_PER_CALL: usize = 512;
@@ -183,6 +183,27 @@ impl CoordinatorService {
         Ok(accepted)
     }
 
+    /// The earlier attempts of a granted run, for its run record; nothing
+    /// to read (and no ledger call) on a first attempt. The grant is already
+    /// made, so a ledger error here must not fail the lease (the run would
+    /// come back as worker_lost and spend an attempt): the lease goes out
+    /// flagged instead, and the record says its attempt list is incomplete.
+    async fn previous_attempts(&self, grant: &LeaseGrant) -> (Vec<pb::PreviousAttempt>, bool) {
+        if grant.attempt <= 1 {
+            return (Vec::new(), false);
+        }
+        match self.ledger.attempts(&grant.run_id).await {
+            Ok(attempts) => (
+                attempts.iter().filter(|a| a.attempt < grant.attempt).map(convert::previous_attempt_to_pb).collect(),
+                false,
+            ),
+            Err(e) => {
+                warn!(run_id = %grant.run_id, error = %e, "cannot read earlier attempts; the lease goes out without them");
+                (Vec::new(), true)
+            }
+        }
+    }
+
     /// Pauses the arm of a run that reported a version label other than
     /// the accepted ones. A label that was not disclosed cannot be compared
     /// and never pauses.
@@ -237,10 +258,10 @@ impl Coordinator for CoordinatorService {
         let max = r.max_runs.min(1_000);
         let now = self.clock.now_ms();
         let batch = self.ledger.lease(&r.worker_id, max, now, self.config.lease_ttl_ms).await.map_err(ledger_status)?;
-        let leases: Vec<pb::Lease> = batch
-            .leases
-            .into_iter()
-            .map(|g| pb::Lease {
+        let mut leases: Vec<pb::Lease> = Vec::with_capacity(batch.leases.len());
+        for g in batch.leases {
+            let (previous_attempts, previous_attempts_unavailable) = self.previous_attempts(&g).await;
+            leases.push(pb::Lease {
                 prompt: prompt(&g.question_text, &self.plan.suffix),
                 suffix: self.plan.suffix.clone(),
                 deadline_unix_ms: now + self.plan.run_timeout_ms,
@@ -250,8 +271,10 @@ impl Coordinator for CoordinatorService {
                 repeat: g.repeat,
                 attempt: g.attempt,
                 fencing_token: g.token,
-            })
-            .collect();
+                previous_attempts,
+                previous_attempts_unavailable,
+            });
+        }
         let retry_after_ms = if leases.is_empty() && !batch.closed { self.config.empty_lease_retry_ms } else { 0 };
         Ok(Response::new(pb::LeaseResponse { leases, retry_after_ms, cohort_done: batch.closed }))
     }

@@ -9,20 +9,19 @@
 //! answer as the final result.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use cohort_coordinator::ArtifactStore;
 use cohort_coordinator::clock::now_ms;
 use cohort_core::config::{ArmConfig, PriceCatalog};
 use cohort_core::lifecycle::{final_outcome_of, run_retryable};
-use cohort_core::manifest::rfc3339;
 use cohort_core::taxonomy::{AttemptClass, Outcome};
 use cohort_proto::convert::{class_to_pb, outcome_to_pb};
 use cohort_proto::v1 as pb;
 
 use crate::adapters::{Adapter, AdapterRequest, AdapterResponse, Reply, TokenUsage, Turn};
 use crate::capture::SourceCapturer;
-use crate::record::{NOT_DISCLOSED, RECORD_VERSION, RunRecord};
+use crate::record::{RECORD_VERSION, RecordedAttempt, RunRecord, attempts_of, rfc3339_ms, version_label};
 use crate::score::{JudgeEndpoint, ScoreInput, score_output};
 
 /// What the worker knows about its cohort.
@@ -61,9 +60,9 @@ pub enum Report {
 const USER: &str = "user";
 const SYSTEM: &str = "system_under_test";
 
-/// Runs `lease` on `arm` and says what to report.
-pub async fn execute(ctx: &RunContext, arm: &ArmRuntime, lease: &pb::Lease) -> Report {
-    let started = SystemTime::now();
+/// Runs `lease` on `arm` for the worker `worker_id` (as the coordinator
+/// named it at registration) and says what to report.
+pub async fn execute(ctx: &RunContext, arm: &ArmRuntime, lease: &pb::Lease, worker_id: &str) -> Report {
     let started_ms = now_ms();
     let mut conversation = vec![Turn { role: USER.into(), text: lease.prompt.clone() }];
     let mut asked_clarification = false;
@@ -98,13 +97,17 @@ pub async fn execute(ctx: &RunContext, arm: &ArmRuntime, lease: &pb::Lease) -> R
         }
     };
     let ended_ms = now_ms();
+    // A blank label is no label: "not disclosed" in the record, empty on
+    // the wire, never compared with the pinned one.
+    let reported_version =
+        response.observed_version.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned);
     let attempt = pb::Attempt {
         class: class_to_pb(response.class) as i32,
         http_status: u32::from(response.http_status),
         detail: response.detail.clone(),
         started_unix_ms: started_ms,
         ended_unix_ms: ended_ms,
-        observed_version: response.observed_version.clone().unwrap_or_default(),
+        observed_version: reported_version.clone().unwrap_or_default(),
     };
     if run_retryable(response.class) || response.class == AttemptClass::QuotaExhausted {
         return Report::Attempt(attempt);
@@ -148,8 +151,8 @@ pub async fn execute(ctx: &RunContext, arm: &ArmRuntime, lease: &pb::Lease) -> R
         },
         None => None,
     };
-    let observed_version = response.observed_version.clone().unwrap_or_else(|| NOT_DISCLOSED.to_owned());
-    let (cost, currency) = price(ctx.prices.as_ref(), response.observed_version.as_deref(), response.usage);
+    let observed_version = version_label(reported_version.as_deref());
+    let (cost, currency) = price(ctx.prices.as_ref(), reported_version.as_deref(), response.usage);
     // Scoring never changes the run's outcome: a completed output stays
     // completed whatever happens to its claims.
     let (scoring, scoring_error) = match (&outcome, &output) {
@@ -181,6 +184,8 @@ pub async fn execute(ctx: &RunContext, arm: &ArmRuntime, lease: &pb::Lease) -> R
         }
         _ => (None, None),
     };
+    let (attempts, attempts_complete) =
+        attempts_of(lease, RecordedAttempt::from_wire(lease.attempt, &attempt, worker_id));
     let record = RunRecord {
         record_version: RECORD_VERSION,
         cohort: ctx.cohort.clone(),
@@ -200,8 +205,10 @@ pub async fn execute(ctx: &RunContext, arm: &ArmRuntime, lease: &pb::Lease) -> R
         observed_version,
         pinned_version: arm.config.pinned_version.clone(),
         settings: arm.config.settings.clone(),
-        started_at: rfc3339(started),
-        ended_at: rfc3339(SystemTime::now()),
+        // The final attempt's own times: `duration_ms` is their difference
+        // (scoring, which follows, is not part of the run's duration).
+        started_at: rfc3339_ms(started_ms),
+        ended_at: rfc3339_ms(ended_ms),
         duration_ms: ended_ms - started_ms,
         outcome: outcome.to_string(),
         failure_reason: (!reason.is_empty()).then(|| reason.clone()),
@@ -212,6 +219,8 @@ pub async fn execute(ctx: &RunContext, arm: &ArmRuntime, lease: &pb::Lease) -> R
         system_sources: response.sources.clone(),
         scoring,
         scoring_error,
+        attempts,
+        attempts_complete,
     };
     let record_sha256 =
         match serde_json::to_vec_pretty(&record).map_err(std::io::Error::other).and_then(|b| ctx.store.put(&b)) {
@@ -223,13 +232,7 @@ pub async fn execute(ctx: &RunContext, arm: &ArmRuntime, lease: &pb::Lease) -> R
                 return Report::Attempt(a);
             }
         };
-    Report::Result {
-        outcome,
-        reason,
-        record_sha256,
-        observed_version: response.observed_version.unwrap_or_default(),
-        attempt,
-    }
+    Report::Result { outcome, reason, record_sha256, observed_version: reported_version.unwrap_or_default(), attempt }
 }
 
 /// The cost of a call in the catalog's currency; unknown when the model or

@@ -239,7 +239,7 @@ fn spawn_run(
     let (run_id, held) = (lease.run_id.clone(), lease_ref.clone());
     let handle = tasks.spawn(async move {
         let report = match arms.get(&lease.arm_id) {
-            Some(arm) => execute::execute(&context, arm, &lease).await,
+            Some(arm) => execute::execute(&context, arm, &lease, &worker_id).await,
             None => {
                 // Registered for other arms only: give the lease back untouched.
                 let request = pb::DrainRequest { worker_id: worker_id.clone(), released: vec![lease_ref.clone()] };

@@ -1,7 +1,15 @@
 //! The run record (seed 004, "Run and output record"): everything kept
 //! about one run, stored as JSON in the artifact store; the ledger keeps
-//! its hash.
+//! its hash. The format is documented field by field in `docs/records.md`,
+//! which must change with this file: records are what users archive.
+//!
+//! Times are RFC 3339 in UTC with exactly three fractional digits
+//! ([`rfc3339_ms`]), formatted here from Unix milliseconds rather than by a
+//! library: the same milliseconds give `duration_ms`, so the two always
+//! agree, and no time (even one before 1970 from a skewed clock) can panic.
 
+use cohort_proto::convert::class_from_pb;
+use cohort_proto::v1 as pb;
 use serde::{Deserialize, Serialize};
 
 use crate::adapters::{TokenUsage, Turn};
@@ -11,6 +19,9 @@ use crate::score::{RunScore, SystemSource};
 pub const NOT_DISCLOSED: &str = "not disclosed";
 
 /// One run, as recorded.
+///
+/// Fields added after version 2 carry `#[serde(default)]`, so records
+/// written by earlier versions still read (with those fields empty).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRecord {
     pub record_version: u32,
@@ -25,6 +36,7 @@ pub struct RunRecord {
     /// True for the built-in simulated system: never a real product.
     pub simulated: bool,
     pub repeat: u32,
+    /// The number of the attempt that produced this record (the last one).
     pub attempt: u32,
     /// The exact prompt submitted.
     pub prompt: String,
@@ -40,11 +52,14 @@ pub struct RunRecord {
     pub pinned_version: String,
     /// The arm's adapter settings, as frozen.
     pub settings: serde_json::Value,
+    /// When the final attempt started and ended ([`rfc3339_ms`]).
     pub started_at: String,
     pub ended_at: String,
+    /// `ended_at - started_at`, in milliseconds.
     pub duration_ms: i64,
     pub outcome: String,
     pub failure_reason: Option<String>,
+    /// The class of the final attempt.
     pub attempt_class: String,
     pub token_usage: Option<TokenUsage>,
     /// Cost in the catalog currency; `None` when unknown (never invented).
@@ -57,7 +72,301 @@ pub struct RunRecord {
     pub scoring: Option<RunScore>,
     /// Why a completed output could not be scored (e.g. too large).
     pub scoring_error: Option<String>,
+    /// Every attempt of the run, oldest first, the last one being the
+    /// attempt of this record (since version 3; empty in older records).
+    #[serde(default)]
+    pub attempts: Vec<RecordedAttempt>,
+    /// True when `attempts` holds every attempt of the run; false when the
+    /// coordinator could not say what the earlier ones were (and in records
+    /// older than version 3, which did not list them).
+    #[serde(default)]
+    pub attempts_complete: bool,
 }
 
-/// The current layout version of [`RunRecord`].
-pub const RECORD_VERSION: u32 = 2;
+/// The current layout version of [`RunRecord`]. History (docs/records.md):
+/// 2, the scored record; 3, `attempts`, `attempts_complete`, times with
+/// milliseconds, capture and system-source publication dates.
+pub const RECORD_VERSION: u32 = 3;
+
+/// One attempt at the run, in the record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedAttempt {
+    /// 1-based attempt number.
+    pub attempt: u32,
+    /// The attempt class (`ok`, `server_error`, `worker_lost`...).
+    pub class: String,
+    /// The HTTP status of the answer; `None` when there was none.
+    pub http_status: Option<u16>,
+    /// A short, secret-free description; empty when there was nothing to
+    /// say (an `ok` attempt).
+    pub detail: String,
+    pub started_at: String,
+    pub ended_at: String,
+    /// `ended_at - started_at`, in milliseconds.
+    pub duration_ms: i64,
+    /// The worker that made the attempt, as the coordinator named it.
+    pub worker: String,
+    /// The label the system reported on that attempt, or "not disclosed".
+    pub observed_version: String,
+}
+
+impl RecordedAttempt {
+    /// An attempt as it went (or goes) on the wire, made by `worker`.
+    pub fn from_wire(attempt: u32, a: &pb::Attempt, worker: &str) -> RecordedAttempt {
+        RecordedAttempt::new(
+            attempt,
+            a.class,
+            a.http_status,
+            &a.detail,
+            (a.started_unix_ms, a.ended_unix_ms),
+            worker,
+            &a.observed_version,
+        )
+    }
+
+    /// An earlier attempt as the coordinator sent it with the lease.
+    pub fn from_previous(a: &pb::PreviousAttempt) -> RecordedAttempt {
+        RecordedAttempt::new(
+            a.attempt,
+            a.class,
+            a.http_status,
+            &a.detail,
+            (a.started_unix_ms, a.ended_unix_ms),
+            &a.worker,
+            &a.observed_version,
+        )
+    }
+
+    fn new(
+        attempt: u32,
+        class: i32,
+        http_status: u32,
+        detail: &str,
+        (started_ms, ended_ms): (i64, i64),
+        worker: &str,
+        observed_version: &str,
+    ) -> RecordedAttempt {
+        RecordedAttempt {
+            attempt,
+            // A class this version does not know is recorded as such, not
+            // dropped: the attempt happened.
+            class: class_from_pb(class).map_or_else(|_| format!("unknown class {class}"), |c| c.to_string()),
+            http_status: u16::try_from(http_status).ok().filter(|&s| s != 0),
+            detail: detail.to_owned(),
+            started_at: rfc3339_ms(started_ms),
+            ended_at: rfc3339_ms(ended_ms),
+            duration_ms: ended_ms - started_ms,
+            worker: worker.to_owned(),
+            observed_version: version_label(Some(observed_version)),
+        }
+    }
+}
+
+/// The label to record for a reported version: the label itself, or
+/// [`NOT_DISCLOSED`] when there is none or it is blank. Never the pinned
+/// label: a substituted label would hide an undisclosed runtime version.
+pub fn version_label(reported: Option<&str>) -> String {
+    match reported.map(str::trim) {
+        Some(v) if !v.is_empty() => v.to_owned(),
+        _ => NOT_DISCLOSED.to_owned(),
+    }
+}
+
+/// Every attempt of the run: the earlier ones the lease carries, then
+/// `last` (the attempt of this record). `(attempts, complete)`: complete is
+/// false when the coordinator said it could not read the earlier ones, or
+/// when their numbers do not run 1, 2, ... up to `last` (an attempt is
+/// missing from what the ledger had).
+pub fn attempts_of(lease: &pb::Lease, last: RecordedAttempt) -> (Vec<RecordedAttempt>, bool) {
+    let mut attempts: Vec<RecordedAttempt> = lease
+        .previous_attempts
+        .iter()
+        .filter(|a| a.attempt < last.attempt)
+        .map(RecordedAttempt::from_previous)
+        .collect();
+    attempts.sort_by_key(|a| a.attempt);
+    attempts.push(last);
+    let numbered = attempts.iter().zip(1u32..).all(|(a, n)| a.attempt == n);
+    (attempts, numbered && !lease.previous_attempts_unavailable)
+}
+
+/// Unix milliseconds as RFC 3339 in UTC with exactly three fractional
+/// digits: `2026-12-01T09:51:32.123Z`. Years outside 0000-9999 are written
+/// with their sign and digits (never reached by a real clock).
+pub fn rfc3339_ms(unix_ms: i64) -> String {
+    let days = unix_ms.div_euclid(86_400_000);
+    let ms_of_day = unix_ms.rem_euclid(86_400_000);
+    let (y, m, d) = civil_from_days(days);
+    let (h, min, s, ms) = (ms_of_day / 3_600_000, ms_of_day / 60_000 % 60, ms_of_day / 1000 % 60, ms_of_day % 1000);
+    format!("{y:04}-{m:02}-{d:02}T{h:02}:{min:02}:{s:02}.{ms:03}Z")
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
+/// `days_from_civil`, exact for every i64 year in range).
+pub(crate) fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let m = i64::from(m);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The proleptic Gregorian date of a day count since 1970-01-01 (H.
+/// Hinnant's `civil_from_days`).
+pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure panics
+
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use super::*;
+
+    /// Proves the format: exactly three fractional digits, `Z`, zero-padded
+    /// fields, on the example of the task and on edge milliseconds.
+    #[test]
+    fn timestamps_have_exactly_three_fractional_digits() {
+        assert_eq!(rfc3339_ms(1_796_118_692_123), "2026-12-01T09:51:32.123Z");
+        assert_eq!(rfc3339_ms(1_796_118_692_000), "2026-12-01T09:51:32.000Z");
+        assert_eq!(rfc3339_ms(1_796_118_692_007), "2026-12-01T09:51:32.007Z");
+        assert_eq!(rfc3339_ms(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339_ms(-1), "1969-12-31T23:59:59.999Z");
+        assert_eq!(rfc3339_ms(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        let re = |s: &str| {
+            s.len() == 24
+                && s.as_bytes()[19] == b'.'
+                && s.ends_with('Z')
+                && s[20..23].bytes().all(|b| b.is_ascii_digit())
+        };
+        assert!(re(&rfc3339_ms(1_700_000_000_001)));
+    }
+
+    /// Proves the formatter agrees with an independent implementation
+    /// (humantime) over a spread of instants from 1970 to 2200, and that
+    /// day counts round-trip.
+    #[test]
+    fn timestamps_agree_with_humantime() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..20_000 {
+            // xorshift: a fixed, reproducible spread of instants.
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let ms = (x % 7_258_118_400_000) as i64;
+            let reference = humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms as u64)).to_string();
+            assert_eq!(rfc3339_ms(ms), reference, "at {ms} ms");
+            let days = ms / 86_400_000;
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days);
+        }
+    }
+
+    /// Proves the version rule: a label is kept verbatim (trimmed), none or
+    /// a blank one is "not disclosed".
+    #[test]
+    fn absent_versions_are_not_disclosed() {
+        assert_eq!(version_label(Some("sonar-deep-research")), "sonar-deep-research");
+        assert_eq!(version_label(Some("  m-1 ")), "m-1");
+        assert_eq!(version_label(Some("")), NOT_DISCLOSED);
+        assert_eq!(version_label(Some("  ")), NOT_DISCLOSED);
+        assert_eq!(version_label(None), NOT_DISCLOSED);
+    }
+
+    fn previous(attempt: u32, class: pb::AttemptClass, status: u32) -> pb::PreviousAttempt {
+        pb::PreviousAttempt {
+            attempt,
+            class: class as i32,
+            http_status: status,
+            detail: format!("attempt {attempt}"),
+            started_unix_ms: 1_000 * i64::from(attempt),
+            ended_unix_ms: 1_000 * i64::from(attempt) + 250,
+            worker: format!("w{attempt}"),
+            observed_version: String::new(),
+        }
+    }
+
+    /// Proves the attempt list: earlier attempts in order, then the final
+    /// one; complete only when numbered without gaps and the coordinator
+    /// could read them; an unknown class and status 0 are kept honestly.
+    #[test]
+    fn attempts_list_every_attempt_in_order() {
+        let last_wire = pb::Attempt {
+            class: pb::AttemptClass::Ok as i32,
+            http_status: 200,
+            detail: String::new(),
+            started_unix_ms: 5_000,
+            ended_unix_ms: 5_432,
+            observed_version: "m-2".into(),
+        };
+        let lease = pb::Lease {
+            attempt: 3,
+            previous_attempts: vec![
+                previous(2, pb::AttemptClass::WorkerLost, 0),
+                previous(1, pb::AttemptClass::ServerError, 503),
+            ],
+            ..pb::Lease::default()
+        };
+        let (attempts, complete) = attempts_of(&lease, RecordedAttempt::from_wire(3, &last_wire, "w3"));
+        assert!(complete);
+        let seen: Vec<(u32, &str, Option<u16>, &str)> =
+            attempts.iter().map(|a| (a.attempt, a.class.as_str(), a.http_status, a.worker.as_str())).collect();
+        assert_eq!(
+            seen,
+            [(1, "server_error", Some(503), "w1"), (2, "worker_lost", None, "w2"), (3, "ok", Some(200), "w3")]
+        );
+        assert_eq!(attempts[0].started_at, "1970-01-01T00:00:01.000Z");
+        assert_eq!(attempts[0].duration_ms, 250);
+        assert_eq!(attempts[0].observed_version, NOT_DISCLOSED);
+        assert_eq!((attempts[2].duration_ms, attempts[2].observed_version.as_str()), (432, "m-2"));
+
+        let gap = pb::Lease {
+            attempt: 3,
+            previous_attempts: vec![previous(2, pb::AttemptClass::Timeout, 0)],
+            ..lease.clone()
+        };
+        assert!(!attempts_of(&gap, RecordedAttempt::from_wire(3, &last_wire, "w3")).1, "attempt 1 is missing");
+        let unread = pb::Lease { previous_attempts: Vec::new(), previous_attempts_unavailable: true, ..lease };
+        let (attempts, complete) = attempts_of(&unread, RecordedAttempt::from_wire(3, &last_wire, "w3"));
+        assert_eq!((attempts.len(), complete), (1, false));
+
+        let odd = pb::Attempt { class: 99, http_status: 0, ..last_wire };
+        let a = RecordedAttempt::from_wire(1, &odd, "w");
+        assert_eq!((a.class.as_str(), a.http_status), ("unknown class 99", None));
+    }
+
+    /// Proves a version-2 record (no attempt list, times in whole seconds)
+    /// still reads, with the new fields empty and the list marked
+    /// incomplete.
+    #[test]
+    fn version_2_records_still_read() {
+        let v2 = r#"{
+          "record_version": 2, "cohort": "c", "manifest_sha256": "ab", "metrics_version": 1,
+          "run_id": "q1:a:1", "question_id": "q1", "arm": "a", "product": "A", "simulated": true,
+          "repeat": 1, "attempt": 2, "prompt": "Q?\n\nS.", "conversation": [{"role": "user", "text": "Q?\n\nS."}],
+          "output_sha256": null, "citation_urls": [], "observed_version": "not disclosed",
+          "pinned_version": "a-1", "settings": {}, "started_at": "2026-10-14T09:00:00Z",
+          "ended_at": "2026-10-14T09:00:03Z", "duration_ms": 3000, "outcome": "refused",
+          "failure_reason": "the system declined", "attempt_class": "refused", "token_usage": null,
+          "cost": null, "currency": null,
+          "system_sources": [{"url": "https://a.example/", "title": null, "snippet": "s"}],
+          "scoring": null, "scoring_error": null
+        }"#;
+        let r: RunRecord = serde_json::from_str(v2).unwrap();
+        assert_eq!((r.record_version, r.attempts.len(), r.attempts_complete), (2, 0, false));
+        assert_eq!(r.system_sources[0].published_at, None);
+    }
+}

@@ -136,6 +136,10 @@ pub struct SystemSource {
     pub url: String,
     pub title: Option<String>,
     pub snippet: String,
+    /// The publication date the system gave for the source (Perplexity's
+    /// `search_results[].date`), as it gave it; `None` when it gave none.
+    #[serde(default)]
+    pub published_at: Option<String>,
 }
 
 /// Where a reference's evidence came from.

@@ -114,6 +114,14 @@ async fn start_server() -> Server {
             }),
         )
         .route(
+            "/dated",
+            get(|| async {
+                let body = r#"<html><head><meta property="article:published_time" content="2024-05-01T14:30:00+01:00">
+                    </head><body><article><p>Dated article text.</p></article></body></html>"#;
+                ([(header::CONTENT_TYPE, "text/html")], body)
+            }),
+        )
+        .route(
             "/script-only",
             get(|| async {
                 ([(header::CONTENT_TYPE, "text/html")], "<html><body><script>render()</script></body></html>")
@@ -174,7 +182,10 @@ async fn html_article_is_captured_as_readable_text() {
     assert_eq!(c.http_status, Some(200));
     assert_eq!(c.content_type.as_deref(), Some("text/html; charset=utf-8"));
     assert_eq!(c.final_url.as_deref(), Some(server.url("/article").as_str()));
-    assert!(c.accessed_at.ends_with('Z'), "{}", c.accessed_at);
+    // RFC 3339 UTC with exactly three fractional digits.
+    let at = c.accessed_at.as_bytes();
+    assert!(at.len() == 24 && at[19] == b'.' && at[23] == b'Z', "{}", c.accessed_at);
+    assert_eq!((c.published_at.as_deref(), c.published_at_source.as_deref()), (None, None), "no date metadata");
     assert_eq!(c.bytes, ARTICLE.len() as u64);
     let text = c.text.as_deref().unwrap();
     assert!(text.starts_with("The Kessler syndrome\n\nIn 1978 Donald Kessler proposed"), "{text}");
@@ -422,4 +433,21 @@ async fn capture_all_preserves_order_and_dedups() {
     assert_eq!(captures[0], captures[2]);
     assert_eq!(captures[3].http_status, Some(404));
     assert_eq!(server.hits.load(Ordering::SeqCst), 1);
+}
+
+/// A page's publication date from its metadata reaches the capture,
+/// normalised to UTC, with its source, and into the serialised record.
+#[tokio::test]
+async fn publication_date_is_captured() {
+    let server = start_server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = ArtifactStore::local(dir.path());
+    let c = capturer(&store, |_| {}).capture(&server.url("/dated")).await;
+    assert!(c.accessible && c.error.is_none(), "{:?}", c.error);
+    assert_eq!(c.published_at.as_deref(), Some("2024-05-01T13:30:00Z"));
+    assert!(!c.published_at_as_written);
+    assert_eq!(c.published_at_source.as_deref(), Some("meta article:published_time"));
+    let json = serde_json::to_value(&c).unwrap();
+    assert_eq!(json["published_at"], "2024-05-01T13:30:00Z");
+    assert_eq!(json["published_at_as_written"], false);
 }

@@ -15,7 +15,8 @@
 //! observed version (never the requested model: no `model`, no version);
 //! `usage.prompt_tokens` / `completion_tokens`; Perplexity's top-level
 //! `citations` (URLs) and `search_results` entries that carry `snippet`
-//! text (as system sources; entries without text are skipped, never given
+//! text (as system sources, with their `date` as the source's publication
+//! date when given; entries without text are skipped, never given
 //! invented text). This adapter never reports a clarification: whatever
 //! the system says is its output.
 //!
@@ -293,7 +294,56 @@ fn search_results(body: &Value) -> Vec<SystemSource> {
             let url = r.get("url").and_then(Value::as_str).map(str::trim).filter(|u| !u.is_empty())?;
             let snippet = r.get("snippet").and_then(Value::as_str).map(str::trim).filter(|s| !s.is_empty())?;
             let title = r.get("title").and_then(Value::as_str).map(str::trim).filter(|t| !t.is_empty());
-            Some(SystemSource { url: url.to_owned(), title: title.map(str::to_owned), snippet: snippet.to_owned() })
+            // `date` is the publication date Perplexity gives for the result,
+            // kept as given; `last_updated` is a modification date, not one.
+            let date = r.get("date").and_then(Value::as_str).map(str::trim).filter(|d| !d.is_empty());
+            Some(SystemSource {
+                url: url.to_owned(),
+                title: title.map(str::to_owned),
+                snippet: snippet.to_owned(),
+                published_at: date.map(str::to_owned),
+            })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure panics
+
+    use super::*;
+
+    /// Built directly: `read_answer` needs no settings, and the arm config's
+    /// fields change more often than this adapter's.
+    fn adapter() -> OpenAiChatAdapter {
+        OpenAiChatAdapter {
+            endpoint: "http://127.0.0.1:9/chat/completions".into(),
+            model: "sonar".into(),
+            api_key: None,
+            max_tokens: None,
+            temperature: None,
+            headers: HeaderMap::new(),
+            client: reqwest::Client::new(),
+        }
+    }
+
+    /// Proves a search result's `date` becomes its source's publication
+    /// date as given, that `last_updated` is never taken for it, and that a
+    /// result without a date has none (never invented).
+    #[test]
+    fn search_result_dates_are_kept_as_given() {
+        let body = json!({
+            "model": "sonar-deep-research",
+            "choices": [{"message": {"content": "Answer [1]."}, "finish_reason": "stop"}],
+            "search_results": [
+                {"url": "https://a.example/1", "snippet": "Alpha.", "date": "2024-01-01", "last_updated": "2025-02-02"},
+                {"url": "https://b.example/2", "snippet": "Beta.", "last_updated": "2025-02-03"},
+                {"url": "https://c.example/3", "snippet": "Gamma.", "date": "  "},
+            ],
+        });
+        let r = adapter().read_answer(200, body.to_string().as_bytes());
+        assert_eq!(r.class, AttemptClass::Ok, "{}", r.detail);
+        let dates: Vec<Option<&str>> = r.sources.iter().map(|s| s.published_at.as_deref()).collect();
+        assert_eq!(dates, [Some("2024-01-01"), None, None]);
+    }
 }

@@ -19,6 +19,8 @@ use ego_tree::iter::Edge;
 use encoding_rs::{Encoding, UTF_8};
 use scraper::{Html, Node};
 
+use super::published::PublishedDate;
+
 /// How a body is turned into text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BodyKind {
@@ -228,10 +230,30 @@ pub fn estimated_depth(html: &str, limit: usize) -> usize {
 /// page has no text (a script-only page). Markup nested deeper than
 /// [`MAX_NESTING`] is refused before parsing (see [`TooDeep`]).
 pub fn html_to_text(html: &str) -> Result<String, TooDeep> {
+    read_html(html).map(|page| page.text)
+}
+
+/// What is read from an HTML page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HtmlPage {
+    /// The readable text ([`html_to_text`]).
+    pub text: String,
+    /// The publication date its metadata gives ([`super::published`]).
+    pub published: Option<PublishedDate>,
+}
+
+/// The readable text and the publication date of an HTML document, from
+/// one parse. Refused like [`html_to_text`] when nested too deeply.
+pub fn read_html(html: &str) -> Result<HtmlPage, TooDeep> {
     if estimated_depth(html, MAX_NESTING) > MAX_NESTING {
         return Err(TooDeep);
     }
     let document = Html::parse_document(html);
+    Ok(HtmlPage { text: document_text(&document), published: super::published::from_document(&document) })
+}
+
+/// The walk of [`html_to_text`] over a parsed document.
+fn document_text(document: &Html) -> String {
     let mut out = TextWriter::default();
     // Depth of open elements inside a skipped subtree (0: not skipping).
     let mut skipping = 0usize;
@@ -285,7 +307,7 @@ pub fn html_to_text(html: &str) -> Result<String, TooDeep> {
             }
         }
     }
-    Ok(out.finish())
+    out.finish()
 }
 
 fn is_noise(name: &str, el: &scraper::node::Element, in_article: bool) -> bool {

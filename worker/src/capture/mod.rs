@@ -17,13 +17,13 @@
 
 pub mod extract;
 pub mod guard;
+pub mod published;
 
 use std::collections::HashMap;
 use std::error::Error as _;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use cohort_coordinator::artifacts::ArtifactStore;
-use cohort_core::manifest::rfc3339;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use tracing::debug;
@@ -107,8 +107,23 @@ pub struct Capture {
     pub accessible: bool,
     /// The Content-Type header as sent.
     pub content_type: Option<String>,
-    /// When the fetch started (RFC 3339, UTC).
+    /// When the fetch started (RFC 3339, UTC, milliseconds:
+    /// [`crate::record::rfc3339_ms`]).
     pub accessed_at: String,
+    /// The page's publication date from its own metadata
+    /// ([`published`]): ISO 8601 when it reads as a date, else the text as
+    /// written (`published_at_as_written`); `None` when the page gives none
+    /// or was not read (never guessed).
+    #[serde(default)]
+    pub published_at: Option<String>,
+    /// `published_at` is the page's text as written: not a date this
+    /// version can read.
+    #[serde(default)]
+    pub published_at_as_written: bool,
+    /// Which metadata gave `published_at` (`meta article:published_time`,
+    /// `json-ld datePublished`...).
+    #[serde(default)]
+    pub published_at_source: Option<String>,
     /// Body bytes kept (at most `max_bytes`).
     pub bytes: u64,
     /// The body in the artifact store.
@@ -134,7 +149,10 @@ impl Capture {
             http_status: None,
             accessible: false,
             content_type: None,
-            accessed_at: rfc3339(SystemTime::now()),
+            accessed_at: crate::record::rfc3339_ms(cohort_coordinator::clock::now_ms()),
+            published_at: None,
+            published_at_as_written: false,
+            published_at_source: None,
             bytes: 0,
             raw_sha256: None,
             text_sha256: None,
@@ -273,19 +291,27 @@ impl SourceCapturer {
                 .fail(CaptureFailure::UnsupportedContentType, format!("content type {shown}: no text extracted"));
         }
         // Parsing megabytes of HTML is CPU work: off the async threads.
-        let text = tokio::task::spawn_blocking(move || {
+        let page = tokio::task::spawn_blocking(move || {
             let decoded = extract::decode(&body, content_type.as_deref(), kind);
             match kind {
-                BodyKind::Html => extract::html_to_text(&decoded),
-                _ => Ok(decoded),
+                BodyKind::Html => extract::read_html(&decoded),
+                _ => Ok(extract::HtmlPage { text: decoded, published: None }),
             }
         })
         .await;
-        let text = match text {
-            Ok(Ok(t)) => t,
+        let page = match page {
+            Ok(Ok(p)) => p,
             Ok(Err(too_deep)) => return capture.fail(CaptureFailure::NoText, too_deep.to_string()),
             Err(e) => return capture.fail(CaptureFailure::Other, format!("text extraction failed: {e}")),
         };
+        // Metadata of what the link served: kept even when the page has no
+        // readable text.
+        if let Some(date) = page.published {
+            capture.published_at = Some(date.value);
+            capture.published_at_as_written = date.as_written;
+            capture.published_at_source = Some(date.source);
+        }
+        let text = page.text;
         if text.trim().is_empty() {
             return capture.fail(CaptureFailure::NoText, "no readable text in the page");
         }
