@@ -274,3 +274,191 @@ fn partial_snippets_split_judgeable_from_unavailable() {
     assert_eq!(r.support.rate, None);
     assert_eq!(r.metrics.uncited_assertive_sentences, 1);
 }
+
+/// A plain `Sources:` line followed on the next line by its `[n]` entries
+/// (one Markdown paragraph, the usual Perplexity shape) is a reference
+/// list: every citation resolves, entries and the heading are not claims,
+/// and a body sentence containing the word "sources" stays a claim.
+#[test]
+fn reference_heading_without_blank_line_is_a_reference_list() {
+    let r = score("13_reference_heading_without_blank_line");
+    assert_eq!(r.format, ReportFormat::Numbered);
+    assert_eq!(r.metrics.total_citations, 5);
+    assert_eq!(r.metrics.resolution_rate, Some(1.0));
+    let indices: Vec<u32> = r.references.iter().map(|x| x.index).collect();
+    assert_eq!(indices, vec![1, 2, 3, 4]);
+    assert_eq!(r.references[1].url.as_deref(), Some("https://maine.example/heat-pumps/field-study"));
+    assert_eq!(r.references[0].title.as_deref(), Some("NEEP cold-climate heat pump list"));
+    assert_eq!(
+        claim_texts(&r),
+        vec![
+            "Modern air-source heat pumps keep working at -25 °C [1].",
+            "Field trials in Maine found average seasonal efficiency above 2.5 [2][3].",
+            "The sources agree that defrost cycles cost a few percent of output [3].",
+            "Independent sources also report lower running costs than oil boilers [4].",
+        ]
+    );
+}
+
+/// `**Sources:**` followed directly by `(n)` entries is a reference list,
+/// and the one stray inline link does not switch the report to
+/// Markdown-link mode: it stays numbered, its markers resolve against its
+/// own list, and a warning says the link is not counted.
+#[test]
+fn bold_sources_with_parenthesised_entries_and_a_stray_link_stay_numbered() {
+    let r = score("14_bold_sources_parenthesised_entries");
+    assert_eq!(r.format, ReportFormat::Numbered);
+    assert_eq!(r.metrics.total_citations, 4);
+    assert_eq!(r.metrics.resolution_rate, Some(1.0));
+    let urls: Vec<&str> = r.references.iter().filter_map(|x| x.url.as_deref()).collect();
+    assert_eq!(
+        urls,
+        vec![
+            "https://iea.example/critical-minerals-2025",
+            "https://markets.example/lithium-prices",
+            "https://cochilco.example/lithium"
+        ]
+    );
+    assert_eq!(r.claims.len(), 4, "three cited claims and the sentence holding the stray link");
+    assert!(r.claims[3].cited.is_empty(), "a stray link is not a citation");
+    assert!(r.warnings.iter().any(|w| w.starts_with("1 inline web link(s) in the body are not counted")));
+    assert!(r.normalised_body.is_none());
+}
+
+/// `## References` followed directly by `1. [Title](url)` items: the
+/// anchors are the titles, both markers resolve, the stray link in the
+/// body is not a citation and does not change the format.
+#[test]
+fn markdown_heading_with_numbered_link_entries() {
+    let r = score("15_markdown_heading_numbered_links");
+    assert_eq!(r.format, ReportFormat::Numbered);
+    assert_eq!(r.metrics.resolution_rate, Some(1.0));
+    let titles: Vec<&str> = r.references.iter().filter_map(|x| x.title.as_deref()).collect();
+    assert_eq!(
+        titles,
+        vec!["Rapid single-particle imaging of nanoplastics", "Drinking boiled tap water reduces human intake"]
+    );
+    assert_eq!(r.references.len(), 2, "the stray link is not added to the table");
+}
+
+/// Markers without any reference list plus fewer links than markers: the
+/// report is numbered, every marker is unresolved (rate 0.0, not a
+/// resolution against a table generated from the one link), and both
+/// warnings say why.
+#[test]
+fn markers_without_a_list_outnumbering_links_stay_numbered_and_unresolved() {
+    let r = score("16_markers_without_list_and_a_link");
+    assert_eq!(r.format, ReportFormat::Numbered);
+    assert_eq!(r.metrics.total_citations, 4);
+    assert_eq!(r.metrics.unresolved_indices, vec![1, 2, 3, 4]);
+    assert_eq!(r.metrics.resolution_rate, Some(0.0));
+    assert!(r.references.is_empty());
+    assert_eq!(r.warnings.len(), 2, "{:?}", r.warnings);
+}
+
+/// Links outnumbering the markers of a report without a reference list:
+/// the report is normalised as Markdown links, and the stray marker is
+/// read against the generated table with a warning saying so.
+#[test]
+fn links_outnumbering_stray_markers_are_normalised() {
+    let r = score("17_links_with_a_stray_marker");
+    assert_eq!(r.format, ReportFormat::MarkdownLinks);
+    assert_eq!(r.references.len(), 4);
+    assert_eq!(r.metrics.total_citations, 5);
+    assert_eq!(
+        r.warnings,
+        vec!["1 bracketed number(s) already in the text are read as markers of the normalised table".to_owned()]
+    );
+}
+
+/// `Citations:` followed directly by `[n]: url "Title"` lines: Markdown
+/// cannot read them as link definitions (a definition cannot interrupt a
+/// paragraph), so they are read as entries, the quoted title unquoted.
+#[test]
+fn definition_shaped_entries_after_a_heading_line() {
+    let r = score("18_citations_as_link_definitions");
+    assert_eq!(r.metrics.total_citations, 3);
+    assert_eq!(r.metrics.resolution_rate, Some(1.0));
+    assert_eq!(r.references[0].title.as_deref(), Some("NSIDC Sea Ice Today"));
+    assert_eq!(r.references[1].title, None);
+    assert_eq!(r.claims.len(), 2);
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+}
+
+/// Every reference heading shape followed on the very next line by every
+/// entry shape: two citations, both resolve, exactly the two body
+/// sentences are claims (the heading and the entries never are), and the
+/// entries' URLs are read.
+#[test]
+fn every_heading_shape_with_every_entry_shape_resolves() {
+    let headings = [
+        "References",
+        "References:",
+        "Sources",
+        "Sources:",
+        "Citations",
+        "Citations:",
+        "Bibliography",
+        "Bibliography:",
+        "**Sources:**",
+        "**References**",
+        "**Sources**:",
+        "## References",
+        "### Sources:",
+    ];
+    let entries: [fn(u32, &str) -> String; 7] = [
+        |n, url| format!("[{n}] {url}"),
+        |n, url| format!("[{n}] Report number {n}. {url}"),
+        |n, url| format!("({n}) {url}"),
+        |n, url| format!("{n}. {url}"),
+        |n, url| format!("{n}. [Report {n}]({url})"),
+        |n, url| format!("[{n}]: {url}"),
+        |n, url| format!("[{n}]: {url} \"Report {n}\""),
+    ];
+    let urls = ["https://a.example/one", "https://b.example/two?page=2"];
+    let mut failures = Vec::new();
+    for heading in headings {
+        for (shape, entry) in entries.iter().enumerate() {
+            let text = format!(
+                "Sales grew by a tenth [1].\nPrices fell sharply [2].\n\n{heading}\n{}\n{}\n",
+                entry(1, urls[0]),
+                entry(2, urls[1])
+            );
+            let r = score_report(&text, &ScoreOptions::default()).unwrap();
+            let got_urls: Vec<&str> = r.references.iter().filter_map(|x| x.url.as_deref()).collect();
+            let ok = r.format == ReportFormat::Numbered
+                && r.metrics.total_citations == 2
+                && r.metrics.resolution_rate == Some(1.0)
+                && claim_texts(&r) == vec!["Sales grew by a tenth [1].", "Prices fell sharply [2]."]
+                && got_urls == urls;
+            if !ok {
+                failures.push(format!(
+                    "heading {heading:?}, entry shape {shape}: format {:?}, total {}, rate {:?}, claims {:?}, urls {got_urls:?}",
+                    r.format,
+                    r.metrics.total_citations,
+                    r.metrics.resolution_rate,
+                    claim_texts(&r)
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// A line that merely contains a reference word, or a sentence ending in
+/// one, followed by a line starting with a number is not a heading: the
+/// paragraph stays body text and its markers stay citations.
+#[test]
+fn a_sentence_mentioning_sources_is_not_a_heading() {
+    for text in [
+        "Several independent sources\n[1] confirm the figure, as do later surveys [2].\n",
+        "We checked the sources.\n(1) The first survey found growth [1].\n",
+        "The main references are two surveys\n1) the 2023 census and the 2024 poll [1].\n",
+    ] {
+        let r = score_report(text, &ScoreOptions::default()).unwrap();
+        assert!(r.references.is_empty(), "{text:?}: {:?}", r.references);
+        assert!(!r.claims.is_empty(), "{text:?}: the paragraph is body text");
+        assert!(r.metrics.total_citations >= 1, "{text:?}");
+        assert_eq!(r.metrics.resolution_rate, Some(0.0), "{text:?}");
+    }
+}

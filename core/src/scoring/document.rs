@@ -163,7 +163,74 @@ pub(crate) fn parse(source: &str) -> Parsed {
     }
     w.flush();
     w.parsed.definitions = definitions;
+    split_reference_headings(source, &mut w.parsed);
     w.parsed
+}
+
+/// Splits a paragraph in which a reference heading line is followed,
+/// without a blank line, by its entries (`References\n[1] https://...`,
+/// `**Sources:**\n(1) ...`): in Markdown that is one paragraph, the usual
+/// shape of Perplexity and plain-text answers. The heading line becomes a
+/// leaf of its own (classified as a pseudo-heading, which opens the
+/// reference section) and the entries another, so they are read as a
+/// reference list rather than as one long claim. Lines before the heading
+/// stay a leaf of their own. Links are moved to the leaf that now holds
+/// them.
+fn split_reference_headings(source: &str, parsed: &mut Parsed) {
+    let line = |r: &Range<usize>| source.get(r.clone()).unwrap_or_default();
+    let split_at = |leaf: &Leaf| -> Option<usize> {
+        if leaf.segments.len() < 2
+            || leaf.heading_level.is_some()
+            || leaf.in_table
+            || leaf.item.is_some()
+            || leaf.blockquote.is_some()
+            || leaf.footnote.is_some()
+        {
+            return None;
+        }
+        leaf.segments.windows(2).position(|pair| {
+            is_reference_heading_line(line(&pair[0])) && super::references::is_entry_line(line(&pair[1]))
+        })
+    };
+    if !parsed.leaves.iter().any(|leaf| split_at(leaf).is_some()) {
+        return;
+    }
+    let old = std::mem::take(&mut parsed.leaves);
+    // For each old leaf: the new index of each of its parts and the source
+    // offset where each part starts.
+    let mut parts: Vec<Vec<(usize, usize)>> = Vec::with_capacity(old.len());
+    for leaf in old {
+        let mut mine = Vec::new();
+        match split_at(&leaf) {
+            Some(k) => {
+                let mut rest = leaf.segments.clone();
+                let entries = rest.split_off(k + 1);
+                let heading = rest.split_off(k);
+                for segments in [rest, heading, entries] {
+                    if segments.is_empty() {
+                        continue;
+                    }
+                    mine.push((parsed.leaves.len(), segments[0].start));
+                    let mut part = leaf.clone();
+                    part.segments = segments;
+                    parsed.leaves.push(part);
+                }
+            }
+            None => {
+                mine.push((parsed.leaves.len(), leaf.segments.first().map_or(0, |s| s.start)));
+                parsed.leaves.push(leaf);
+            }
+        }
+        parts.push(mine);
+    }
+    for link in &mut parsed.links {
+        if let Some(mine) = parts.get(link.leaf) {
+            let k = mine.partition_point(|&(_, start)| start <= link.range.start).saturating_sub(1);
+            if let Some(&(index, _)) = mine.get(k) {
+                link.leaf = index;
+            }
+        }
+    }
 }
 
 impl Walker {
@@ -531,6 +598,20 @@ fn pseudo_heading_inner(text: &str) -> Option<&str> {
     None
 }
 
+/// Whether one line, on its own, is a heading that opens a reference list:
+/// `References`, `Sources:`, `**Sources:**`, `5. Bibliography`. The whole
+/// line must be the section name, so a sentence that merely contains the
+/// word ("The sources say ...") is not one.
+pub(crate) fn is_reference_heading_line(line: &str) -> bool {
+    let title = match pseudo_heading_inner(line) {
+        Some(inner) => inner,
+        // Section names are short; long lines are not one.
+        None if line.len() <= 64 => line,
+        None => return false,
+    };
+    REFERENCE_HEADINGS.contains(&heading_key(title).as_str())
+}
+
 /// Whether a leaf's text has the shape of reference entries: every line
 /// starts with `[n]` (or `[^n]`) and has a URL.
 fn looks_like_reference_entries(source: &str, leaf: &Leaf) -> bool {
@@ -709,6 +790,29 @@ mod tests {
                 ("<https://y.org>", Some("https://y.org"))
             ]
         );
+    }
+
+    /// A reference heading line followed directly by entries (one
+    /// paragraph in Markdown) is split into body, heading and entries, and
+    /// each link moves to the leaf that holds it.
+    #[test]
+    fn splits_a_heading_line_from_the_entries_after_it() {
+        let source = "Body [1] per [x](https://x.org).\n**Sources:**\n[1] [Alpha](https://a.org)\n(2) https://b.org\n";
+        assert_eq!(
+            leaves(source),
+            vec![
+                (Role::Prose, "Body [1] per [x](https://x.org).".to_owned()),
+                (Role::PseudoHeading, "**Sources:**".to_owned()),
+                (Role::Reference, "[1] [Alpha](https://a.org) (2) https://b.org".to_owned()),
+            ]
+        );
+        let parsed = parse(source);
+        let link_leaves: Vec<usize> = parsed.links.iter().map(|l| l.leaf).collect();
+        assert_eq!(link_leaves, vec![0, 2]);
+        // A line that only mentions sources, or a heading line with nothing
+        // indexed after it, splits nothing.
+        assert_eq!(leaves("The sources\n[1] agree.\n").len(), 1);
+        assert_eq!(leaves("References\nare listed below [1].\n").len(), 1);
     }
 
     /// Ordered list items carry the number written in the source.

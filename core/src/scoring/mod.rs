@@ -148,29 +148,42 @@ pub fn analyse(text: &str, format: Option<ReportFormat>) -> Result<Analysis, Sco
         .zip(&texts)
         .map(|(leaf, t)| (leaf.role.counts_citations() || leaf.role == Role::Conflict).then(|| markers::scan(t)))
         .collect();
-    let body_has_markers = parsed.leaves.iter().zip(&original_spans).any(|(leaf, spans)| {
-        leaf.role.counts_citations() && spans.iter().flatten().any(|s| s.kind == markers::SpanKind::Marker)
-    });
-    let body_web_links = parsed
+    let body_marker_spans: usize = parsed
+        .leaves
+        .iter()
+        .zip(&original_spans)
+        .filter(|(leaf, _)| leaf.role.counts_citations())
+        .map(|(_, spans)| spans.iter().flatten().filter(|s| s.kind == markers::SpanKind::Marker).count())
+        .sum();
+    let body_links: Vec<&document::LinkSpan> = parsed
         .links
         .iter()
         .filter(|l| roles.get(l.leaf).is_some_and(|r| r.counts_citations()))
         .filter(|l| l.kind != document::LinkKind::Email && canonicalise(&l.dest).is_ok())
-        .count();
+        .collect();
+    let body_web_links = body_links.len();
+    // Links whose whole syntax is a marker (`[3]` resolved by a definition
+    // `[3]: https://...`) are that report's markers, not links written
+    // beside them.
+    let stray_links =
+        body_links.iter().filter(|l| !is_marker_syntax(text.get(l.range.clone()).unwrap_or_default())).count();
     let (numbered_refs, mut warnings) = references::numbered_references(text, &parsed, &texts);
     let (format, format_detected) = match format {
         Some(format) => (format, false),
-        None => {
-            let links = body_web_links > 0 && (!body_has_markers || numbered_refs.is_empty());
-            (if links { ReportFormat::MarkdownLinks } else { ReportFormat::Numbered }, true)
-        }
+        None => (detect_format(body_marker_spans, stray_links, !numbered_refs.is_empty()), true),
     };
 
     let (edits, references) = match format {
         ReportFormat::Numbered => {
-            if body_web_links > 0 {
+            if numbered_refs.is_empty() && body_marker_spans > 0 {
+                warnings.push(
+                    "the body cites with [n] markers but no reference list was found: every citation is unresolved"
+                        .to_owned(),
+                );
+            }
+            if stray_links > 0 {
                 warnings.push(format!(
-                    "{body_web_links} inline web link(s) in the body are not counted as citations in a numbered report; \
+                    "{stray_links} inline web link(s) in the body are not counted as citations in a numbered report; \
                      score with --format markdown-links to count them"
                 ));
             }
@@ -285,6 +298,29 @@ pub fn analyse(text: &str, format: Option<ReportFormat>) -> Result<Analysis, Sco
         normalised_body: body,
         warnings,
     })
+}
+
+/// The format of a report whose format was not given (docs/scoring.md,
+/// "Format detection"), from the marker spans and the stray web links of
+/// its body and whether it has a numbered reference list.
+///
+/// A report that cites with `[n]` and lists its references is numbered,
+/// whatever links it also has: resolving its markers against a table
+/// generated from those links would join its claims to sources it never
+/// meant. Without a reference list the style that cites more wins (ties go
+/// to numbered, the seed's primary form): a report of `[n]` markers that
+/// lost its list is scored as such (every marker unresolved) rather than
+/// against one stray link, and a link-citing report with a stray `[3]` is
+/// still normalised.
+fn detect_format(marker_spans: usize, stray_links: usize, has_reference_list: bool) -> ReportFormat {
+    let links = if marker_spans == 0 { stray_links > 0 } else { !has_reference_list && stray_links > marker_spans };
+    if links { ReportFormat::MarkdownLinks } else { ReportFormat::Numbered }
+}
+
+/// Whether `syntax` is exactly one marker, `[3]`.
+fn is_marker_syntax(syntax: &str) -> bool {
+    let spans = markers::scan(syntax);
+    matches!(spans.as_slice(), [only] if only.kind == markers::SpanKind::Marker && only.range == (0..syntax.len()))
 }
 
 /// Writes the leaf's normalised text into `out` (segments joined by one

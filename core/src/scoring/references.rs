@@ -28,6 +28,10 @@ struct Entry {
     item: Option<usize>,
     /// Read from a footnote definition.
     footnote: bool,
+    /// Written like a link definition, `[3]: url "Title"`, on a line where
+    /// Markdown could not read it as one (inside a paragraph): its title
+    /// is quoted.
+    definition: bool,
 }
 
 /// The written index at the start of a reference line, and the byte length
@@ -54,6 +58,15 @@ fn index_prefix(line: &str) -> Option<(u32, usize)> {
     let closes = if open == 1 { closer == Some(b')') } else { matches!(closer, Some(b'.' | b')')) };
     let spaced = rest.as_bytes().get(digits + 1).is_none_or(|b| b.is_ascii_whitespace());
     ((1..=MAX_MARKER_INDEX).contains(&value) && closes && spaced).then_some((value, open + digits + 1))
+}
+
+/// Whether a line has the shape of a reference entry: it starts with a
+/// written index (`[3]`, `[3]:`, `(3)`, `3.`, `3)`, `[^3]:`) followed by
+/// something. Used to split a heading line from the entries written on the
+/// lines right after it.
+pub(crate) fn is_entry_line(line: &str) -> bool {
+    let line = line.trim();
+    index_prefix(line).is_some_and(|(_, skip)| !line[skip..].trim().is_empty())
 }
 
 /// Reads every reference entry of a numbered report. Returns the table in
@@ -120,12 +133,15 @@ fn read_leaf(source: &str, i: usize, leaf: &Leaf, text: &str, entries: &mut Vec<
                 leaf: i,
                 item: None,
                 footnote: true,
+                definition: false,
             }),
         }
         return;
     }
     for (k, segment) in leaf.segments.iter().enumerate() {
         let line = source.get(segment.clone()).unwrap_or_default().trim();
+        let definition =
+            index_prefix(line).is_some_and(|(_, skip)| line.starts_with('[') && line[..skip].ends_with(':'));
         let indexed = index_prefix(line)
             .map(|(index, skip)| (index, line[skip..].trim().to_owned()))
             .or_else(|| {
@@ -140,6 +156,7 @@ fn read_leaf(source: &str, i: usize, leaf: &Leaf, text: &str, entries: &mut Vec<
                 leaf: i,
                 item: leaf.item,
                 footnote: false,
+                definition,
             }),
             None => match entries.last_mut() {
                 Some(last) if last.leaf == i || (last.item.is_some() && last.item == leaf.item) => {
@@ -175,7 +192,8 @@ fn entry_reference(source: &str, parsed: &Parsed, entry: &Entry) -> Reference {
         None => {
             let url = spans.iter().find(|s| s.kind == SpanKind::Url && !entry.text[s.range.clone()].starts_with('('));
             let url = url.map(|s| entry.text[s.range.clone()].trim_start_matches('<').trim_end_matches('>').to_owned());
-            (url, text_title(&entry.text, &spans))
+            let title = text_title(&entry.text, &spans);
+            (url, if entry.definition { title.map(unquote) } else { title })
         }
     };
     let url = raw_url.as_deref().map(|raw| {
@@ -211,6 +229,19 @@ pub(crate) fn clean_title(text: &str) -> Option<String> {
         c.is_whitespace() || matches!(c, '-' | '–' | '—' | ':' | '|' | ',' | ';' | '.' | '_' | '<' | '>')
     });
     (!trimmed.is_empty()).then(|| trimmed.to_owned())
+}
+
+/// A link definition's title without its delimiters: `"T"`, `'T'`, `(T)`.
+fn unquote(title: String) -> String {
+    for (open, close) in [('"', '"'), ('\'', '\''), ('(', ')')] {
+        if let Some(inner) = title.strip_prefix(open).and_then(|t| t.strip_suffix(close))
+            && !inner.contains([open, close])
+            && !inner.trim().is_empty()
+        {
+            return inner.trim().to_owned();
+        }
+    }
+    title
 }
 
 fn shorten(line: &str) -> String {
