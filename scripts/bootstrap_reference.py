@@ -25,7 +25,6 @@ Checks, printing both sets of figures:
 Exits 0 when all agree, 1 on a disagreement, 2 when numpy is missing.
 """
 import json
-import math
 import sys
 
 try:
