@@ -1,0 +1,565 @@
+//! From runs to numbers: counts per arm and category, the rates with their
+//! denominators, the cluster-bootstrap intervals (`cohort_core::stats`) and
+//! the paired comparisons. Pure: a [`Gathered`] in, a [`Summary`] out, so
+//! `cohort verify` recomputes exactly what `cohort report` wrote.
+//!
+//! Definitions (docs/report.md has them for readers):
+//! - completion = completed / planned (all attempts; every outcome stays in
+//!   the denominator);
+//! - support = YES / judged over cited claims (seed 000 3.2; unjudged claims
+//!   count in neither direction);
+//! - resolution = (citations - unresolved) / citations;
+//! - micro pools the runs; macro averages each question's rate with equal
+//!   weight over the questions where it is defined;
+//! - a paired comparison of arms a and b (one workflow) uses the questions
+//!   where both completed at least one run; completion is compared over
+//!   every question.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use cohort_core::stats::{self, ClusterBootstrap, Estimand, Interval};
+
+use crate::gather::{FrozenCohort, Gathered, rfc3339_ms};
+use crate::model::*;
+
+/// Per (arm, question): the sums the rates are made of.
+#[derive(Debug, Clone, Default)]
+struct Cell {
+    counts: Counts,
+    claims: ClaimCounts,
+    citations: CitationCounts,
+}
+
+impl Cell {
+    fn add(&mut self, other: &Cell) {
+        let (c, o) = (&mut self.counts, &other.counts);
+        c.planned += o.planned;
+        c.attempted += o.attempted;
+        c.completed += o.completed;
+        c.refused += o.refused;
+        c.failed += o.failed;
+        c.timed_out += o.timed_out;
+        c.unavailable += o.unavailable;
+        c.not_run += o.not_run;
+        c.pending += o.pending;
+        c.scored += o.scored;
+        c.judged_runs += o.judged_runs;
+        let (c, o) = (&mut self.claims, &other.claims);
+        c.extracted += o.extracted;
+        c.cited += o.cited;
+        c.uncited += o.uncited;
+        c.judged += o.judged;
+        c.supported += o.supported;
+        for (k, v) in &o.unjudged {
+            *c.unjudged.entry(k.clone()).or_default() += v;
+        }
+        self.citations.total += other.citations.total;
+        self.citations.unresolved += other.citations.unresolved;
+        self.citations.contradictions_surfaced += other.citations.contradictions_surfaced;
+    }
+
+    fn add_run(&mut self, run: &RunView) {
+        let c = &mut self.counts;
+        c.planned += 1;
+        match run.outcome.as_str() {
+            "completed" => c.completed += 1,
+            "refused" => c.refused += 1,
+            "failed" => c.failed += 1,
+            "timed_out" => c.timed_out += 1,
+            "unavailable" => c.unavailable += 1,
+            "not_run" => c.not_run += 1,
+            _ => c.pending += 1,
+        }
+        if run.outcome != "not_run" && run.outcome != "pending" {
+            c.attempted += 1;
+        }
+        if let Some(s) = &run.scored {
+            c.scored += 1;
+            if s.judged > 0 {
+                c.judged_runs += 1;
+            }
+            let k = &mut self.claims;
+            k.extracted += s.claims;
+            k.cited += s.cited;
+            k.uncited += s.claims - s.cited.min(s.claims);
+            k.judged += s.judged;
+            k.supported += s.supported;
+            for (r, n) in &s.unjudged {
+                *k.unjudged.entry(r.clone()).or_default() += n;
+            }
+            self.citations.total += s.citations;
+            self.citations.unresolved += s.unresolved;
+            self.citations.contradictions_surfaced += s.contradictions;
+        }
+    }
+}
+
+/// The rate kinds, in the order they are computed and shown.
+const RATE_KINDS: [&str; 5] = ["completion", "support_micro", "support_macro", "resolution_micro", "resolution_macro"];
+
+/// Per-question (numerator, denominator) of each base ratio.
+fn base_vectors(cells: &[Cell]) -> [(Vec<f64>, Vec<f64>); 3] {
+    let f = |get: &dyn Fn(&Cell) -> (u64, u64)| -> (Vec<f64>, Vec<f64>) {
+        cells.iter().map(|c| get(c)).map(|(n, d)| (n as f64, d as f64)).unzip()
+    };
+    [
+        f(&|c| (c.counts.completed, c.counts.planned)),
+        f(&|c| (c.claims.supported, c.claims.judged)),
+        f(&|c| (c.citations.total - c.citations.unresolved.min(c.citations.total), c.citations.total)),
+    ]
+}
+
+/// The five estimands of a set of cells (one per question, zeros outside),
+/// in [`RATE_KINDS`] order.
+fn rate_estimands(cells: &[Cell]) -> Vec<Estimand> {
+    let [completion, support, resolution] = base_vectors(cells);
+    let support_macro = Estimand::macro_rate(&support.0, &support.1);
+    let resolution_macro = Estimand::macro_rate(&resolution.0, &resolution.1);
+    vec![
+        Estimand::ratio(completion.0, completion.1),
+        Estimand::ratio(support.0, support.1),
+        support_macro,
+        Estimand::ratio(resolution.0, resolution.1),
+        resolution_macro,
+    ]
+}
+
+/// A rate from its estimand's point value, its interval and its status.
+fn rate(kind: &str, total: &Cell, estimand: &Estimand, interval: &Interval) -> Rate {
+    let (numerator, denominator, questions) = match kind {
+        "completion" => (total.counts.completed as f64, total.counts.planned as f64, None),
+        "support_micro" => (total.claims.supported as f64, total.claims.judged as f64, None),
+        "resolution_micro" => {
+            let t = &total.citations;
+            ((t.total - t.unresolved.min(t.total)) as f64, t.total as f64, None)
+        }
+        _ => match estimand {
+            Estimand::Ratio { num, den } => {
+                let q = den.iter().filter(|d| **d > 0.0).count() as u64;
+                (num.iter().sum(), den.iter().sum(), Some(q))
+            }
+            Estimand::Difference(..) => (0.0, 0.0, None),
+        },
+    };
+    let (status, reason) = rate_status(kind, total);
+    let value = if status == RateStatus::Measured { estimand.point() } else { None };
+    Rate {
+        value,
+        numerator,
+        denominator,
+        ci_low: value.and(interval.ci_low),
+        ci_high: value.and(interval.ci_high),
+        undefined_draws: interval.undefined_draws,
+        status: if value.is_none() && status == RateStatus::Measured { RateStatus::NotApplicable } else { status },
+        reason,
+        questions,
+    }
+}
+
+/// Whether a rate can be measured for these totals, and if not, why.
+fn rate_status(kind: &str, t: &Cell) -> (RateStatus, Option<String>) {
+    let unscored = t.counts.completed.saturating_sub(t.counts.scored);
+    match kind {
+        "completion" if t.counts.planned == 0 => (RateStatus::NotApplicable, Some("no planned runs".into())),
+        "completion" => (RateStatus::Measured, None),
+        k if k.starts_with("support") => {
+            if t.claims.cited == 0 && unscored > 0 {
+                (RateStatus::Unmeasured, Some(format!("{unscored} completed output(s) were not scored")))
+            } else if t.claims.cited == 0 {
+                (RateStatus::NotApplicable, Some("no cited claims".into()))
+            } else if t.claims.judged == 0 {
+                let reasons: Vec<String> = t.claims.unjudged.iter().map(|(r, n)| format!("{n} {r}")).collect();
+                (
+                    RateStatus::Unmeasured,
+                    Some(format!("no claim was judged ({} cited claims unjudged: {})", t.claims.cited, reasons.join(", "))),
+                )
+            } else {
+                (RateStatus::Measured, None)
+            }
+        }
+        _ => {
+            if t.citations.total == 0 && unscored > 0 {
+                (RateStatus::Unmeasured, Some(format!("{unscored} completed output(s) were not scored")))
+            } else if t.citations.total == 0 {
+                (RateStatus::NotApplicable, Some("no citations".into()))
+            } else {
+                (RateStatus::Measured, None)
+            }
+        }
+    }
+}
+
+/// Builds every number of the report.
+pub fn summarise(frozen: &FrozenCohort, gathered: &Gathered, draws: u32) -> Summary {
+    let config = &frozen.cohort.config;
+    let questions: Vec<String> = frozen.cohort.questions.iter().map(|q| q.id.clone()).collect();
+    let q_index: BTreeMap<&str, usize> = questions.iter().enumerate().map(|(i, q)| (q.as_str(), i)).collect();
+    let q_category: Vec<&str> = frozen.cohort.questions.iter().map(|q| q.category.as_str()).collect();
+    let arm_index: BTreeMap<&str, usize> = config.arms.iter().enumerate().map(|(i, a)| (a.id.as_str(), i)).collect();
+    let n_q = questions.len();
+
+    // cells[arm][question]
+    let mut cells = vec![vec![Cell::default(); n_q]; config.arms.len()];
+    let mut observed: Vec<BTreeMap<String, u64>> = vec![BTreeMap::new(); config.arms.len()];
+    let mut durations: Vec<Vec<i64>> = vec![Vec::new(); config.arms.len()];
+    let mut costs: Vec<(u64, f64, Option<String>, u64)> = vec![(0, 0.0, None, 0); config.arms.len()];
+    let (mut first_start, mut last_end) = (i64::MAX, 0i64);
+    for run in &gathered.runs {
+        let (Some(&a), Some(&q)) = (arm_index.get(run.arm.as_str()), q_index.get(run.question_id.as_str())) else {
+            continue;
+        };
+        cells[a][q].add_run(run);
+        if !run.observed_version.is_empty() {
+            *observed[a].entry(run.observed_version.clone()).or_default() += 1;
+        }
+        if let Some(d) = run.duration_ms {
+            durations[a].push(d);
+        }
+        if let Some(s) = run.started_ms {
+            first_start = first_start.min(s);
+            last_end = last_end.max(s + run.duration_ms.unwrap_or(0));
+        }
+        if run.outcome == "completed" {
+            match run.cost {
+                Some(c) => {
+                    costs[a].0 += 1;
+                    costs[a].1 += c;
+                    if costs[a].2.is_none() {
+                        costs[a].2.clone_from(&run.currency);
+                    }
+                }
+                None => costs[a].3 += 1,
+            }
+        }
+    }
+
+    // Estimands: per arm (5), per arm x category (5 each), comparisons (3).
+    let mut estimands: Vec<Estimand> = Vec::new();
+    let mut arm_slots = Vec::new();
+    for arm_cells in &cells {
+        let start = estimands.len();
+        estimands.extend(rate_estimands(arm_cells));
+        let mut cat_slots = Vec::new();
+        for category in &config.categories {
+            let masked: Vec<Cell> = arm_cells
+                .iter()
+                .zip(&q_category)
+                .map(|(c, qc)| if qc == category { c.clone() } else { Cell::default() })
+                .collect();
+            cat_slots.push((estimands.len(), masked.clone()));
+            estimands.extend(rate_estimands(&masked));
+        }
+        arm_slots.push((start, cat_slots));
+    }
+    let pairs = comparison_pairs(config);
+    let mut pair_slots = Vec::new();
+    for &(a, b) in &pairs {
+        let paired: Vec<bool> =
+            (0..n_q).map(|q| cells[a][q].counts.completed > 0 && cells[b][q].counts.completed > 0).collect();
+        let [ca, sa, ra] = base_vectors(&cells[a]);
+        let [cb, sb, rb] = base_vectors(&cells[b]);
+        let mask = |v: (Vec<f64>, Vec<f64>)| -> (Vec<f64>, Vec<f64>) {
+            v.0.iter().zip(&v.1).zip(&paired).map(|((n, d), p)| if *p { (*n, *d) } else { (0.0, 0.0) }).unzip()
+        };
+        let (sa, sb, ra, rb) = (mask(sa), mask(sb), mask(ra), mask(rb));
+        let pair_questions = |x: &(Vec<f64>, Vec<f64>), y: &(Vec<f64>, Vec<f64>)| {
+            x.1.iter().zip(&y.1).filter(|(p, q)| **p > 0.0 && **q > 0.0).count() as u64
+        };
+        let counts = [n_q as u64, pair_questions(&sa, &sb), pair_questions(&ra, &rb)];
+        pair_slots.push((estimands.len(), paired.iter().filter(|p| **p).count() as u64, counts));
+        estimands.push(Estimand::difference(Estimand::ratio(ca.0, ca.1), Estimand::ratio(cb.0, cb.1)));
+        estimands.push(Estimand::difference(Estimand::ratio(sa.0, sa.1), Estimand::ratio(sb.0, sb.1)));
+        estimands.push(Estimand::difference(Estimand::ratio(ra.0, ra.1), Estimand::ratio(rb.0, rb.1)));
+    }
+    let bootstrap = ClusterBootstrap { clusters: n_q, draws, seed: stats::BOOTSTRAP_SEED };
+    let intervals = if n_q == 0 { vec![empty_interval(draws); estimands.len()] } else { bootstrap.intervals(&estimands) };
+
+    let rates_of = |start: usize, total: &Cell| {
+        let r = |i: usize| rate(RATE_KINDS[i], total, &estimands[start + i], &intervals[start + i]);
+        Rates { completion: r(0), support_micro: r(1), support_macro: r(2), resolution_micro: r(3), resolution_macro: r(4) }
+    };
+    let total_of = |cs: &[Cell]| {
+        let mut t = Cell::default();
+        for c in cs {
+            t.add(c);
+        }
+        t
+    };
+
+    let mut arms = Vec::new();
+    for (a, arm) in config.arms.iter().enumerate() {
+        let (start, cat_slots) = &arm_slots[a];
+        let total = total_of(&cells[a]);
+        let categories = config
+            .categories
+            .iter()
+            .zip(cat_slots)
+            .map(|(category, (slot, masked))| {
+                let t = total_of(masked);
+                CategorySummary {
+                    category: category.clone(),
+                    rates: rates_of(*slot, &t),
+                    counts: t.counts,
+                    claims: t.claims,
+                    citations: t.citations,
+                }
+            })
+            .collect();
+        let mut d = durations[a].clone();
+        d.sort_unstable();
+        let (costed, total_cost, currency, unknown) = costs[a].clone();
+        arms.push(ArmSummary {
+            id: arm.id.clone(),
+            label: arm.label.clone(),
+            workflow: arm.workflow.clone(),
+            simulated: arm.adapter == cohort_core::config::AdapterKind::Sim,
+            rates: rates_of(*start, &total),
+            counts: total.counts,
+            claims: total.claims,
+            citations: total.citations,
+            time_cost: TimeCost {
+                timed_runs: d.len() as u64,
+                median_duration_ms: nearest_rank(&d, 0.5),
+                p90_duration_ms: nearest_rank(&d, 0.9),
+                total_duration_ms: d.iter().sum(),
+                costed_runs: costed,
+                total_cost: (costed > 0).then_some(total_cost),
+                currency,
+                unknown_cost_runs: unknown,
+            },
+            categories,
+        });
+    }
+
+    let comparisons = pairs
+        .iter()
+        .zip(&pair_slots)
+        .map(|(&(a, b), (slot, completed_pairs, counts))| {
+            let (ida, idb) = (&config.arms[a].id, &config.arms[b].id);
+            let diff = |i: usize, metric: &str, questions: u64| {
+                difference(ida, idb, metric, &estimands[slot + i], &intervals[slot + i], questions, *completed_pairs)
+            };
+            Comparison {
+                workflow: config.arms[a].workflow.clone(),
+                a: ida.clone(),
+                b: idb.clone(),
+                completed_pairs: *completed_pairs,
+                questions: n_q as u64,
+                a_completion: arms[a].rates.completion.clone(),
+                b_completion: arms[b].rates.completion.clone(),
+                completion: diff(0, "completion (all attempts)", counts[0]),
+                support_micro: diff(1, "support", counts[1]),
+                resolution_micro: diff(2, "resolution", counts[2]),
+            }
+        })
+        .collect();
+
+    let simulated = Simulated {
+        arms: config.arms.iter().filter(|a| a.adapter == cohort_core::config::AdapterKind::Sim).map(|a| a.id.clone()).collect(),
+        judge: gathered.judge_simulated || config.judge.as_ref().is_some_and(|j| j.provider == "sim"),
+    };
+    let status = &gathered.status;
+    let method = Method {
+        frozen_at: frozen.manifest.frozen_at.clone(),
+        seed: config.seed,
+        order_algorithm: frozen.manifest.order_algorithm.clone(),
+        order_sha256: frozen.manifest.order_sha256.clone(),
+        config_sha256: frozen.manifest.config_sha256.clone(),
+        files: frozen.manifest.files.clone(),
+        question_sha256: frozen
+            .cohort
+            .questions
+            .iter()
+            .map(|q| (q.id.clone(), cohort_core::hash::sha256_hex(q.text.as_bytes())))
+            .collect(),
+        window_hours: config.window_hours,
+        window_opened_at: status.window_start_ms.and_then(rfc3339_ms),
+        window_closes_at: status.window_end_ms.and_then(rfc3339_ms),
+        first_start_at: (first_start != i64::MAX).then_some(first_start).and_then(rfc3339_ms),
+        last_end_at: rfc3339_ms(last_end),
+        repeats: config.repeats,
+        repeat_schedule: config.repeat_schedule.clone(),
+        run_timeout_secs: config.run_timeout_secs,
+        retry: config.retry.clone(),
+        aborted: status.aborted.clone(),
+        amendments: frozen
+            .manifest
+            .amendments
+            .iter()
+            .map(|a| format!("{} from {} ({}): {}", a.amended_at, a.from_cohort, a.from_manifest_sha256, a.reason))
+            .collect(),
+        judge: config.judge.as_ref().map(|j| JudgeMethod {
+            provider: j.provider.clone(),
+            model: j.model.clone(),
+            pinned_served_model: j.served_model.clone(),
+            vendor_lineage: j.vendor_lineage.clone(),
+            temperature: j.temperature,
+            batch_size: j.batch_size,
+            lineage_waiver: j.lineage_waiver.as_ref().map(|w| format!("{} (approved by {})", w.reason, w.approved_by)),
+            served_models: gathered.served_models.clone(),
+            simulated: simulated.judge,
+        }),
+        arms: config
+            .arms
+            .iter()
+            .zip(&observed)
+            .map(|(arm, observed)| ArmMethod {
+                id: arm.id.clone(),
+                label: arm.label.clone(),
+                adapter: serde_json::to_value(arm.adapter)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                workflow: arm.workflow.clone(),
+                simulated: arm.adapter == cohort_core::config::AdapterKind::Sim,
+                pinned_version: arm.pinned_version.clone(),
+                observed_versions: observed.clone(),
+                vendor_lineage: arm.vendor_lineage.clone(),
+                settings: arm.settings.clone(),
+                controls_not_disabled: arm.controls_not_disabled.clone(),
+            })
+            .collect(),
+    };
+    let p = &config.publication;
+    let publication = PublicationBlock {
+        commissioned_by: p.commissioned_by.clone(),
+        internally_commissioned: p.internally_commissioned,
+        funding: p.funding.clone(),
+        conflicts: p.conflicts.clone(),
+        limitations: p.limitations.clone(),
+        omissions: p.omissions.clone(),
+        reviewers: p.reviewers.clone(),
+    };
+
+    let mut notes = gathered.notes.clone();
+    if status.pending + status.leased > 0 {
+        notes.push(format!(
+            "the cohort is still running: {} planned run(s) have no final outcome yet and are counted as pending",
+            status.pending + status.leased
+        ));
+    }
+    if simulated.judge || !simulated.arms.is_empty() {
+        notes.push(
+            "SIMULATED: figures from the built-in simulated system or judge measure cohort's pipeline, not any product"
+                .to_owned(),
+        );
+    }
+    Summary {
+        kind: "cohort-report".to_owned(),
+        report_format: REPORT_FORMAT,
+        metrics_version: frozen.manifest.metrics_version,
+        tool_version: cohort_core::TOOL_VERSION.to_owned(),
+        manifest_sha256: frozen.manifest_sha256.clone(),
+        cohort: config.name.clone(),
+        generated_at: String::new(),
+        simulated,
+        method,
+        publication,
+        bootstrap: BootstrapInfo {
+            algorithm: stats::ALGORITHM.to_owned(),
+            draws,
+            seed: stats::BOOTSTRAP_SEED,
+            clusters: n_q as u64,
+            interval: "percentile 95% (linear interpolation), draws where the rate is undefined left out".to_owned(),
+        },
+        questions,
+        categories: config.categories.clone(),
+        arms,
+        comparisons,
+        attempts_by_class: gathered.attempts_by_class.clone(),
+        completions_by_hour: completions_by_hour(gathered, status.window_start_ms, config.window_hours),
+        files: Vec::new(),
+        notes,
+    }
+}
+
+fn empty_interval(draws: u32) -> Interval {
+    Interval { ci_low: None, ci_high: None, draws, undefined_draws: draws }
+}
+
+/// Every pair of arms (config order) that share a workflow.
+fn comparison_pairs(config: &cohort_core::config::CohortConfig) -> Vec<(usize, usize)> {
+    let mut pairs = Vec::new();
+    for a in 0..config.arms.len() {
+        for b in a + 1..config.arms.len() {
+            if config.arms[a].workflow == config.arms[b].workflow {
+                pairs.push((a, b));
+            }
+        }
+    }
+    pairs
+}
+
+fn difference(
+    a: &str,
+    b: &str,
+    metric: &str,
+    estimand: &Estimand,
+    interval: &Interval,
+    questions: u64,
+    pairs: u64,
+) -> Difference {
+    let value = estimand.point();
+    let statement = match (value, interval.ci_low, interval.ci_high) {
+        (None, ..) => format!(
+            "{metric}: the difference is undefined ({} has no measured {metric} on the {pairs} completed pair(s))",
+            if questions == 0 { "at least one arm" } else { "one arm" }
+        ),
+        (Some(v), Some(lo), Some(hi)) if lo <= 0.0 && hi >= 0.0 => format!(
+            "{a} and {b} cannot be told apart on {metric}: the difference {v:+.4} has a 95% interval [{lo:+.4}, {hi:+.4}] that contains 0"
+        ),
+        (Some(v), Some(lo), Some(hi)) => format!(
+            "{a} is {} than {b} on {metric} by {:.4} (95% interval [{lo:+.4}, {hi:+.4}], over {questions} question(s))",
+            if v > 0.0 { "higher" } else { "lower" },
+            v.abs()
+        ),
+        (Some(v), ..) => format!("{metric}: difference {v:+.4}; no interval (no bootstrap draw defined it)"),
+    };
+    Difference {
+        value,
+        ci_low: value.and(interval.ci_low),
+        ci_high: value.and(interval.ci_high),
+        undefined_draws: interval.undefined_draws,
+        questions,
+        statement,
+    }
+}
+
+/// The nearest-rank quantile of sorted values.
+fn nearest_rank(sorted: &[i64], p: f64) -> Option<i64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = (p * sorted.len() as f64).ceil() as usize;
+    sorted.get(rank.clamp(1, sorted.len()) - 1).copied()
+}
+
+/// Completed runs per hour of the window, per arm.
+fn completions_by_hour(gathered: &Gathered, window_start: Option<i64>, window_hours: u32) -> BTreeMap<String, Vec<u64>> {
+    let mut out: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    let Some(start) = window_start else { return out };
+    let ends: Vec<(&str, i64)> = gathered
+        .runs
+        .iter()
+        .filter(|r| r.outcome == "completed")
+        .filter_map(|r| Some((r.arm.as_str(), r.started_ms? + r.duration_ms.unwrap_or(0))))
+        .collect();
+    let last = ends.iter().map(|(_, e)| *e).max().unwrap_or(start);
+    let hours = (((last - start).max(0) / 3_600_000) + 1).min(i64::from(window_hours.max(1))) as usize;
+    let arms: BTreeSet<&str> = gathered.runs.iter().map(|r| r.arm.as_str()).collect();
+    for arm in arms {
+        out.insert(arm.to_owned(), vec![0; hours]);
+    }
+    for (arm, end) in ends {
+        let h = (((end - start).max(0) / 3_600_000) as usize).min(hours - 1);
+        if let Some(v) = out.get_mut(arm) {
+            v[h] += 1;
+        }
+    }
+    out
+}
+
+/// The rate kinds, for renderers that iterate.
+pub fn rate_kinds() -> &'static [&'static str] {
+    &RATE_KINDS
+}

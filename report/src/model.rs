@@ -1,0 +1,474 @@
+//! The numbers of a report, as `summary.json` holds them (schema:
+//! docs/report.md). Every writer (Markdown, HTML, plots) renders a
+//! [`Summary`]; `cohort verify` recomputes one and compares it field by
+//! field; `scripts/rederive_report.py` recomputes its headline numbers from
+//! `runs.csv` and `claims.jsonl` alone.
+//!
+//! Honest denominators: every [`Rate`] carries its numerator and
+//! denominator, and a rate that cannot be computed says why
+//! ([`RateStatus::NotApplicable`] when there is nothing to measure,
+//! [`RateStatus::Unmeasured`] when there was something but it was not
+//! measured); neither is ever shown as 0 or 100%.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The layout version of `summary.json`; bumped when a field changes meaning.
+pub const REPORT_FORMAT: u32 = 1;
+
+/// Everything `summary.json` holds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Always `cohort-report`.
+    pub kind: String,
+    pub report_format: u32,
+    pub metrics_version: u32,
+    pub tool_version: String,
+    pub manifest_sha256: String,
+    pub cohort: String,
+    /// When this report was computed (RFC 3339 UTC). Not compared by verify.
+    pub generated_at: String,
+    /// Every arm or judge involved is the built-in simulated one.
+    pub simulated: Simulated,
+    pub method: Method,
+    pub publication: PublicationBlock,
+    pub bootstrap: BootstrapInfo,
+    /// Question ids in the frozen file's order: the bootstrap's clusters.
+    pub questions: Vec<String>,
+    pub categories: Vec<String>,
+    pub arms: Vec<ArmSummary>,
+    /// Paired differences between arms of one workflow.
+    pub comparisons: Vec<Comparison>,
+    /// Attempts by class, per arm (failure taxonomy), discarded reports
+    /// excluded.
+    pub attempts_by_class: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Completions over the collection window: per arm, one count per hour
+    /// since the window opened.
+    pub completions_by_hour: BTreeMap<String, Vec<u64>>,
+    /// The other files of the report folder, with their SHA-256.
+    pub files: Vec<FileEntry>,
+    /// Things the reader should know (drill-down cut, records unreadable...).
+    pub notes: Vec<String>,
+}
+
+/// What is simulated, so every renderer labels it SIMULATED.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Simulated {
+    /// Arms whose system is the built-in simulated one.
+    pub arms: Vec<String>,
+    /// Whether any verdict came from the built-in simulated judge.
+    pub judge: bool,
+}
+
+/// How it was run (seed 000 section 8, seed 004 "Publication").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Method {
+    pub frozen_at: String,
+    pub seed: u64,
+    pub order_algorithm: String,
+    pub order_sha256: String,
+    pub config_sha256: String,
+    /// The frozen files and their SHA-256 (questions.json among them).
+    pub files: BTreeMap<String, String>,
+    /// SHA-256 of each question's text, by question id.
+    pub question_sha256: BTreeMap<String, String>,
+    pub window_hours: u32,
+    /// When the window opened and closes (RFC 3339 UTC), from the ledger.
+    pub window_opened_at: Option<String>,
+    pub window_closes_at: Option<String>,
+    /// The first recorded start and the last recorded end of any run.
+    pub first_start_at: Option<String>,
+    pub last_end_at: Option<String>,
+    pub repeats: u32,
+    pub repeat_schedule: Option<String>,
+    pub run_timeout_secs: u64,
+    pub retry: cohort_core::config::RetryPolicy,
+    pub aborted: Option<String>,
+    pub amendments: Vec<String>,
+    pub judge: Option<JudgeMethod>,
+    pub arms: Vec<ArmMethod>,
+}
+
+/// One arm as frozen and as observed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArmMethod {
+    pub id: String,
+    /// The product.
+    pub label: String,
+    pub adapter: String,
+    pub workflow: String,
+    pub simulated: bool,
+    pub pinned_version: String,
+    /// Every version label reported by the arm's runs, with how many runs
+    /// reported it ("not disclosed" when none was).
+    pub observed_versions: BTreeMap<String, u64>,
+    pub vendor_lineage: String,
+    pub settings: serde_json::Value,
+    pub controls_not_disabled: Vec<String>,
+}
+
+/// The judge as frozen, and the models that actually served.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JudgeMethod {
+    pub provider: String,
+    pub model: String,
+    pub pinned_served_model: String,
+    pub vendor_lineage: String,
+    pub temperature: f64,
+    pub batch_size: u32,
+    pub lineage_waiver: Option<String>,
+    /// Model that answered -> claims it judged (from the verdicts).
+    pub served_models: BTreeMap<String, u64>,
+    pub simulated: bool,
+}
+
+/// The publication fields a cohort declares; "not declared" when absent.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PublicationBlock {
+    pub commissioned_by: Option<String>,
+    pub internally_commissioned: bool,
+    pub funding: Option<String>,
+    pub conflicts: Option<String>,
+    pub limitations: Option<String>,
+    pub omissions: Option<String>,
+    pub reviewers: Option<String>,
+}
+
+/// How the intervals were computed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BootstrapInfo {
+    pub algorithm: String,
+    pub draws: u32,
+    pub seed: u64,
+    /// Clusters resampled: the cohort's questions.
+    pub clusters: u64,
+    pub interval: String,
+}
+
+/// Counts of planned runs by final outcome, plus what was scored.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    pub planned: u64,
+    /// Started at least once: planned minus not_run.
+    pub attempted: u64,
+    pub completed: u64,
+    pub refused: u64,
+    pub failed: u64,
+    pub timed_out: u64,
+    pub unavailable: u64,
+    pub not_run: u64,
+    /// Not yet final (the cohort is still running).
+    pub pending: u64,
+    /// Completed runs whose output was scored (claims and citations read).
+    pub scored: u64,
+    /// Scored runs with at least one judged claim.
+    pub judged_runs: u64,
+}
+
+/// Claim counts of scored runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimCounts {
+    /// Every extracted claim (assertive sentence of a body).
+    pub extracted: u64,
+    /// Claims with at least one citation marker.
+    pub cited: u64,
+    pub uncited: u64,
+    /// Claims with a YES or NO verdict.
+    pub judged: u64,
+    /// YES verdicts.
+    pub supported: u64,
+    /// Cited claims without a verdict, by reason (`provider_error`,
+    /// `source_unavailable`, `model_mismatch`, `not_sent`...).
+    pub unjudged: BTreeMap<String, u64>,
+}
+
+/// Citation counts of scored runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CitationCounts {
+    /// Every in-text marker, groups and ranges expanded.
+    pub total: u64,
+    pub unresolved: u64,
+    pub contradictions_surfaced: u64,
+}
+
+/// Whether a rate has a value, and if not, why not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RateStatus {
+    Measured,
+    /// Nothing to measure (no planned runs, no cited claims, no citations).
+    NotApplicable,
+    /// Something to measure, nothing measured (every claim unjudged).
+    Unmeasured,
+}
+
+/// One rate with its denominator and interval.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rate {
+    pub value: Option<f64>,
+    pub numerator: f64,
+    pub denominator: f64,
+    pub ci_low: Option<f64>,
+    pub ci_high: Option<f64>,
+    /// Bootstrap draws in which the rate was undefined (left out of the
+    /// interval).
+    pub undefined_draws: u32,
+    pub status: RateStatus,
+    /// Why the value is missing, in words.
+    pub reason: Option<String>,
+    /// For macro rates: how many questions contributed.
+    pub questions: Option<u64>,
+}
+
+/// The rates of an arm (or of an arm within a category).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rates {
+    /// completed / planned: the all-attempt completion rate.
+    pub completion: Rate,
+    /// YES / judged claims, pooled (seed 000 section 3.2).
+    pub support_micro: Rate,
+    /// The mean over questions of each question's support rate.
+    pub support_macro: Rate,
+    /// (citations - unresolved) / citations, pooled.
+    pub resolution_micro: Rate,
+    pub resolution_macro: Rate,
+}
+
+/// Elapsed time and cost, described (never ranked).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TimeCost {
+    /// Runs with a recorded duration.
+    pub timed_runs: u64,
+    pub median_duration_ms: Option<i64>,
+    pub p90_duration_ms: Option<i64>,
+    pub total_duration_ms: i64,
+    /// Runs whose cost is known, and the total in `currency`.
+    pub costed_runs: u64,
+    pub total_cost: Option<f64>,
+    pub currency: Option<String>,
+    /// Runs whose cost is unknown (kept unknown, never invented).
+    pub unknown_cost_runs: u64,
+}
+
+/// One arm's numbers, overall and per category.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArmSummary {
+    pub id: String,
+    pub label: String,
+    pub workflow: String,
+    pub simulated: bool,
+    pub counts: Counts,
+    pub claims: ClaimCounts,
+    pub citations: CitationCounts,
+    pub rates: Rates,
+    pub time_cost: TimeCost,
+    pub categories: Vec<CategorySummary>,
+}
+
+/// An arm's numbers within one category.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CategorySummary {
+    pub category: String,
+    pub counts: Counts,
+    pub claims: ClaimCounts,
+    pub citations: CitationCounts,
+    pub rates: Rates,
+}
+
+/// A difference a - b with its interval, over the paired questions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Difference {
+    pub value: Option<f64>,
+    pub ci_low: Option<f64>,
+    pub ci_high: Option<f64>,
+    pub undefined_draws: u32,
+    /// Questions that contributed (both sides defined).
+    pub questions: u64,
+    /// The plain statement: which is higher, or that they cannot be told
+    /// apart (the interval contains 0), or why it is undefined.
+    pub statement: String,
+}
+
+/// Two arms of one workflow, compared on the questions both completed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    pub workflow: String,
+    pub a: String,
+    pub b: String,
+    /// Questions where both arms completed at least one run.
+    pub completed_pairs: u64,
+    /// All questions (the all-attempt denominator).
+    pub questions: u64,
+    /// The all-attempt completion rates, beside the paired figures.
+    pub a_completion: Rate,
+    pub b_completion: Rate,
+    /// Completion difference over all questions (all attempts).
+    pub completion: Difference,
+    /// Support (micro) difference over the completed pairs.
+    pub support_micro: Difference,
+    /// Resolution (micro) difference over the completed pairs.
+    pub resolution_micro: Difference,
+}
+
+/// A file of the report folder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEntry {
+    pub name: String,
+    pub sha256: String,
+    pub bytes: u64,
+}
+
+// === per-run views, shared by runs.csv, the HTML page and the plots ===
+
+/// One planned run as the report sees it: ledger state plus what its record
+/// says. One per planned run, in planned order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunView {
+    pub run_id: String,
+    pub position: u64,
+    pub question_id: String,
+    pub category: String,
+    pub arm: String,
+    pub workflow: String,
+    pub repeat: u32,
+    pub simulated: bool,
+    /// The final outcome, or `pending` when not yet final.
+    pub outcome: String,
+    /// The class of the last attempt (empty when never attempted).
+    pub attempt_class: String,
+    pub reason: String,
+    pub attempts: u32,
+    pub started_at: Option<String>,
+    pub ended_at: Option<String>,
+    pub started_ms: Option<i64>,
+    pub duration_ms: Option<i64>,
+    pub observed_version: String,
+    pub pinned_version: String,
+    pub record_sha256: String,
+    /// Set when the output was scored.
+    pub scored: Option<RunScoreView>,
+    pub cost: Option<f64>,
+    pub currency: Option<String>,
+}
+
+/// The scoring figures of one run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunScoreView {
+    pub claims: u64,
+    pub cited: u64,
+    pub judged: u64,
+    pub supported: u64,
+    pub citations: u64,
+    pub unresolved: u64,
+    pub uncited_sentences: u64,
+    pub contradictions: u64,
+    pub unjudged: BTreeMap<String, u64>,
+}
+
+/// What the HTML page shows when a run is opened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DrillDown {
+    pub run_id: String,
+    pub prompt: String,
+    /// The clarification exchange and the output, as recorded.
+    pub conversation: Vec<(String, String)>,
+    /// The raw output (`None` when there was none).
+    pub output: Option<String>,
+    pub claims: Vec<DrillClaim>,
+    pub served_judge_models: Vec<String>,
+    pub attempts: Vec<DrillAttempt>,
+}
+
+/// One claim in a drill-down.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DrillClaim {
+    pub index: u32,
+    pub text: String,
+    pub cited: Vec<u32>,
+    /// `YES`, `NO`, or `unjudged (reason)`, or `not judged (uncited)`.
+    pub verdict: String,
+    pub judge_model: Option<String>,
+    /// The judge's reply line.
+    pub judge_line: Option<String>,
+    /// The evidence passages shown to the judge, per cited index.
+    pub evidence: Vec<DrillEvidence>,
+}
+
+/// One cited source's evidence in a drill-down.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DrillEvidence {
+    pub index: u32,
+    pub url: Option<String>,
+    pub title: Option<String>,
+    /// `system`, `capture`, `given` or `none`.
+    pub source: String,
+    pub passages: Vec<String>,
+}
+
+/// One attempt in a drill-down.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrillAttempt {
+    pub attempt: u32,
+    pub class: String,
+    pub http_status: u16,
+    pub detail: String,
+    pub started_at: Option<String>,
+    pub ended_at: Option<String>,
+    pub worker: String,
+}
+
+// === how a rate reads: the one place for "not applicable" and "unmeasured" ===
+
+/// Shown for a rate with nothing to measure (zero claims, zero pairs).
+pub const NOT_APPLICABLE: &str = "not applicable";
+/// Shown for a rate with something to measure that was not measured.
+pub const UNMEASURED: &str = "n/a (unmeasured)";
+
+impl Rate {
+    /// The value to four decimals, or why there is none; never 0 or 100%
+    /// for a missing value.
+    pub fn display_value(&self) -> String {
+        match (self.status, self.value) {
+            (RateStatus::Measured, Some(v)) => format!("{v:.4}"),
+            (RateStatus::Unmeasured, _) => UNMEASURED.to_owned(),
+            _ => NOT_APPLICABLE.to_owned(),
+        }
+    }
+
+    /// `numerator / denominator`, integers shown as integers.
+    pub fn display_fraction(&self) -> String {
+        format!("{} / {}", display_number(self.numerator), display_number(self.denominator))
+    }
+
+    /// `[low, high]`, or a dash when there is no interval.
+    pub fn display_interval(&self) -> String {
+        match (self.ci_low, self.ci_high) {
+            (Some(lo), Some(hi)) => format!("[{lo:.4}, {hi:.4}]"),
+            _ => "-".to_owned(),
+        }
+    }
+}
+
+impl Difference {
+    pub fn display_value(&self) -> String {
+        self.value.map_or_else(|| "undefined".to_owned(), |v| format!("{v:+.4}"))
+    }
+
+    pub fn display_interval(&self) -> String {
+        match (self.ci_low, self.ci_high) {
+            (Some(lo), Some(hi)) => format!("[{lo:+.4}, {hi:+.4}]"),
+            _ => "-".to_owned(),
+        }
+    }
+}
+
+/// A count as an integer, a fractional sum (macro numerators) to 4 places.
+pub fn display_number(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 { format!("{}", x as i64) } else { format!("{x:.4}") }
+}
+
+/// An arm's name as shown: its id, with SIMULATED when it is simulated.
+pub fn arm_display(id: &str, simulated: bool) -> String {
+    if simulated { format!("{id} (SIMULATED)") } else { id.to_owned() }
+}

@@ -1,0 +1,298 @@
+//! Writing a report folder, write-once: `DIR/reports/<UTC timestamp>/` with
+//! `summary.md`, `summary.json`, `runs.csv`, `claims.jsonl`,
+//! `judge_traces.jsonl`, `manifest.json` (a copy), the SVG plots and
+//! `index.html` (docs/report.md describes each).
+//!
+//! The folder is built under a hidden `.partial-*` name, each file created
+//! with `create_new` and made read-only, and renamed into place when every
+//! file is there: a reader never sees half a report, and nothing in an
+//! existing report is overwritten.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use cohort_coordinator::ArtifactStore;
+use cohort_coordinator::ledger::Ledger;
+use cohort_core::hash::sha256_hex;
+
+use crate::gather::{self, FrozenCohort, JsonlSink};
+use crate::model::{FileEntry, RunView, Summary};
+use crate::{ReportError, compute, html, markdown, plots};
+
+/// The folder under a cohort directory that holds its reports.
+pub const REPORTS_DIR: &str = "reports";
+
+/// How a report is made.
+#[derive(Debug, Clone)]
+pub struct ReportOptions {
+    /// Bootstrap draws (seed 004: 10,000).
+    pub draws: u32,
+    /// The report's timestamp (its folder name).
+    pub now: SystemTime,
+    /// Where the report folders go (default `DIR/reports`).
+    pub reports_root: PathBuf,
+}
+
+/// A report that was written.
+#[derive(Debug)]
+pub struct ReportWritten {
+    pub path: PathBuf,
+    pub summary: Summary,
+}
+
+/// The columns of `runs.csv`, in order (docs/report.md).
+pub const RUNS_CSV_COLUMNS: [&str; 30] = [
+    "metrics_version",
+    "tool_version",
+    "manifest_sha256",
+    "run_id",
+    "position",
+    "question_id",
+    "category",
+    "arm",
+    "workflow",
+    "repeat",
+    "simulated",
+    "outcome",
+    "attempt_class",
+    "reason",
+    "attempts",
+    "started_at",
+    "ended_at",
+    "duration_ms",
+    "observed_version",
+    "pinned_version",
+    "claims",
+    "judged",
+    "supported",
+    "citations",
+    "unresolved_citations",
+    "uncited_sentences",
+    "contradictions",
+    "cost",
+    "currency",
+    "record_sha256",
+];
+
+/// Computes a report of the cohort and writes it into a new folder.
+pub async fn write_report(
+    frozen: &FrozenCohort,
+    manifest_bytes: &[u8],
+    ledger: &Arc<dyn Ledger>,
+    artifacts: &ArtifactStore,
+    options: &ReportOptions,
+) -> Result<ReportWritten, ReportError> {
+    if sha256_hex(manifest_bytes) != frozen.manifest_sha256 {
+        return Err(ReportError::Inconsistent("manifest.json changed while the report was being made".into()));
+    }
+    let name = folder_name(options.now);
+    let root = &options.reports_root;
+    fs::create_dir_all(root).map_err(|e| ReportError::io(&format!("cannot create {}", root.display()), e))?;
+    let final_path = root.join(&name);
+    if final_path.exists() {
+        return Err(ReportError::Exists { path: final_path.display().to_string() });
+    }
+    let partial = root.join(format!(".partial-{name}-{}", std::process::id()));
+    fs::create_dir(&partial).map_err(|e| ReportError::io(&format!("cannot create {}", partial.display()), e))?;
+    let result = fill(&partial, frozen, manifest_bytes, ledger, artifacts, options).await;
+    let summary = match result {
+        Ok(summary) => summary,
+        Err(e) => {
+            let _ = fs::remove_dir_all(&partial);
+            return Err(e);
+        }
+    };
+    if final_path.exists() {
+        let _ = fs::remove_dir_all(&partial);
+        return Err(ReportError::Exists { path: final_path.display().to_string() });
+    }
+    fs::rename(&partial, &final_path)
+        .map_err(|e| ReportError::io(&format!("cannot move the report into {}", final_path.display()), e))?;
+    Ok(ReportWritten { path: final_path, summary })
+}
+
+/// `2026-12-01T10-55-12.345Z`: RFC 3339 with `-` for `:`, so the name is a
+/// valid folder name everywhere and sorts by time.
+pub fn folder_name(now: SystemTime) -> String {
+    humantime::format_rfc3339_millis(now).to_string().replace(':', "-")
+}
+
+async fn fill(
+    dir: &Path,
+    frozen: &FrozenCohort,
+    manifest_bytes: &[u8],
+    ledger: &Arc<dyn Ledger>,
+    artifacts: &ArtifactStore,
+    options: &ReportOptions,
+) -> Result<Summary, ReportError> {
+    let header = serde_json::json!({
+        "kind": "header",
+        "metrics_version": frozen.manifest.metrics_version,
+        "tool_version": cohort_core::TOOL_VERSION,
+        "manifest_sha256": frozen.manifest_sha256,
+    })
+    .to_string();
+    let mut sink = JsonlSink { claims: create(dir, "claims.jsonl")?, traces: create(dir, "judge_traces.jsonl")? };
+    for (w, file) in [(&mut sink.claims, "claims.jsonl"), (&mut sink.traces, "judge_traces.jsonl")] {
+        writeln!(w, "{header}").map_err(|e| ReportError::io(file, e))?;
+    }
+    let gathered = gather::gather(frozen, ledger, artifacts, &mut sink, true).await?;
+    for (w, file) in [(&mut sink.claims, "claims.jsonl"), (&mut sink.traces, "judge_traces.jsonl")] {
+        w.flush().map_err(|e| ReportError::io(file, e))?;
+    }
+    drop(sink);
+
+    let mut summary = compute::summarise(frozen, &gathered, options.draws);
+    summary.generated_at = humantime::format_rfc3339_millis(options.now).to_string();
+
+    let mut runs_csv = create(dir, "runs.csv")?;
+    write_runs_csv(&mut runs_csv, &summary, &gathered.runs).map_err(|e| ReportError::io("runs.csv", e))?;
+    runs_csv.flush().map_err(|e| ReportError::io("runs.csv", e))?;
+    drop(runs_csv);
+
+    write_file(dir, "manifest.json", manifest_bytes)?;
+    let plots = plots::render_plots(&summary)?;
+    for (name, svg) in &plots {
+        write_file(dir, name, svg.as_bytes())?;
+    }
+    write_file(dir, "summary.md", markdown::render_markdown(&summary).as_bytes())?;
+    write_file(dir, "index.html", html::render_html(&summary, &gathered.runs, &gathered.drill, &plots).as_bytes())?;
+
+    summary.files = list_files(dir)?;
+    let json = serde_json::to_vec_pretty(&summary).map_err(|e| ReportError::io("summary.json", e.into()))?;
+    write_file(dir, "summary.json", &json)?;
+    make_read_only(dir)?;
+    Ok(summary)
+}
+
+fn create(dir: &Path, name: &str) -> Result<BufWriter<File>, ReportError> {
+    let file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(dir.join(name))
+        .map_err(|e| ReportError::io(&format!("cannot create {name}"), e))?;
+    Ok(BufWriter::with_capacity(1 << 20, file))
+}
+
+fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), ReportError> {
+    let mut w = create(dir, name)?;
+    w.write_all(bytes).and_then(|()| w.flush()).map_err(|e| ReportError::io(name, e))
+}
+
+/// Every file of the folder but summary.json, by name, with its SHA-256.
+pub fn list_files(dir: &Path) -> Result<Vec<FileEntry>, ReportError> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .map_err(|e| ReportError::io(&format!("cannot list {}", dir.display()), e))?
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| n != "summary.json")
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .map(|name| {
+            let path = dir.join(&name);
+            let bytes = fs::read(&path).map_err(|e| ReportError::io(&format!("cannot read {name}"), e))?;
+            Ok(FileEntry { sha256: sha256_hex(&bytes), bytes: bytes.len() as u64, name })
+        })
+        .collect()
+}
+
+fn make_read_only(dir: &Path) -> Result<(), ReportError> {
+    for entry in fs::read_dir(dir).map_err(|e| ReportError::io("cannot list the report", e))? {
+        let entry = entry.map_err(|e| ReportError::io("cannot list the report", e))?;
+        let mut perms = entry.metadata().map_err(|e| ReportError::io("cannot read permissions", e))?.permissions();
+        perms.set_readonly(true);
+        fs::set_permissions(entry.path(), perms).map_err(|e| ReportError::io("cannot make a file read-only", e))?;
+    }
+    Ok(())
+}
+
+/// One CSV field: quoted when it holds a comma, a quote or a line break.
+fn csv_field(out: &mut String, value: &str) {
+    if value.contains([',', '"', '\n', '\r']) {
+        out.push('"');
+        out.push_str(&value.replace('"', "\"\""));
+        out.push('"');
+    } else {
+        out.push_str(value);
+    }
+}
+
+/// Writes `runs.csv`: one row per planned run, every outcome.
+pub fn write_runs_csv(w: &mut impl Write, summary: &Summary, runs: &[RunView]) -> std::io::Result<()> {
+    writeln!(w, "{}", RUNS_CSV_COLUMNS.join(","))?;
+    let mut line = String::with_capacity(512);
+    let opt = |v: Option<u64>| v.map(|n| n.to_string()).unwrap_or_default();
+    for run in runs {
+        line.clear();
+        let s = run.scored.as_ref();
+        let fields: [String; 30] = [
+            summary.metrics_version.to_string(),
+            summary.tool_version.clone(),
+            summary.manifest_sha256.clone(),
+            run.run_id.clone(),
+            run.position.to_string(),
+            run.question_id.clone(),
+            run.category.clone(),
+            run.arm.clone(),
+            run.workflow.clone(),
+            run.repeat.to_string(),
+            run.simulated.to_string(),
+            run.outcome.clone(),
+            run.attempt_class.clone(),
+            run.reason.clone(),
+            run.attempts.to_string(),
+            run.started_at.clone().unwrap_or_default(),
+            run.ended_at.clone().unwrap_or_default(),
+            run.duration_ms.map(|d| d.to_string()).unwrap_or_default(),
+            run.observed_version.clone(),
+            run.pinned_version.clone(),
+            opt(s.map(|s| s.claims)),
+            opt(s.map(|s| s.judged)),
+            opt(s.map(|s| s.supported)),
+            opt(s.map(|s| s.citations)),
+            opt(s.map(|s| s.unresolved)),
+            opt(s.map(|s| s.uncited_sentences)),
+            opt(s.map(|s| s.contradictions)),
+            run.cost.map(|c| c.to_string()).unwrap_or_default(),
+            run.currency.clone().unwrap_or_default(),
+            run.record_sha256.clone(),
+        ];
+        for (i, f) in fields.iter().enumerate() {
+            if i > 0 {
+                line.push(',');
+            }
+            csv_field(&mut line, f);
+        }
+        line.push('\n');
+        w.write_all(line.as_bytes())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_fields_are_quoted_only_when_needed() {
+        let mut s = String::new();
+        csv_field(&mut s, "plain");
+        s.push('|');
+        csv_field(&mut s, "a,b \"c\"\nd");
+        assert_eq!(s, "plain|\"a,b \"\"c\"\"\nd\"");
+    }
+
+    #[test]
+    fn folder_names_sort_by_time_and_have_no_colons() {
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(1_764_582_912_345);
+        let name = folder_name(t);
+        assert!(!name.contains(':'), "{name}");
+        assert!(name.ends_with(".345Z"), "{name}");
+        assert!(folder_name(t + std::time::Duration::from_secs(1)) > name);
+    }
+}

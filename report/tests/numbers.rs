@@ -1,0 +1,351 @@
+//! The report's numbers on a small cohort built by hand (an embedded
+//! ledger and run records written straight into the artifact store), each
+//! checked against a value computed by hand: every denominator, "not
+//! applicable" for zero claims, "unmeasured" for a judge that failed on
+//! everything, failed runs lowering completion and staying out of the
+//! completed pairs, and write-once report folders.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure panics
+
+use std::fs;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use cohort_coordinator::ArtifactStore;
+use cohort_coordinator::freeze::{FreezeOptions, freeze, load_frozen};
+use cohort_coordinator::ledger::sqlite::SqliteLedger;
+use cohort_coordinator::ledger::{ArmPlan, AttemptRecord, Ledger, LeaseRef, PlanHeader, RunResult};
+use cohort_core::scoring::{ParsedVerdict, RunFacts, ScoreReport, UnjudgedReason, Verdict, analyse};
+use cohort_core::taxonomy::{AttemptClass, Outcome};
+use cohort_report::model::{RateStatus, Summary};
+use cohort_report::{FrozenCohort, ReportError, ReportOptions, write_report};
+use serde_json::json;
+
+const CONFIG: &str = r#"
+name = "numbers"
+seed = 5
+categories = ["science", "history", "technology"]
+
+[[arms]]
+id = "a"
+label = "Product A"
+adapter = "command"
+pinned_version = "a-1"
+vendor_lineage = "vendor-a"
+concurrency = 10
+settings = { program = "true" }
+
+[[arms]]
+id = "b"
+label = "Product B"
+adapter = "command"
+pinned_version = "b-1"
+vendor_lineage = "vendor-b"
+concurrency = 10
+settings = { program = "true" }
+
+[[arms]]
+id = "c"
+label = "Product A quick scan"
+adapter = "command"
+pinned_version = "c-1"
+vendor_lineage = "vendor-a"
+workflow = "quick_scan"
+concurrency = 10
+settings = { program = "true" }
+
+[judge]
+provider = "openai"
+model = "judge-model"
+vendor_lineage = "vendor-j"
+temperature = 0
+
+[publication]
+commissioned_by = "The test suite"
+internally_commissioned = true
+"#;
+
+const QUESTIONS: &str = r#"[
+  {"id": "q1", "category": "science", "text": "Why does ice float?"},
+  {"id": "q2", "category": "technology", "text": "What does HTTPS establish?"},
+  {"id": "q3", "category": "history", "text": "When did the Wrights fly?"},
+  {"id": "q4", "category": "history", "text": "When was the Gutenberg Bible printed?"}
+]"#;
+
+/// A report with `n` sentences citing [1], and its reference list.
+fn output(n: usize) -> String {
+    let mut s = String::new();
+    for i in 0..n {
+        s.push_str(&format!("Finding number {i} is stated in the source [1]. "));
+    }
+    s.push_str("\n\n## References\n\n[1] https://example.org/source\n");
+    s
+}
+
+/// What each run becomes: outcome, and for completed runs the output and
+/// each claim's verdict.
+fn plan(run_id: &str) -> (Outcome, Option<(String, Vec<Verdict>)>) {
+    use Verdict::{No, Unjudged, Yes};
+    let pe = Unjudged(UnjudgedReason::ProviderError);
+    match run_id {
+        "q1:a:1" => (Outcome::Completed, Some((output(3), vec![Yes, Yes, No]))),
+        // Zero claims: an output with no assertive sentence.
+        "q2:a:1" => (Outcome::Completed, Some(("OK".to_owned(), vec![]))),
+        "q3:a:1" => (Outcome::Failed, None),
+        "q4:a:1" => (Outcome::Completed, Some((output(2), vec![pe, pe]))),
+        "q1:b:1" => (Outcome::Completed, Some((output(1), vec![Yes]))),
+        "q2:b:1" => (Outcome::Completed, Some((output(2), vec![Yes, No]))),
+        "q3:b:1" => (Outcome::Completed, Some((output(1), vec![No]))),
+        "q4:b:1" => (Outcome::NotRun, None),
+        // Arm c: the judge failed on every claim.
+        _ => (Outcome::Completed, Some((output(2), vec![pe, pe]))),
+    }
+}
+
+fn write_cohort(dir: &Path) {
+    fs::create_dir_all(dir).unwrap();
+    fs::write(dir.join("cohort.toml"), CONFIG).unwrap();
+    fs::write(dir.join("questions.json"), QUESTIONS).unwrap();
+    fs::write(dir.join("suffix.txt"), "Cite sources.\n").unwrap();
+    fs::write(dir.join("protocol.md"), "# Protocol\n").unwrap();
+    fs::write(dir.join("rubric.md"), "# Rubric\n").unwrap();
+}
+
+fn attempt(class: AttemptClass, at: i64) -> AttemptRecord {
+    AttemptRecord {
+        class,
+        http_status: 200,
+        detail: String::new(),
+        started_ms: at,
+        ended_ms: at + 500,
+        observed_version: None,
+        worker: String::new(),
+        attempt: 0,
+        token: 0,
+    }
+}
+
+/// Freezes the cohort, seeds an embedded ledger and records every run as
+/// [`plan`] says.
+async fn build(dir: &Path) -> (FrozenCohort, Vec<u8>, Arc<dyn Ledger>, ArtifactStore) {
+    write_cohort(dir);
+    freeze(dir, &FreezeOptions { now: UNIX_EPOCH + Duration::from_secs(1_790_000_000), amend: None }).unwrap();
+    let (cohort, manifest, manifest_sha256) = load_frozen(dir).unwrap();
+    let manifest_bytes = fs::read(dir.join("manifest.json")).unwrap();
+    let ledger: Arc<dyn Ledger> = Arc::new(SqliteLedger::open(&dir.join("ledger.sqlite")).unwrap());
+    let c = &cohort.config;
+    let header = PlanHeader {
+        cohort: c.name.clone(),
+        manifest_sha256: manifest_sha256.clone(),
+        window_ms: 48 * 3_600_000,
+        retry: c.retry.clone(),
+        arms: c
+            .arms
+            .iter()
+            .map(|a| ArmPlan { id: a.id.clone(), concurrency: a.concurrency, pinned_version: a.pinned_version.clone() })
+            .collect(),
+    };
+    let questions: Vec<(String, String)> = cohort.questions.iter().map(|q| (q.id.clone(), q.text.clone())).collect();
+    let t0 = 1_790_000_100_000;
+    ledger.seed(&header, &questions, &manifest.order, t0).await.unwrap();
+    let artifacts = ArtifactStore::local(dir.join("artifacts"));
+    let batch = ledger.lease("w", 100, t0, 60_000).await.unwrap();
+    assert_eq!(batch.leases.len(), 12);
+    for (i, grant) in batch.leases.iter().enumerate() {
+        let at = t0 + 1_000 * i as i64;
+        let lease = LeaseRef { run_id: grant.run_id.clone(), token: grant.token };
+        let (outcome, completed) = plan(&grant.run_id);
+        if outcome == Outcome::NotRun {
+            assert!(ledger.release("w", &lease, at).await.unwrap());
+            continue;
+        }
+        let record_sha256 = match &completed {
+            Some((text, verdicts)) => {
+                let analysis = analyse(text, None).unwrap();
+                assert_eq!(analysis.claims.len(), verdicts.len(), "{}: claims", grant.run_id);
+                let parsed: Vec<Option<ParsedVerdict>> =
+                    verdicts.iter().map(|v| Some(ParsedVerdict { verdict: *v, line: None })).collect();
+                let report = ScoreReport::assemble(analysis, &RunFacts::default(), &parsed);
+                let output_sha = artifacts.put(text.as_bytes()).unwrap();
+                let record = json!({
+                    "record_version": 3, "cohort": "numbers", "manifest_sha256": manifest_sha256,
+                    "metrics_version": 1, "run_id": grant.run_id, "question_id": grant.question_id,
+                    "arm": grant.arm_id, "product": "P", "simulated": false, "repeat": 1, "attempt": 1,
+                    "prompt": "the prompt", "conversation": [], "output_sha256": output_sha,
+                    "citation_urls": ["https://example.org/source"], "observed_version": "not disclosed",
+                    "pinned_version": "x", "settings": {}, "started_at": "", "ended_at": "", "duration_ms": 500,
+                    "outcome": "completed", "failure_reason": null, "attempt_class": "ok", "token_usage": null,
+                    "cost": null, "currency": null, "system_sources": [],
+                    "scoring": {"report": report, "evidence_sources": [], "captures": [],
+                                "judge": {"requested_model": "judge-model", "served_models": ["judge-model"],
+                                          "input_tokens": 0, "output_tokens": 0, "cost_micros": null,
+                                          "currency": "", "attempt_classes": [], "error": null},
+                                "judge_traces": []},
+                    "scoring_error": null
+                });
+                artifacts.put(serde_json::to_vec(&record).unwrap().as_slice()).unwrap()
+            }
+            None => String::new(),
+        };
+        let class = if outcome == Outcome::Failed { AttemptClass::ClientError } else { AttemptClass::Ok };
+        let result = RunResult {
+            outcome,
+            reason: if outcome == Outcome::Failed { "400 bad request".into() } else { String::new() },
+            record_sha256,
+            observed_version: None,
+            attempt: attempt(class, at),
+        };
+        assert!(ledger.finish("w", &lease, &result, at + 500).await.unwrap(), "{}", grant.run_id);
+    }
+    ledger.abort("test: q4:b:1 never ran", t0 + 60_000).await.unwrap();
+    let frozen = FrozenCohort { cohort, manifest, manifest_sha256 };
+    (frozen, manifest_bytes, ledger, artifacts)
+}
+
+fn options(dir: &Path, secs: u64) -> ReportOptions {
+    ReportOptions { draws: 2_000, now: UNIX_EPOCH + Duration::from_secs(secs), reports_root: dir.join("reports") }
+}
+
+fn arm<'a>(s: &'a Summary, id: &str) -> &'a cohort_report::model::ArmSummary {
+    s.arms.iter().find(|a| a.id == id).unwrap()
+}
+
+/// Counts, rates and statuses equal the hand-computed values.
+#[tokio::test]
+async fn every_denominator_and_status_is_as_computed_by_hand() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("numbers");
+    let (frozen, manifest, ledger, artifacts) = build(&dir).await;
+    let written = write_report(&frozen, &manifest, &ledger, &artifacts, &options(&dir, 1_790_001_000)).await.unwrap();
+    let s = &written.summary;
+
+    let a = arm(s, "a");
+    assert_eq!((a.counts.planned, a.counts.attempted, a.counts.completed, a.counts.failed), (4, 4, 3, 1));
+    assert_eq!((a.counts.scored, a.counts.judged_runs), (3, 1));
+    // Claims: q1 3 (2 YES, 1 NO), q2 0, q4 2 unjudged.
+    assert_eq!((a.claims.extracted, a.claims.cited, a.claims.judged, a.claims.supported), (5, 5, 3, 2));
+    assert_eq!(a.claims.unjudged.get("provider_error"), Some(&2));
+    // A failed run lowers completion: 3 / 4.
+    assert_eq!(a.rates.completion.value, Some(0.75));
+    assert_eq!((a.rates.completion.numerator, a.rates.completion.denominator), (3.0, 4.0));
+    assert_eq!(a.rates.support_micro.value, Some(2.0 / 3.0));
+    assert_eq!((a.rates.support_micro.numerator, a.rates.support_micro.denominator), (2.0, 3.0));
+    // Macro: only q1 has judged claims.
+    assert_eq!(a.rates.support_macro.value, Some(2.0 / 3.0));
+    assert_eq!(a.rates.support_macro.questions, Some(1));
+    // Zero claims: not applicable, never 100% or 0.
+    let tech = a.categories.iter().find(|c| c.category == "technology").unwrap();
+    assert_eq!(tech.rates.support_micro.status, RateStatus::NotApplicable);
+    assert_eq!(tech.rates.support_micro.value, None);
+    assert_eq!(tech.rates.resolution_micro.status, RateStatus::NotApplicable);
+    assert_eq!(tech.rates.completion.value, Some(1.0));
+    // Every citation resolves: 5 markers, reference [1] present.
+    assert_eq!(a.rates.resolution_micro.value, Some(1.0));
+    assert_eq!(a.citations.total, 5);
+
+    let b = arm(s, "b");
+    assert_eq!((b.counts.planned, b.counts.attempted, b.counts.completed, b.counts.not_run), (4, 3, 3, 1));
+    assert_eq!((b.claims.judged, b.claims.supported), (4, 2));
+    assert_eq!(b.rates.support_micro.value, Some(0.5));
+    // Macro: q1 1/1, q2 1/2, q3 0/1 -> (1 + 0.5 + 0) / 3.
+    assert_eq!(b.rates.support_macro.value, Some(0.5));
+    assert_eq!(b.rates.support_macro.questions, Some(3));
+
+    // A judge that failed on everything: unmeasured, never 0.
+    let c = arm(s, "c");
+    assert_eq!(c.rates.support_micro.status, RateStatus::Unmeasured);
+    assert_eq!(c.rates.support_micro.value, None);
+    assert_eq!(c.rates.support_macro.status, RateStatus::Unmeasured);
+    assert!(c.rates.support_micro.reason.as_deref().unwrap().contains("provider_error"));
+
+    // Only a and b share a workflow: one comparison, over the questions
+    // both completed (q1, q2: a failed q3, b never ran q4).
+    assert_eq!(s.comparisons.len(), 1);
+    let cmp = &s.comparisons[0];
+    assert_eq!((cmp.a.as_str(), cmp.b.as_str(), cmp.completed_pairs, cmp.questions), ("a", "b", 2, 4));
+    // Support over the pairs: a 2/3 (q1; q2 has no claims), b 2/3 (q1 1/1, q2 1/2).
+    assert!(cmp.support_micro.value.unwrap().abs() < 1e-15);
+    assert!(cmp.support_micro.statement.contains("cannot be told apart"), "{}", cmp.support_micro.statement);
+    // Completion over all questions: 3/4 vs 3/4.
+    assert_eq!(cmp.completion.value, Some(0.0));
+    assert_eq!(cmp.a_completion.value, Some(0.75));
+    // Intervals exist and bracket the point values.
+    let r = &b.rates.support_micro;
+    assert!(r.ci_low.unwrap() <= r.value.unwrap() && r.value.unwrap() <= r.ci_high.unwrap());
+
+    // Method and publication blocks.
+    assert!(s.publication.internally_commissioned);
+    assert_eq!(s.method.judge.as_ref().unwrap().served_models.get("judge-model"), Some(&7));
+    assert_eq!(s.method.question_sha256.len(), 4);
+    assert!(s.simulated.arms.is_empty() && !s.simulated.judge);
+
+    // Every run is in runs.csv, every claim in claims.jsonl.
+    let csv = fs::read_to_string(written.path.join("runs.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 12);
+    assert!(csv.lines().any(|l| l.contains("q4:b:1") && l.contains(",not_run,")));
+    assert!(csv.lines().any(|l| l.contains("q3:a:1") && l.contains(",failed,")));
+    let claims = fs::read_to_string(written.path.join("claims.jsonl")).unwrap();
+    let header: serde_json::Value = serde_json::from_str(claims.lines().next().unwrap()).unwrap();
+    assert_eq!(header["kind"], "header");
+    assert_eq!(header["manifest_sha256"], frozen.manifest_sha256.as_str());
+    assert_eq!(claims.lines().count(), 1 + 5 + 4 + 8);
+
+    let md = fs::read_to_string(written.path.join("summary.md")).unwrap();
+    assert!(md.contains("n/a (unmeasured)") && md.contains("not applicable"));
+    assert!(md.contains("Internally commissioned"));
+}
+
+/// A second report goes to a new folder; a report never writes into an
+/// existing one; the folder's files are read-only and listed with hashes.
+#[tokio::test]
+async fn reports_are_write_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("numbers");
+    let (frozen, manifest, ledger, artifacts) = build(&dir).await;
+    let first = write_report(&frozen, &manifest, &ledger, &artifacts, &options(&dir, 1_790_001_000)).await.unwrap();
+    let second = write_report(&frozen, &manifest, &ledger, &artifacts, &options(&dir, 1_790_001_001)).await.unwrap();
+    assert_ne!(first.path, second.path);
+    let again = write_report(&frozen, &manifest, &ledger, &artifacts, &options(&dir, 1_790_001_000)).await;
+    assert!(matches!(again, Err(ReportError::Exists { .. })), "{again:?}");
+    let listed: Vec<&str> = first.summary.files.iter().map(|f| f.name.as_str()).collect();
+    for name in ["claims.jsonl", "index.html", "judge_traces.jsonl", "manifest.json", "runs.csv", "summary.md"] {
+        assert!(listed.contains(&name), "{name} not listed in {listed:?}");
+    }
+    for entry in fs::read_dir(&first.path).unwrap() {
+        let entry = entry.unwrap();
+        assert!(entry.metadata().unwrap().permissions().readonly(), "{:?}", entry.path());
+    }
+    // Nothing half-made is left behind.
+    let leftovers: Vec<_> = fs::read_dir(dir.join("reports"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+    let _ = SystemTime::now();
+}
+
+/// `verify` agrees with a fresh report and names a changed number.
+#[tokio::test]
+async fn verify_names_an_edited_number() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("numbers");
+    let (frozen, manifest, ledger, artifacts) = build(&dir).await;
+    let written = write_report(&frozen, &manifest, &ledger, &artifacts, &options(&dir, 1_790_001_000)).await.unwrap();
+    let ok = cohort_report::verify_report(&written.path, &frozen, &ledger, &artifacts).await.unwrap();
+    assert!(ok.ok(), "{:?}", ok.differences);
+    assert!(ok.numbers_checked > 100, "{}", ok.numbers_checked);
+
+    let path = written.path.join("summary.json");
+    let mut perms = fs::metadata(&path).unwrap().permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perms.set_readonly(false);
+    fs::set_permissions(&path, perms).unwrap();
+    let mut json: serde_json::Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
+    json["arms"][1]["rates"]["support_micro"]["value"] = json!(0.9);
+    fs::write(&path, serde_json::to_vec_pretty(&json).unwrap()).unwrap();
+    let bad = cohort_report::verify_report(&written.path, &frozen, &ledger, &artifacts).await.unwrap();
+    assert_eq!(bad.differences.len(), 1, "{:?}", bad.differences);
+    assert!(bad.differences[0].starts_with("arms[b].rates.support_micro.value"), "{:?}", bad.differences);
+}
