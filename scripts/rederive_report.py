@@ -52,6 +52,8 @@ import struct
 import sys
 from pathlib import Path
 
+# Importing the neighbour must not leave a __pycache__ in the source tree.
+sys.dont_write_bytecode = True
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from rederive_order import chacha20_block  # noqa: E402  (pure-Python RFC 8439 block)
 

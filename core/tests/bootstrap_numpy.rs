@@ -133,6 +133,8 @@ fn the_documented_procedure_rederives_the_intervals_exactly_in_python() {
                    ratios = json.load(sys.stdin)\n\
                    print(json.dumps(rederive_report.intervals(ratios, 30, 10000, 20261014)))\n";
     let mut child = Command::new("python3")
+        // Importing the script must not leave a __pycache__ in the tree.
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .arg("-c")
         .arg(program)
         .arg(repo_root().join("scripts"))
