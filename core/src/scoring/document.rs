@@ -109,8 +109,9 @@ pub(crate) struct Parsed {
 
 /// The Markdown dialect read: CommonMark plus GFM tables, strikethrough,
 /// task lists, footnotes, alerts and front matter, the union of what
-/// deep-research systems emit.
-fn options() -> Options {
+/// deep-research systems emit. Public (as `scoring::markdown_options`) so
+/// the scoring benchmark can time a bare parse of the same dialect.
+pub fn options() -> Options {
     Options::ENABLE_TABLES
         | Options::ENABLE_FOOTNOTES
         | Options::ENABLE_STRIKETHROUGH

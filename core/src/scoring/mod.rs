@@ -44,6 +44,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 pub use claims::Claim;
+pub use document::options as markdown_options;
 pub use markers::{Marker, parse_markers, strip_markers};
 pub use metrics::{Cost, DeterministicMetrics, Evidence, JudgePlan, SupportSummary, plan_judging, support_summary};
 pub use prompt::{JudgeClaim, judge_prompt};
@@ -319,6 +320,10 @@ fn detect_format(marker_spans: usize, stray_links: usize, has_reference_list: bo
 
 /// Whether `syntax` is exactly one marker, `[3]`.
 fn is_marker_syntax(syntax: &str) -> bool {
+    // Most links are `[text](url)`: rule them out before scanning.
+    if syntax.len() > 16 || !syntax.starts_with('[') || !syntax.ends_with(']') {
+        return false;
+    }
     let spans = markers::scan(syntax);
     matches!(spans.as_slice(), [only] if only.kind == markers::SpanKind::Marker && only.range == (0..syntax.len()))
 }
