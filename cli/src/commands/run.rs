@@ -4,6 +4,14 @@
 //!
 //! Interrupted (Ctrl-C), it drains and stops; run again, it resumes from
 //! the ledger where it stopped.
+//!
+//! Judging: with `--judge FILE` through that proxy; with
+//! `--judge-proxy-config FILE` through a proxy started here from that
+//! config; with neither and `[judge] provider = "sim"`, through a proxy
+//! started here around the proxy's SIMULATED judge (built in memory:
+//! `ProxyConfig::builtin_sim`), so the offline quickstart shows the whole
+//! pipeline. A real `[judge]` without either flag is not called: support
+//! stays unmeasured, and a warning says so.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,8 +21,11 @@ use anyhow::Context as _;
 use cohort_coordinator::clock::SystemClock;
 use cohort_coordinator::freeze::read_manifest;
 use cohort_coordinator::service::{self, CoordinatorConfig, CoordinatorService};
+use cohort_core::config::CohortConfig;
 use cohort_core::manifest;
 use cohort_core::taxonomy::Outcome;
+use cohort_judge_proxy::ProxyConfig;
+use cohort_judge_proxy::config::BuiltinSimJudge;
 use cohort_worker::WorkerConfig;
 use cohort_worker::score::JudgeEndpoint;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
@@ -39,7 +50,9 @@ pub struct RunArgs {
     pub scoring: ScoringArgs,
     /// Start a judge proxy in this process with this config (see
     /// docs/judge-proxy.md) and judge through it, as its first team, with
-    /// the judge whose model is the cohort's `[judge] model`.
+    /// the judge whose model is the cohort's `[judge] model`. Without it or
+    /// `--judge`, a cohort whose `[judge] provider` is "sim" is judged by
+    /// the proxy's built-in SIMULATED judge, in this process.
     #[arg(long, value_name = "FILE", conflicts_with = "judge")]
     pub judge_proxy_config: Option<PathBuf>,
 }
@@ -90,11 +103,29 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
     let server = tokio::spawn(service::run(coordinator, listener, stopped(stop_rx.clone())));
     let mut context_judge = None;
     let mut proxy_task = None;
-    if let Some(path) = &args.judge_proxy_config {
-        let (endpoint, task) = start_judge_proxy(path, &frozen, stopped(stop_rx.clone())).await?;
-        super::emit(&format!("judge proxy (in this process): {} judge {:?}\n", endpoint.url, endpoint.judge));
+    if let Some(proxy) = in_process_judge(args, config)? {
+        let (endpoint, task) =
+            start_judge_proxy(proxy.config, &proxy.origin, &frozen, stopped(stop_rx.clone())).await?;
+        let line = if proxy.simulated {
+            format!(
+                "judge {:?} is SIMULATED (the judge proxy's built-in sim judge, running in this process at {}): \
+                 its verdicts exercise the pipeline and measure nothing about real support\n",
+                endpoint.judge, endpoint.url
+            )
+        } else {
+            format!("judge proxy (in this process): {} judge {:?}\n", endpoint.url, endpoint.judge)
+        };
+        super::emit(&line);
         context_judge = Some(endpoint);
         proxy_task = Some(task);
+    } else if args.scoring.judge.is_none()
+        && let Some(judge) = &config.judge
+    {
+        eprintln!(
+            "warning: the cohort's judge ({} {:?}) is not called without --judge FILE or --judge-proxy-config FILE: \
+             claims are recorded, support will be unmeasured (n/a)",
+            judge.provider, judge.model
+        );
     }
 
     let total_caps: u32 = config.arms.iter().map(|a| a.concurrency).sum();
@@ -199,24 +230,75 @@ fn only_paused_arms_left(status: &cohort_coordinator::ledger::Status) -> bool {
     !status.done() && status.leased == 0 && pending_unpaused == 0
 }
 
-/// Starts the judge proxy of `path` on loopback ports, in this process, and
-/// says how workers reach it: its first team's key, and the judge whose
-/// model is the cohort's `[judge] model` (or the only judge).
+/// The `[judge] provider` that names the judge proxy's SIMULATED judge.
+const SIM_JUDGE_PROVIDER: &str = "sim";
+
+/// A judge proxy to start in this process.
+struct InProcessJudge {
+    config: ProxyConfig,
+    /// Where its config came from, for messages.
+    origin: String,
+    simulated: bool,
+}
+
+/// The proxy `cohort run` starts itself, if any: the one of
+/// `--judge-proxy-config`, else (no `--judge` either) the built-in
+/// SIMULATED one when the cohort's `[judge] provider` is "sim".
+fn in_process_judge(args: &RunArgs, cohort: &CohortConfig) -> anyhow::Result<Option<InProcessJudge>> {
+    if let Some(path) = &args.judge_proxy_config {
+        let config = ProxyConfig::load(path)?;
+        let simulated = !config.simulated_upstreams().is_empty();
+        return Ok(Some(InProcessJudge { config, origin: path.display().to_string(), simulated }));
+    }
+    let Some(judge) =
+        cohort.judge.as_ref().filter(|j| args.scoring.judge.is_none() && j.provider == SIM_JUDGE_PROVIDER)
+    else {
+        return Ok(None);
+    };
+    let sim = BuiltinSimJudge {
+        name: judge.model.clone(),
+        model: judge.model.clone(),
+        served_model: judge.served_model.clone(),
+        batch_size: judge.batch_size,
+        // The cohort's catalog prices the sim judge only if it lists the
+        // model (normally not: cost unknown, never invented).
+        prices: cohort.prices.clone(),
+    };
+    let key = cohort_judge_proxy::secret::Secret::new(random_team_key()?);
+    let config = ProxyConfig::builtin_sim(sim, key);
+    Ok(Some(InProcessJudge { config, origin: "the built-in sim judge".to_owned(), simulated: true }))
+}
+
+/// A fresh team key for a proxy that lives and dies with this process and
+/// listens on loopback only: 32 random bytes, hex.
+fn random_team_key() -> anyhow::Result<String> {
+    use std::io::Read as _;
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .context("cannot read /dev/urandom for the in-process judge proxy's team key")?;
+    Ok(hex::encode(bytes))
+}
+
+/// Starts the judge proxy of `config` (from `origin`) on loopback ports, in
+/// this process, and says how workers reach it: its first team's key, and
+/// the judge whose model is the cohort's `[judge] model` (or the only
+/// judge).
 async fn start_judge_proxy(
-    path: &Path,
+    config: ProxyConfig,
+    origin: &str,
     frozen: &local::Frozen,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<(JudgeEndpoint, tokio::task::JoinHandle<Result<(), cohort_judge_proxy::error::ProxyError>>)> {
-    let config = cohort_judge_proxy::config::ProxyConfig::load(path)?;
-    let team =
-        config.teams.first().ok_or_else(|| anyhow::anyhow!("{}: the judge proxy needs a team", path.display()))?;
+    let team = config.teams.first().ok_or_else(|| anyhow::anyhow!("{origin}: the judge proxy needs a team"))?;
     let wanted = frozen.cohort.config.judge.as_ref().map(|j| j.model.as_str());
     let judge = match (wanted, config.judges.as_slice()) {
         (_, [only]) => only,
-        (Some(model), judges) => judges.iter().find(|j| j.model == model).ok_or_else(|| {
-            anyhow::anyhow!("{}: no judge with model {model:?} (the cohort's [judge] model)", path.display())
-        })?,
-        (None, _) => anyhow::bail!("{}: several judges and the cohort names none", path.display()),
+        (Some(model), judges) => judges
+            .iter()
+            .find(|j| j.model == model)
+            .ok_or_else(|| anyhow::anyhow!("{origin}: no judge with model {model:?} (the cohort's [judge] model)"))?,
+        (None, _) => anyhow::bail!("{origin}: several judges and the cohort names none"),
     };
     let endpoint_parts = (judge.name.clone(), team.key.expose().to_owned());
     let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.context("cannot bind a loopback port")?;
