@@ -9,6 +9,7 @@
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use cohort_core::hash::{is_sha256_hex, sha256_hex};
 
@@ -42,7 +43,12 @@ impl ArtifactStore {
         }
         let dir = path.parent().unwrap_or(&self.root);
         fs::create_dir_all(dir)?;
-        let tmp = dir.join(format!(".{sha256}.{}.tmp", std::process::id()));
+        // Unique per write, not only per process: two tasks of one worker
+        // storing the same bytes at once (two identical refusals) must not
+        // share a temporary file, or one rename finds it gone.
+        static WRITES: AtomicU64 = AtomicU64::new(0);
+        let n = WRITES.fetch_add(1, Ordering::Relaxed);
+        let tmp = dir.join(format!(".{sha256}.{}.{n}.tmp", std::process::id()));
         let mut file = fs::File::create(&tmp)?;
         file.write_all(bytes)?;
         file.sync_all()?;
@@ -78,6 +84,25 @@ mod tests {
         assert_eq!(store.get(&a).unwrap().as_deref(), Some(&b"hello"[..]));
         assert_eq!(store.get(&sha256_hex(b"absent")).unwrap(), None);
         assert!(store.get("../../etc/passwd").is_err());
+    }
+
+    /// Proves that threads storing the same bytes at once all succeed (they
+    /// once shared one temporary file name per process, and a rename found
+    /// it gone: a spurious outage for the run).
+    #[test]
+    fn concurrent_identical_puts_all_succeed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ArtifactStore::local(dir.path());
+        for round in 0..20 {
+            let bytes = format!("the same refusal, round {round}").repeat(2000);
+            let results: Vec<io::Result<String>> = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..8).map(|_| s.spawn(|| store.put(bytes.as_bytes()))).collect();
+                handles.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            for r in results {
+                assert_eq!(r.unwrap(), sha256_hex(bytes.as_bytes()));
+            }
+        }
     }
 
     #[test]
