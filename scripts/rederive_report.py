@@ -11,7 +11,7 @@ and citation totals and rates, and compares them with summary.json. Extra
 columns and fields are ignored.
 
 Definitions (seed 004 "Metrics and denominators"), per arm:
-  planned = its rows of runs.csv; attempted = planned - not_run;
+  planned = its rows of runs.csv; attempted = planned - not_run - pending;
   completion = completed / planned;
   support_micro = sum supported / sum judged over the arm's claims;
   support_macro = the mean over questions with judged > 0 of supported/judged
@@ -19,10 +19,13 @@ Definitions (seed 004 "Metrics and denominators"), per arm:
     denominator = the number of those questions;
   resolution_micro = sum(citations - unresolved) / sum(citations) over runs;
   resolution_macro = the same per question, over questions with citations > 0;
-  status: support not_applicable with 0 extracted claims, unmeasured with
-    claims but none judged; resolution not_applicable with 0 citations;
-    completion not_applicable with 0 planned; otherwise measured. A rate that
-    is not measured has value, ci_low and ci_high null.
+  status: support not_applicable with 0 cited claims (claims with at least
+    one cited index), unmeasured with cited claims but none judged;
+    resolution not_applicable with 0 citations; both unmeasured instead when
+    there is nothing to count but some completed run has no scored output
+    (empty `claims` column); completion not_applicable with 0 planned;
+    otherwise measured. A rate that is not measured has value, ci_low and
+    ci_high null.
 runs.csv's claims, judged and supported columns must agree with claims.jsonl,
 run by run; every file must carry the same metrics_version and manifest hash.
 
@@ -227,7 +230,8 @@ def derive(runs, claims, questions, arm_ids, with_intervals=False, draws=0, seed
         own_claims = [c for c in claims if c["arm"] == arm and c["question_id"] in index]
         counts = {o: sum(1 for r in rows if r["outcome"] == o) for o in OUTCOMES}
         counts["planned"] = len(rows)
-        counts["attempted"] = len(rows) - counts["not_run"]
+        pending = sum(1 for r in rows if r["outcome"] == "pending")
+        counts["attempted"] = len(rows) - counts["not_run"] - pending
         vec = {k: [0] * Q for k in ("completed", "planned", "supported", "judged", "resolved", "citations")}
         for r in rows:
             q = index[r["question_id"]]
@@ -250,8 +254,16 @@ def derive(runs, claims, questions, arm_ids, with_intervals=False, draws=0, seed
             return {"value": value if measured else None, "numerator": num, "denominator": den,
                     "status": status, "_vectors": vectors if measured else None}
 
-        support_status = "not_applicable" if extracted == 0 else ("unmeasured" if judged == 0 else "measured")
-        resolution_status = "not_applicable" if citations == 0 else "measured"
+        cited = sum(1 for c in own_claims if c.get("cited_indices"))
+        unscored = sum(1 for r in rows if r["outcome"] == "completed" and (r.get("claims") or "") == "")
+        if cited == 0:
+            support_status = "unmeasured" if unscored > 0 else "not_applicable"
+        else:
+            support_status = "unmeasured" if judged == 0 else "measured"
+        if citations == 0:
+            resolution_status = "unmeasured" if unscored > 0 else "not_applicable"
+        else:
+            resolution_status = "measured"
         completion_status = "not_applicable" if len(rows) == 0 else "measured"
         s_macro = _macro(list(zip(vec["supported"], vec["judged"])))
         r_macro = _macro(list(zip(vec["resolved"], vec["citations"])))
