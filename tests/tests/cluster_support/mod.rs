@@ -557,7 +557,7 @@ async fn check_ledger_async(redis_url: &str, dir: &Path) -> Figures {
             _ => {}
         }
         if matches!(outcome, Outcome::Completed | Outcome::Refused | Outcome::Failed | Outcome::TimedOut) {
-            check_record(&store, &run.run_id, &run.record_sha256, &mut v);
+            check_record(&store, &run.run_id, &run.record_sha256, &attempts, &mut v);
         }
     }
     if row_outcomes != status.by_outcome {
@@ -604,9 +604,16 @@ async fn check_ledger_async(redis_url: &str, dir: &Path) -> Figures {
     f
 }
 
-/// The run record `sha` exists in the store, hashes to its name and is the
-/// record of `run_id`.
-fn check_record(store: &Path, run_id: &str, sha: &str, v: &mut Vec<String>) {
+/// The run record `sha` exists in the store, hashes to its name, is the
+/// record of `run_id`, and lists every attempt the ledger holds for the
+/// run, in order (number, class, worker), marked complete.
+fn check_record(
+    store: &Path,
+    run_id: &str,
+    sha: &str,
+    attempts: &[cohort_coordinator::ledger::AttemptRecord],
+    v: &mut Vec<String>,
+) {
     if sha.len() != 64 {
         v.push(format!("run {run_id} has no record hash ({sha:?})"));
         return;
@@ -623,7 +630,21 @@ fn check_record(store: &Path, run_id: &str, sha: &str, v: &mut Vec<String>) {
         v.push(format!("run {run_id}: record {sha} does not hash to its name"));
     }
     match serde_json::from_slice::<serde_json::Value>(&bytes) {
-        Ok(record) if record["run_id"] == run_id => {}
+        Ok(record) if record["run_id"] == run_id => {
+            let listed: Vec<(u64, String, String)> = record["attempts"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|a| (a["attempt"].as_u64().unwrap_or(0), a["class"].to_string(), a["worker"].to_string()))
+                .collect();
+            let ledger: Vec<(u64, String, String)> = attempts
+                .iter()
+                .map(|a| (u64::from(a.attempt), format!("\"{}\"", a.class), format!("{:?}", a.worker)))
+                .collect();
+            if listed != ledger || record["attempts_complete"] != true {
+                v.push(format!("run {run_id}: the record lists attempts {listed:?}, the ledger {ledger:?}"));
+            }
+        }
         Ok(record) => v.push(format!("run {run_id}: record {sha} is the record of {}", record["run_id"])),
         Err(e) => v.push(format!("run {run_id}: record {sha} is not JSON: {e}")),
     }
