@@ -215,6 +215,7 @@ fn rates_svg(arms: &[&ArmSummary], labels: &[String]) -> Result<String, PlotErro
                 .configure_mesh()
                 .disable_y_mesh()
                 .x_labels(11)
+                .light_line_style(WHITE)
                 .x_label_formatter(&|x| format!("{x:.1}"))
                 .y_label_formatter(&|y| row_label(labels, *y))
                 .label_style((FONT, 12))
@@ -245,7 +246,7 @@ fn rates_svg(arms: &[&ArmSummary], labels: &[String]) -> Result<String, PlotErro
                                 10,
                             )))
                             .map_err(|e| draw_error(PLOT, e))?;
-                        (value_text(value, rate), (low, high), value_style.clone())
+                        (value_text(value, rate), (value, value), value_style.clone())
                     }
                     Mark::Point { value } => {
                         chart
@@ -255,16 +256,18 @@ fn rates_svg(arms: &[&ArmSummary], labels: &[String]) -> Result<String, PlotErro
                     }
                     Mark::Words(words) => (words.to_string(), (0.0, 0.0), words_style.clone()),
                 };
-                // The figure goes where there is room: right of the interval
-                // when it ends left of 0.6, else left of it.
+                // The figure sits just above its point, reading rightwards,
+                // or leftwards near the right edge, so it never runs into
+                // the arm labels or off the plot.
                 let (low, high) = anchor_x;
-                let (x, pos) = if high <= 0.6 {
-                    (high.max(0.0) + 0.015, Pos::new(HPos::Left, VPos::Center))
+                let at = (low + high) / 2.0;
+                let (x, pos) = if at <= 0.8 {
+                    (at.max(0.0) + 0.01, Pos::new(HPos::Left, VPos::Bottom))
                 } else {
-                    (low.min(1.0) - 0.015, Pos::new(HPos::Right, VPos::Center))
+                    (at.min(1.0) - 0.01, Pos::new(HPos::Right, VPos::Bottom))
                 };
                 chart
-                    .draw_series(std::iter::once(Text::new(text, (x, y), style.pos(pos))))
+                    .draw_series(std::iter::once(Text::new(text, (x, y + 0.1), style.pos(pos))))
                     .map_err(|e| draw_error(PLOT, e))?;
             }
         }
@@ -315,15 +318,15 @@ fn legend(
 fn failures_svg(arms: &[&ArmSummary], labels: &[String]) -> Result<String, PlotError> {
     const PLOT: &str = FAILURES_SVG;
     let n = arms.len().max(1);
-    let height = 110 + ROW * n as u32;
+    // Tall enough for the seven legend entries.
+    let height = (110 + ROW * n as u32).max(240);
     let most = arms.iter().map(|arm| arm.counts.planned.max(total(&arm.counts))).max().unwrap_or(0).max(1) as f64;
     let label_area = label_width(labels);
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| draw_error(PLOT, e))?;
-        let root =
-            root.titled("Final outcomes per arm (planned runs)", (FONT, 18)).map_err(|e| draw_error(PLOT, e))?;
+        let root = root.titled("Final outcomes per arm (planned runs)", (FONT, 18)).map_err(|e| draw_error(PLOT, e))?;
         let (left, right) = root.split_horizontally(WIDTH - 150);
         // Room right of the longest bar for its "N planned" figure.
         let mut chart = ChartBuilder::on(&left)
@@ -337,6 +340,7 @@ fn failures_svg(arms: &[&ArmSummary], labels: &[String]) -> Result<String, PlotE
             .configure_mesh()
             .disable_y_mesh()
             .x_desc("runs")
+            .light_line_style(WHITE)
             .x_label_formatter(&|x| trim_number(x.round()))
             .y_label_formatter(&|y| row_label(labels, *y))
             .label_style((FONT, 12))
@@ -396,7 +400,13 @@ fn completions_svg(summary: &Summary, arms: &[&ArmSummary], labels: &[String]) -
             Some((i, points))
         })
         .collect();
-    let hours = series.iter().map(|(_, points)| points.len() - 1).max().unwrap_or(0).max(summary.method.window_hours as usize).max(1) as f64;
+    let hours = series
+        .iter()
+        .map(|(_, points)| points.len() - 1)
+        .max()
+        .unwrap_or(0)
+        .max(summary.method.window_hours as usize)
+        .max(1) as f64;
     let most = series.iter().flat_map(|(_, points)| points.iter().map(|(_, y)| *y)).fold(0f64, f64::max).max(1.0);
     let mut svg = String::new();
     {
@@ -417,6 +427,9 @@ fn completions_svg(summary: &Summary, arms: &[&ArmSummary], labels: &[String]) -
             .configure_mesh()
             .x_desc("hours since the window opened")
             .y_desc("completed runs")
+            .light_line_style(WHITE)
+            // Whole-number ticks: counts have no fractions.
+            .y_labels((most as usize).clamp(1, 10) + 1)
             .x_label_formatter(&|x| trim_number(x.round()))
             .y_label_formatter(&|y| trim_number(y.round()))
             .label_style((FONT, 12))
@@ -575,7 +588,8 @@ mod tests {
                 assert!(svg.contains(&arm.id), "{name} does not name arm {}", arm.id);
             }
             assert!(svg.contains("SIMULATED"), "{name} does not label the simulated arm");
-            let desc = format!("metrics_version {}; manifest sha256 {}", summary.metrics_version, summary.manifest_sha256);
+            let desc =
+                format!("metrics_version {}; manifest sha256 {}", summary.metrics_version, summary.manifest_sha256);
             assert!(svg.contains(&desc), "{name} lacks its provenance");
             assert!(!svg.contains("<script"), "{name} has a script");
         }
