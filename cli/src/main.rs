@@ -14,9 +14,12 @@ fn main() -> ExitCode {
     telemetry::init(cli.default_log_level());
     match commands::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
+        Err(e) => match e.downcast_ref::<commands::Exit>() {
+            Some(commands::Exit(code)) => ExitCode::from(*code),
+            None => {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
     }
 }

@@ -9,6 +9,7 @@ mod init;
 mod judge_proxy;
 mod local;
 mod operate;
+pub(crate) mod report;
 mod roles;
 mod run;
 mod score;
@@ -75,6 +76,33 @@ enum Command {
     /// Run the judge proxy: shared provider quotas, retries, served-model
     /// recording, behind gRPC `Judge` and `/v1/chat/completions`.
     JudgeProxy(judge_proxy::JudgeProxyArgs),
+    /// Write a report of a cohort into a new folder DIR/reports/<UTC
+    /// timestamp>/: every denominator, rate and 95% interval, the method
+    /// block, runs.csv, claims.jsonl, judge traces, plots and index.html.
+    Report(report::ReportArgs),
+    /// Recompute a report from the ledger and the records and name every
+    /// number or file that differs (exit 0 agrees, 1 differs, 2 could not
+    /// verify).
+    Verify(report::VerifyArgs),
+}
+
+/// An error that carries the process exit code and whose message has been
+/// printed already (`cohort verify` exits 1 when a report differs).
+#[derive(Debug)]
+pub struct Exit(pub u8);
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "exit {}", self.0)
+    }
+}
+
+impl std::error::Error for Exit {}
+
+/// The multi-threaded runtime every async command runs on.
+pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    use anyhow::Context as _;
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")
 }
 
 impl Cli {
@@ -103,6 +131,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Abort(args) => operate::abort(args),
         Command::Score(args) => score::run(args),
         Command::JudgeProxy(args) => judge_proxy::run(args),
+        Command::Report(args) => report::run(args),
+        Command::Verify(args) => report::verify(args),
     }
 }
 

@@ -219,6 +219,17 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
         out.push_str("\nstopped before every run had its outcome: see `cohort status`.\n");
     }
     super::emit(&out);
+    // Every planned run has its outcome: the run ends with its report.
+    // Otherwise a report would be of a moving target; say how to get one.
+    if status.done() {
+        let written = super::report::report(dir, &args.store, cohort_core::stats::DEFAULT_DRAWS, None).await?;
+        super::emit(&format!("\n{}report: {}\n", super::report::headline(&written.summary), written.path.display()));
+    } else {
+        super::emit(&format!(
+            "no report yet: runs are still pending. `cohort report {}` writes one of the state so far.\n",
+            dir.display()
+        ));
+    }
     Ok(())
 }
 

@@ -1,0 +1,148 @@
+//! `cohort report DIR` and `cohort verify REPORT_DIR`: the result side
+//! (`cohort-report` does the work; this module parses and prints).
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use anyhow::Context as _;
+use cohort_core::manifest;
+use cohort_report::{FrozenCohort, ReportError, ReportOptions};
+
+use super::local::{self, StoreArgs};
+
+#[derive(Debug, clap::Args)]
+pub struct ReportArgs {
+    /// The cohort directory.
+    pub dir: PathBuf,
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Bootstrap draws for the 95% intervals (seed 004: 10,000).
+    #[arg(long, default_value_t = cohort_core::stats::DEFAULT_DRAWS, value_parser = clap::value_parser!(u32).range(100..=1_000_000))]
+    pub draws: u32,
+    /// Where report folders go (default: DIR/reports).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct VerifyArgs {
+    /// The report folder (DIR/reports/<timestamp>).
+    pub report: PathBuf,
+    /// The cohort directory (default: the report folder's grandparent).
+    #[arg(long)]
+    pub cohort: Option<PathBuf>,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+/// The exit code of `cohort verify` when the report differs from what the
+/// ledger and records give.
+pub const EXIT_DIFFERS: u8 = 1;
+/// The exit code of `cohort verify` when it could not verify at all.
+pub const EXIT_CANNOT_VERIFY: u8 = 2;
+
+pub fn run(args: ReportArgs) -> anyhow::Result<()> {
+    let runtime = super::runtime()?;
+    let written = runtime.block_on(report(&args.dir, &args.store, args.draws, args.out.clone()))?;
+    super::emit(&format!("{}\nreport: {}\n", headline(&written.summary), written.path.display()));
+    Ok(())
+}
+
+/// Writes a report of the cohort in `dir` (also the last step of `cohort
+/// run`).
+pub async fn report(
+    dir: &Path,
+    store: &StoreArgs,
+    draws: u32,
+    out: Option<PathBuf>,
+) -> anyhow::Result<cohort_report::ReportWritten> {
+    let frozen = local::load(dir)?;
+    let manifest_bytes = std::fs::read(dir.join(manifest::FILE))
+        .with_context(|| format!("cannot read {}", dir.join(manifest::FILE).display()))?;
+    let ledger = local::open_ledger(&frozen, store).await?;
+    let artifacts = local::artifact_store(&frozen, store);
+    let frozen = FrozenCohort { cohort: frozen.cohort, manifest: frozen.manifest, manifest_sha256: frozen.manifest_sha256 };
+    let options = ReportOptions {
+        draws,
+        now: SystemTime::now(),
+        reports_root: out.unwrap_or_else(|| dir.join(cohort_report::write::REPORTS_DIR)),
+    };
+    Ok(cohort_report::write_report(&frozen, &manifest_bytes, &ledger, &artifacts, &options).await?)
+}
+
+/// One line per arm: the numbers a reader looks for first.
+pub fn headline(s: &cohort_report::model::Summary) -> String {
+    let mut out = String::new();
+    for arm in &s.arms {
+        let r = &arm.rates;
+        out.push_str(&format!(
+            "{:<24} completed {}/{}  support {} ({}) {}  resolution {} ({})\n",
+            cohort_report::model::arm_display(&arm.id, arm.simulated),
+            arm.counts.completed,
+            arm.counts.planned,
+            r.support_micro.display_value(),
+            r.support_micro.display_fraction(),
+            r.support_micro.display_interval(),
+            r.resolution_micro.display_value(),
+            r.resolution_micro.display_fraction(),
+        ));
+    }
+    for c in &s.comparisons {
+        out.push_str(&format!("{} vs {} ({} completed pairs): {}\n", c.a, c.b, c.completed_pairs, c.support_micro.statement));
+    }
+    if s.simulated.judge || !s.simulated.arms.is_empty() {
+        out.push_str("SIMULATED: built-in simulated arms or judge; these numbers measure cohort's pipeline, not a product.\n");
+    }
+    out
+}
+
+pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
+    let cohort_dir = match &args.cohort {
+        Some(dir) => dir.clone(),
+        None => args
+            .report
+            .parent()
+            .and_then(Path::parent)
+            .map(Path::to_owned)
+            .ok_or_else(|| anyhow::anyhow!("cannot tell the cohort of {}: pass --cohort DIR", args.report.display()))?,
+    };
+    let runtime = super::runtime()?;
+    let outcome = runtime.block_on(async {
+        let frozen = local::load(&cohort_dir)?;
+        let ledger = local::open_ledger(&frozen, &args.store).await?;
+        let artifacts = local::artifact_store(&frozen, &args.store);
+        let frozen =
+            FrozenCohort { cohort: frozen.cohort, manifest: frozen.manifest, manifest_sha256: frozen.manifest_sha256 };
+        match cohort_report::verify_report(&args.report, &frozen, &ledger, &artifacts).await {
+            Ok(outcome) => Ok(outcome),
+            // A tampered record is a finding of verification, not a failure
+            // to verify.
+            Err(e @ ReportError::CorruptRecord { .. }) => {
+                Ok(cohort_report::VerifyOutcome { differences: vec![e.to_string()], ..Default::default() })
+            }
+            Err(e) => Err(anyhow::Error::new(e)),
+        }
+    });
+    let outcome = match outcome {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            eprintln!("error: could not verify {}: {e:#}", args.report.display());
+            return Err(super::Exit(EXIT_CANNOT_VERIFY).into());
+        }
+    };
+    if outcome.ok() {
+        super::emit(&format!(
+            "verified: {} numbers and {} files of {} agree with the ledger and the records\n",
+            outcome.numbers_checked,
+            outcome.files_checked,
+            args.report.display()
+        ));
+        return Ok(());
+    }
+    let mut text = format!("{} difference(s) in {}:\n", outcome.differences.len(), args.report.display());
+    for d in &outcome.differences {
+        text.push_str(&format!("  {d}\n"));
+    }
+    super::emit(&text);
+    Err(super::Exit(EXIT_DIFFERS).into())
+}
