@@ -24,7 +24,7 @@ use cohort_coordinator::ledger::{AttemptRecord, Ledger, RunRow, RunStateKind, St
 use cohort_core::ValidatedCohort;
 use cohort_core::config::AdapterKind;
 use cohort_core::manifest::Manifest;
-use cohort_core::scoring::{VerdictLabel, strip_markers};
+use cohort_core::scoring::{VerdictLabel, judge_sentence, strip_markers};
 use cohort_worker::record::{NOT_DISCLOSED, RunRecord};
 use serde::Serialize;
 
@@ -146,10 +146,12 @@ pub async fn gather(
     let mut missing_records = 0u64;
     for row in rows {
         let (question_id, arm_id, repeat) = split_run_id(&row.run_id);
-        let arm = config.arm(arm_id).ok_or_else(|| ReportError::Inconsistent(format!(
-            "the ledger holds run {} of arm {arm_id:?}, which the frozen cohort does not have",
-            row.run_id
-        )))?;
+        let arm = config.arm(arm_id).ok_or_else(|| {
+            ReportError::Inconsistent(format!(
+                "the ledger holds run {} of arm {arm_id:?}, which the frozen cohort does not have",
+                row.run_id
+            ))
+        })?;
         let category = categories.get(question_id).copied().ok_or_else(|| {
             ReportError::Inconsistent(format!("the ledger holds run {} of an unknown question", row.run_id))
         })?;
@@ -162,9 +164,13 @@ pub async fn gather(
             None
         } else {
             match artifacts.get(&row.record_sha256) {
-                Ok(Some(bytes)) => Some(serde_json::from_slice::<RunRecord>(&bytes).map_err(|e| {
-                    ReportError::CorruptRecord { run_id: row.run_id.clone(), sha256: row.record_sha256.clone(), why: e.to_string() }
-                })?),
+                Ok(Some(bytes)) => {
+                    Some(serde_json::from_slice::<RunRecord>(&bytes).map_err(|e| ReportError::CorruptRecord {
+                        run_id: row.run_id.clone(),
+                        sha256: row.record_sha256.clone(),
+                        why: e.to_string(),
+                    })?)
+                }
                 Ok(None) => {
                     missing_records += 1;
                     None
@@ -332,9 +338,7 @@ fn claim_status(claim: &cohort_core::scoring::ScoredClaim) -> ClaimStatus<'stati
     match claim.verdict {
         Some(VerdictLabel::Yes) => ClaimStatus::Yes,
         Some(VerdictLabel::No) => ClaimStatus::No,
-        Some(VerdictLabel::Unjudged) => {
-            ClaimStatus::Unjudged(claim.unjudged_reason.map_or("unknown", |r| r.as_str()))
-        }
+        Some(VerdictLabel::Unjudged) => ClaimStatus::Unjudged(claim.unjudged_reason.map_or("unknown", |r| r.as_str())),
         None if claim.cited.is_empty() => ClaimStatus::Uncited,
         None => ClaimStatus::Unjudged("not_sent"),
     }
@@ -377,8 +381,13 @@ fn stream_claims(
         let status = claim_status(claim);
         let judged = matches!(status, ClaimStatus::Yes | ClaimStatus::No);
         let model = if judged {
-            let stripped = strip_markers(&claim.text);
-            by_text.get(stripped.trim()).copied().or(only_model)
+            // Records made before `judge_sentence` carry the plainly
+            // stripped text.
+            by_text
+                .get(judge_sentence(&claim.text).as_str())
+                .or_else(|| by_text.get(strip_markers(&claim.text).trim()))
+                .copied()
+                .or(only_model)
         } else {
             None
         };
@@ -490,7 +499,10 @@ fn drill_size(d: &DrillDown) -> usize {
     let claims: usize = d
         .claims
         .iter()
-        .map(|c| c.text.len() + c.evidence.iter().map(|e| e.passages.iter().map(String::len).sum::<usize>() + 64).sum::<usize>())
+        .map(|c| {
+            c.text.len()
+                + c.evidence.iter().map(|e| e.passages.iter().map(String::len).sum::<usize>() + 64).sum::<usize>()
+        })
         .sum();
     d.prompt.len()
         + d.conversation.iter().map(|(r, t)| r.len() + t.len()).sum::<usize>()

@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use cohort_core::passages::best_passages;
 use cohort_core::scoring::{
-    JudgePlan, ParsedVerdict, ReportFormat, RunFacts, ScoreReport, UnjudgedReason, Verdict, analyse, plan_judging,
-    strip_markers,
+    JudgePlan, ParsedVerdict, ReportFormat, RunFacts, ScoreReport, UnjudgedReason, Verdict, analyse, judge_sentence,
+    plan_judging,
 };
 use cohort_proto::v1 as pb;
 use cohort_proto::v1::judge_client::JudgeClient;
@@ -301,7 +301,7 @@ pub async fn score_output(
                 }
                 // The judge sees the sentence without its [n] markers: the
                 // indices mean nothing without the report (seed 000 3.3).
-                let sentence = strip_markers(claim_text).trim().to_owned();
+                let sentence = judge_sentence(claim_text);
                 // Its own cited indices go too: the trace record names every
                 // index the claim cites, even one whose source gave no text.
                 let cited_indices = analysis.claims[i].cited.clone();

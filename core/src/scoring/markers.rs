@@ -77,6 +77,27 @@ pub fn strip_markers(text: &str) -> String {
     out
 }
 
+/// A claim as the judge sees it (seed 000 3.3: the sentence, without the
+/// report's indices, which mean nothing without it): the markers removed,
+/// the space a marker leaves before closing punctuation dropped
+/// (`"rose [1]."` becomes `"rose."`, not `"rose ."`), trimmed. Unlike
+/// [`strip_markers`] it changes spacing, so it is for prompts and traces,
+/// never for the integrity of the body.
+pub fn judge_sentence(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for marker in parse_markers(text) {
+        out.push_str(&text[at..marker.range.start]);
+        at = marker.range.end;
+        let next = text[at..].chars().next();
+        if next.is_none_or(|c| matches!(c, '.' | ',' | ';' | ':' | '!' | '?' | ')' | '\u{3002}')) {
+            out.truncate(out.trim_end().len());
+        }
+    }
+    out.push_str(&text[at..]);
+    out.trim().to_owned()
+}
+
 /// Classifies `text` into markers, code spans and URLs, in order and
 /// without overlap.
 pub fn scan(text: &str) -> Vec<Span> {
@@ -402,6 +423,16 @@ impl Cursor<'_> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn judge_sentence_drops_the_space_a_marker_leaves_before_punctuation() {
+        assert_eq!(judge_sentence("Ice floats [1]."), "Ice floats.");
+        assert_eq!(judge_sentence("Ice floats [1][2], mostly [3]"), "Ice floats, mostly");
+        assert_eq!(judge_sentence("Ice [1] floats."), "Ice  floats.");
+        assert_eq!(judge_sentence("No markers here."), "No markers here.");
+        assert_eq!(judge_sentence("Code `[1]` stays [2]."), "Code `[1]` stays.");
+    }
+
     use super::*;
 
     fn indices(text: &str) -> Vec<Vec<u32>> {
