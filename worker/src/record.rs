@@ -66,6 +66,9 @@ pub struct RunRecord {
     pub cost: Option<f64>,
     pub currency: Option<String>,
     /// Source passages the system returned itself (used as evidence).
+    /// Since version 2 (defaults to empty for version 1 records; the
+    /// `Option` fields below read as `None` when absent).
+    #[serde(default)]
     pub system_sources: Vec<SystemSource>,
     /// Claims, citations, captures, verdicts and judge traces of a
     /// completed output; `None` for other outcomes.
@@ -84,8 +87,9 @@ pub struct RunRecord {
 }
 
 /// The current layout version of [`RunRecord`]. History (docs/records.md):
-/// 2, the scored record; 3, `attempts`, `attempts_complete`, times with
-/// milliseconds, capture and system-source publication dates.
+/// 1, the first; 2, `system_sources`, `scoring`, `scoring_error`; 3,
+/// `attempts`, `attempts_complete`, times with milliseconds, capture and
+/// system-source publication dates.
 pub const RECORD_VERSION: u32 = 3;
 
 /// One attempt at the run, in the record.
@@ -348,11 +352,11 @@ mod tests {
         assert_eq!((a.class.as_str(), a.http_status), ("unknown class 99", None));
     }
 
-    /// Proves a version-2 record (no attempt list, times in whole seconds)
-    /// still reads, with the new fields empty and the list marked
-    /// incomplete.
+    /// Proves version-2 and version-1 records (no attempt list, times in
+    /// whole seconds) still read, with the newer fields empty and the
+    /// attempt list marked incomplete.
     #[test]
-    fn version_2_records_still_read() {
+    fn older_records_still_read() {
         let v2 = r#"{
           "record_version": 2, "cohort": "c", "manifest_sha256": "ab", "metrics_version": 1,
           "run_id": "q1:a:1", "question_id": "q1", "arm": "a", "product": "A", "simulated": true,
@@ -368,5 +372,15 @@ mod tests {
         let r: RunRecord = serde_json::from_str(v2).unwrap();
         assert_eq!((r.record_version, r.attempts.len(), r.attempts_complete), (2, 0, false));
         assert_eq!(r.system_sources[0].published_at, None);
+
+        // Version 1 had no system sources and no scoring.
+        let mut v1: serde_json::Value = serde_json::from_str(v2).unwrap();
+        let fields = v1.as_object_mut().unwrap();
+        for f in ["system_sources", "scoring", "scoring_error"] {
+            fields.remove(f);
+        }
+        fields.insert("record_version".into(), 1.into());
+        let r: RunRecord = serde_json::from_value(v1).unwrap();
+        assert_eq!((r.record_version, r.system_sources.len(), r.scoring.is_none()), (1, 0, true));
     }
 }
