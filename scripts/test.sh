@@ -7,7 +7,9 @@
 #   - the `openai` Python package (PyPI): a test drives the judge proxy's
 #     passthrough with the official client;
 #   - the `numpy` Python package (PyPI): scripts/bootstrap_reference.py checks
-#     the cluster bootstrap against an independent numpy implementation.
+#     the cluster bootstrap against an independent numpy implementation;
+#   - chromium (Debian package `chromium`): the report's index.html is loaded
+#     in headless Chromium, which must fetch nothing.
 # Usage: scripts/test.sh [extra args for the test runner]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +29,7 @@ apt_install() {
 
 have redis-server || apt_install redis-server
 have python3 || apt_install python3
+have chromium || apt_install chromium
 if ! python3 -c 'import openai' >/dev/null 2>&1; then
   echo "test.sh: installing the openai Python package (PyPI)"
   python3 -m pip install --quiet --disable-pip-version-check openai \

@@ -189,7 +189,13 @@ fn by_workflow(arms: &[ArmSummary]) -> Vec<(&str, Vec<&ArmSummary>)> {
     groups
 }
 
-const COUNT_COLUMNS: [(&str, fn(&Counts) -> u64); 11] = [
+/// A column of the counts tables: its header and its field.
+type CountColumn = (&'static str, fn(&Counts) -> u64);
+
+/// A column of the rates tables: its header and its rate.
+type RateColumn = (&'static str, fn(&Rates) -> &Rate);
+
+const COUNT_COLUMNS: [CountColumn; 11] = [
     ("planned", |c| c.planned),
     ("attempted", |c| c.attempted),
     ("completed", |c| c.completed),
@@ -203,7 +209,7 @@ const COUNT_COLUMNS: [(&str, fn(&Counts) -> u64); 11] = [
     ("judged_runs", |c| c.judged_runs),
 ];
 
-const RATE_COLUMNS: [(&str, fn(&Rates) -> &Rate); 5] = [
+const RATE_COLUMNS: [RateColumn; 5] = [
     ("completion", |r| &r.completion),
     ("support (micro)", |r| &r.support_micro),
     ("support (macro)", |r| &r.support_macro),
@@ -764,7 +770,7 @@ impl Page<'_> {
         let s = self.summary;
         self.out.push_str("<section id=\"categories\">\n<h2>Per category</h2>\n");
         for (workflow, arms) in by_workflow(&s.arms) {
-            write!(self.out, "<h3>Workflow <code>{}</code></h3>\n", Esc(workflow))?;
+            writeln!(self.out, "<h3>Workflow <code>{}</code></h3>", Esc(workflow))?;
             for arm in arms {
                 self.out.push_str("<h4>");
                 self.arm(&arm.id)?;
@@ -904,9 +910,9 @@ impl Page<'_> {
                 if current.is_some() {
                     self.out.push_str("</tbody>\n");
                 }
-                write!(
+                writeln!(
                     self.out,
-                    "<tbody><tr><th colspan=\"{}\">workflow <code>{}</code></th></tr>\n",
+                    "<tbody><tr><th colspan=\"{}\">workflow <code>{}</code></th></tr>",
                     classes.len() + 2,
                     Esc(workflow.unwrap_or("unknown"))
                 )?;
@@ -942,7 +948,7 @@ impl Page<'_> {
              <th class=\"num\">total known cost</th><th class=\"num\">runs with unknown cost</th></tr></thead>\n",
         );
         for (workflow, arms) in by_workflow(&s.arms) {
-            write!(self.out, "<tbody><tr><th colspan=\"8\">workflow <code>{}</code></th></tr>\n", Esc(workflow))?;
+            writeln!(self.out, "<tbody><tr><th colspan=\"8\">workflow <code>{}</code></th></tr>", Esc(workflow))?;
             for arm in arms {
                 self.out.push_str("<tr><td>");
                 self.arm(&arm.id)?;
@@ -962,7 +968,7 @@ impl Page<'_> {
             self.out.push_str("<p class=\"nd\">No plots.</p>\n");
         }
         for (name, svg) in plots {
-            write!(self.out, "<figure id=\"plot-{}\">\n", IdSafe(name))?;
+            writeln!(self.out, "<figure id=\"plot-{}\">", IdSafe(name))?;
             match inlinable_svg(svg) {
                 Some(svg) => self.out.push_str(svg),
                 // Not what the plot writer makes: shown as text, never as
@@ -1090,10 +1096,10 @@ impl Page<'_> {
         }
         self.out.push_str("<h4>Output</h4>\n");
         match &d.output {
-            Some(output) => write!(self.out, "<pre class=\"output\">{}</pre>\n", Esc(output))?,
+            Some(output) => writeln!(self.out, "<pre class=\"output\">{}</pre>", Esc(output))?,
             None => self.out.push_str("<p class=\"nd\">No output.</p>\n"),
         }
-        write!(self.out, "<h4>Claims ({})</h4>\n", d.claims.len())?;
+        writeln!(self.out, "<h4>Claims ({})</h4>", d.claims.len())?;
         if d.claims.is_empty() {
             self.out.push_str("<p class=\"nd\">No claims extracted.</p>\n");
         } else {
@@ -1114,15 +1120,15 @@ impl Page<'_> {
                     }
                     write!(self.out, "[{index}]")?;
                 }
-                write!(
+                writeln!(
                     self.out,
-                    " · verdict: <span class=\"verdict {}\">{}</span> · judge model: {}</p>\n",
+                    " · verdict: <span class=\"verdict {}\">{}</span> · judge model: {}</p>",
                     verdict_class(&claim.verdict),
                     Esc(&claim.verdict),
                     OrWords(claim.judge_model.as_deref(), "none")
                 )?;
                 if let Some(line) = &claim.judge_line {
-                    write!(self.out, "<p>judge's reply: <code class=\"judge-line\">{}</code></p>\n", Esc(line))?;
+                    writeln!(self.out, "<p>judge's reply: <code class=\"judge-line\">{}</code></p>", Esc(line))?;
                 }
                 for evidence in &claim.evidence {
                     write!(self.out, "<div class=\"evidence\"><p>[{}] ", evidence.index)?;
@@ -1135,9 +1141,9 @@ impl Page<'_> {
                         Some(url) => write!(self.out, "<code>{}</code>", Esc(url))?,
                         None => self.out.push_str("<span class=\"nd\">no URL</span>"),
                     }
-                    write!(
+                    writeln!(
                         self.out,
-                        " · {} · source: <code>{}</code></p>\n",
+                        " · {} · source: <code>{}</code></p>",
                         OrWords(evidence.title.as_deref(), "no title"),
                         Esc(&evidence.source)
                     )?;
@@ -1163,7 +1169,7 @@ impl Page<'_> {
             }
             self.out.push_str("</ul>\n");
         }
-        write!(self.out, "<h4>Attempts ({})</h4>\n", d.attempts.len())?;
+        writeln!(self.out, "<h4>Attempts ({})</h4>", d.attempts.len())?;
         if !d.attempts.is_empty() {
             self.out.push_str(
                 "<div class=\"scroll\"><table class=\"attempts\"><thead><tr><th class=\"num\">attempt</th>\

@@ -154,7 +154,10 @@ fn row_label(labels: &[String], y: f64) -> String {
     labels.get(from_top.floor() as usize).cloned().unwrap_or_default()
 }
 
-fn rate_kinds() -> [(&'static str, fn(&Rates) -> &Rate); 5] {
+/// A panel of the rates plot: its title and its rate.
+type RateKind = (&'static str, fn(&Rates) -> &Rate);
+
+fn rate_kinds() -> [RateKind; 5] {
     [
         ("completion: completed / planned (all attempts)", |rates| &rates.completion),
         ("support (micro): YES / judged claims, pooled", |rates| &rates.support_micro),
@@ -286,7 +289,10 @@ fn trim_number(value: f64) -> String {
 }
 
 /// The final outcomes in the order they are stacked, with their colours.
-fn outcomes() -> [(&'static str, RGBColor, fn(&Counts) -> u64); 7] {
+/// A segment of the outcome bars: its name, colour and count.
+type Outcome = (&'static str, RGBColor, fn(&Counts) -> u64);
+
+fn outcomes() -> [Outcome; 7] {
     [
         ("completed", RGBColor(0, 158, 115), |c| c.completed),
         ("refused", RGBColor(230, 159, 0), |c| c.refused),
