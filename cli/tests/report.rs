@@ -65,6 +65,13 @@ fn quickstart_ends_with_a_report_that_verifies_and_rederives() {
         assert!(support["denominator"].as_f64().unwrap() > 0.0);
         assert!(support["ci_low"].as_f64().unwrap() <= support["value"].as_f64().unwrap());
     }
+    // One seed-000 trace record per judged claim, one JSON object a line,
+    // naming the model that served.
+    let traces = fs::read_to_string(report.join("judge_traces.jsonl")).unwrap();
+    let judged: u64 = summary["arms"].as_array().unwrap().iter().map(|a| a["claims"]["judged"].as_u64().unwrap()).sum();
+    let records: Vec<serde_json::Value> = traces.lines().skip(1).map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(records.len() as u64, judged);
+    assert!(records.iter().all(|t| t["judge_model"] == "cohort-sim-judge-1" && t["simulated"] == true));
     let md = fs::read_to_string(report.join("summary.md")).unwrap();
     for column in ["planned", "attempted", "completed", "refused", "failed", "timed_out", "unavailable", "not_run"] {
         assert!(md.contains(&format!(" {column} |")), "summary.md has no {column} column");
@@ -79,7 +86,8 @@ fn quickstart_ends_with_a_report_that_verifies_and_rederives() {
         let mut args = vec![repo().join("scripts/rederive_report.py").to_str().unwrap().to_owned()];
         args.extend(extra.iter().map(|s| (*s).to_owned()));
         args.push(report.to_str().unwrap().to_owned());
-        let out = Command::new("python3").args(&args).output().expect("python3 is needed (scripts/test.sh installs it)");
+        let out =
+            Command::new("python3").args(&args).output().expect("python3 is needed (scripts/test.sh installs it)");
         assert!(out.status.success(), "rederive_report.py {extra:?}: {}", text(&out));
         assert!(text(&out).contains("all agree"), "{}", text(&out));
     }

@@ -171,7 +171,11 @@ fn rate_status(kind: &str, t: &Cell) -> (RateStatus, Option<String>) {
                 let reasons: Vec<String> = t.claims.unjudged.iter().map(|(r, n)| format!("{n} {r}")).collect();
                 (
                     RateStatus::Unmeasured,
-                    Some(format!("no claim was judged ({} cited claims unjudged: {})", t.claims.cited, reasons.join(", "))),
+                    Some(format!(
+                        "no claim was judged ({} cited claims unjudged: {})",
+                        t.claims.cited,
+                        reasons.join(", ")
+                    )),
                 )
             } else {
                 (RateStatus::Measured, None)
@@ -272,11 +276,18 @@ pub fn summarise(frozen: &FrozenCohort, gathered: &Gathered, draws: u32) -> Summ
         estimands.push(Estimand::difference(Estimand::ratio(ra.0, ra.1), Estimand::ratio(rb.0, rb.1)));
     }
     let bootstrap = ClusterBootstrap { clusters: n_q, draws, seed: stats::BOOTSTRAP_SEED };
-    let intervals = if n_q == 0 { vec![empty_interval(draws); estimands.len()] } else { bootstrap.intervals(&estimands) };
+    let intervals =
+        if n_q == 0 { vec![empty_interval(draws); estimands.len()] } else { bootstrap.intervals(&estimands) };
 
     let rates_of = |start: usize, total: &Cell| {
         let r = |i: usize| rate(RATE_KINDS[i], total, &estimands[start + i], &intervals[start + i]);
-        Rates { completion: r(0), support_micro: r(1), support_macro: r(2), resolution_micro: r(3), resolution_macro: r(4) }
+        Rates {
+            completion: r(0),
+            support_micro: r(1),
+            support_macro: r(2),
+            resolution_micro: r(3),
+            resolution_macro: r(4),
+        }
     };
     let total_of = |cs: &[Cell]| {
         let mut t = Cell::default();
@@ -355,7 +366,12 @@ pub fn summarise(frozen: &FrozenCohort, gathered: &Gathered, draws: u32) -> Summ
         .collect();
 
     let simulated = Simulated {
-        arms: config.arms.iter().filter(|a| a.adapter == cohort_core::config::AdapterKind::Sim).map(|a| a.id.clone()).collect(),
+        arms: config
+            .arms
+            .iter()
+            .filter(|a| a.adapter == cohort_core::config::AdapterKind::Sim)
+            .map(|a| a.id.clone())
+            .collect(),
         judge: gathered.judge_simulated || config.judge.as_ref().is_some_and(|j| j.provider == "sim"),
     };
     let status = &gathered.status;
@@ -535,7 +551,11 @@ fn nearest_rank(sorted: &[i64], p: f64) -> Option<i64> {
 }
 
 /// Completed runs per hour of the window, per arm.
-fn completions_by_hour(gathered: &Gathered, window_start: Option<i64>, window_hours: u32) -> BTreeMap<String, Vec<u64>> {
+fn completions_by_hour(
+    gathered: &Gathered,
+    window_start: Option<i64>,
+    window_hours: u32,
+) -> BTreeMap<String, Vec<u64>> {
     let mut out: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     let Some(start) = window_start else { return out };
     let ends: Vec<(&str, i64)> = gathered

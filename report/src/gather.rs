@@ -3,10 +3,16 @@
 //! [`RunView`] per planned run plus the per-claim lines of `claims.jsonl`
 //! and the trace lines of `judge_traces.jsonl`.
 //!
-//! Records are read one at a time and dropped: what is kept per run is a
-//! [`RunView`] (a few hundred bytes) and, within a byte budget, its
-//! [`DrillDown`] for the HTML page; claims and traces stream to their
-//! files. Memory therefore grows with the number of runs, not of claims.
+//! Records are read in chunks of [`CHUNK_RUNS`] runs in planned order.
+//! Within a chunk, every run's record is fetched, hash-checked and parsed
+//! on scoped threads (one per core), each into a [`RunView`] and the bytes
+//! of its claim and trace lines; the chunk's lines are then written in
+//! planned order, so the files are the same for any number of threads.
+//! Parsing borrows from the record's bytes and reads only the fields a
+//! report needs ([`LeanRecord`]; trace records stay raw JSON, compacted to
+//! one line), and the whole [`RunRecord`] is parsed only for the runs whose
+//! [`DrillDown`] fits the page's budget. Memory therefore grows with the
+//! number of runs, not of claims.
 //!
 //! The ledger is the truth about outcomes; a record is the truth about
 //! what was said. A record whose bytes no longer match its hash is an
@@ -14,19 +20,20 @@
 //! tampered data. A record that is missing is a note, and its run counts
 //! as completed but not scored.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use cohort_coordinator::ArtifactStore;
 use cohort_coordinator::ledger::{AttemptRecord, Ledger, RunRow, RunStateKind, Status};
 use cohort_core::ValidatedCohort;
-use cohort_core::config::AdapterKind;
+use cohort_core::config::{AdapterKind, ArmConfig};
 use cohort_core::manifest::Manifest;
-use cohort_core::scoring::{VerdictLabel, judge_sentence, strip_markers};
+use cohort_core::scoring::{UnjudgedReason, VerdictLabel, judge_sentence_into, strip_markers};
 use cohort_worker::record::{NOT_DISCLOSED, RunRecord};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use crate::ReportError;
 use crate::model::{DrillAttempt, DrillClaim, DrillDown, DrillEvidence, RunScoreView, RunView};
@@ -34,6 +41,10 @@ use crate::model::{DrillAttempt, DrillClaim, DrillDown, DrillEvidence, RunScoreV
 /// How many bytes of drill-down (prompts, outputs, passages) the HTML page
 /// holds at most; runs past it are listed without one, and the page says so.
 pub const DRILL_DOWN_BUDGET_BYTES: usize = 48 * 1024 * 1024;
+
+/// Runs read per chunk: enough to keep every core busy, few enough that a
+/// chunk's lines stay a few megabytes.
+pub const CHUNK_RUNS: usize = 256;
 
 /// The cohort as frozen: what every report starts from.
 #[derive(Debug, Clone)]
@@ -43,10 +54,12 @@ pub struct FrozenCohort {
     pub manifest_sha256: String,
 }
 
-/// Where the claim and trace lines go while records are read.
+/// Where the claim and trace lines go while records are read: whole
+/// JSON lines, newline included, in planned order, handed over by value so
+/// that a sink may write them on another thread.
 pub trait LineSink {
-    fn claim(&mut self, line: &ClaimLine<'_>) -> Result<(), ReportError>;
-    fn trace(&mut self, trace: &serde_json::Value) -> Result<(), ReportError>;
+    fn claims(&mut self, lines: Vec<u8>) -> Result<(), ReportError>;
+    fn traces(&mut self, lines: Vec<u8>) -> Result<(), ReportError>;
 }
 
 /// A sink that drops every line (`cohort verify` needs only the numbers).
@@ -54,29 +67,11 @@ pub trait LineSink {
 pub struct NoLines;
 
 impl LineSink for NoLines {
-    fn claim(&mut self, _: &ClaimLine<'_>) -> Result<(), ReportError> {
+    fn claims(&mut self, _: Vec<u8>) -> Result<(), ReportError> {
         Ok(())
     }
-    fn trace(&mut self, _: &serde_json::Value) -> Result<(), ReportError> {
+    fn traces(&mut self, _: Vec<u8>) -> Result<(), ReportError> {
         Ok(())
-    }
-}
-
-/// A sink writing JSON lines to two writers.
-#[derive(Debug)]
-pub struct JsonlSink<W: Write> {
-    pub claims: W,
-    pub traces: W,
-}
-
-impl<W: Write> LineSink for JsonlSink<W> {
-    fn claim(&mut self, line: &ClaimLine<'_>) -> Result<(), ReportError> {
-        serde_json::to_writer(&mut self.claims, line).map_err(|e| ReportError::io("claims.jsonl", e.into()))?;
-        self.claims.write_all(b"\n").map_err(|e| ReportError::io("claims.jsonl", e))
-    }
-    fn trace(&mut self, trace: &serde_json::Value) -> Result<(), ReportError> {
-        serde_json::to_writer(&mut self.traces, trace).map_err(|e| ReportError::io("judge_traces.jsonl", e.into()))?;
-        self.traces.write_all(b"\n").map_err(|e| ReportError::io("judge_traces.jsonl", e))
     }
 }
 
@@ -113,6 +108,97 @@ pub struct Gathered {
     pub notes: Vec<String>,
 }
 
+// === the fields of a run record a report reads, borrowed from its bytes ===
+// (the format is `cohort_worker::record::RunRecord`, docs/records.md; the
+// tests parse real records both ways)
+
+#[derive(Deserialize)]
+struct LeanRecord<'a> {
+    #[serde(borrow)]
+    run_id: Cow<'a, str>,
+    #[serde(borrow)]
+    question_id: Cow<'a, str>,
+    #[serde(borrow)]
+    arm: Cow<'a, str>,
+    #[serde(default)]
+    simulated: bool,
+    #[serde(borrow, default)]
+    observed_version: Cow<'a, str>,
+    cost: Option<f64>,
+    #[serde(borrow)]
+    currency: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    scoring: Option<LeanScore<'a>>,
+}
+
+#[derive(Deserialize)]
+struct LeanScore<'a> {
+    #[serde(borrow)]
+    report: LeanReport<'a>,
+    #[serde(borrow)]
+    judge: Option<LeanJudge<'a>>,
+    #[serde(borrow, default)]
+    judge_traces: Vec<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct LeanReport<'a> {
+    metrics: LeanMetrics,
+    #[serde(borrow)]
+    claims: Vec<LeanClaim<'a>>,
+}
+
+#[derive(Deserialize)]
+struct LeanMetrics {
+    total_citations: u32,
+    unresolved_citations: u32,
+    uncited_assertive_sentences: u32,
+    contradictions_surfaced: u32,
+}
+
+#[derive(Deserialize)]
+struct LeanClaim<'a> {
+    id: u32,
+    #[serde(borrow)]
+    text: Cow<'a, str>,
+    cited: Vec<u32>,
+    line: u32,
+    verdict: Option<VerdictLabel>,
+    unjudged_reason: Option<UnjudgedReason>,
+}
+
+#[derive(Deserialize)]
+struct LeanJudge<'a> {
+    #[serde(borrow, default)]
+    served_models: Vec<Cow<'a, str>>,
+    #[serde(default)]
+    simulated: bool,
+}
+
+/// The fields of a seed-000 trace record that tie it to its claim.
+#[derive(Deserialize)]
+struct TraceKey<'a> {
+    #[serde(borrow)]
+    claim_text: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    judge_model: Option<Cow<'a, str>>,
+    #[serde(default)]
+    simulated: bool,
+}
+
+/// What processing one run gave, before it is merged in planned order.
+struct RunOut {
+    view: RunView,
+    claim_lines: Vec<u8>,
+    trace_lines: Vec<u8>,
+    /// Claims judged per served model.
+    served: BTreeMap<String, u64>,
+    judge_simulated: bool,
+    missing_record: bool,
+    /// Built only while the page's drill-down budget lasts.
+    drill: Option<DrillDown>,
+}
+
 /// Reads every planned run: ledger row, attempts, record.
 pub async fn gather(
     frozen: &FrozenCohort,
@@ -141,81 +227,70 @@ pub async fn gather(
         drill: BTreeMap::new(),
         notes: Vec::new(),
     };
+    let threads = std::thread::available_parallelism().map_or(1, usize::from).clamp(1, 8);
     let mut drill_bytes = 0usize;
     let mut drill_cut = 0u64;
     let mut missing_records = 0u64;
-    for row in rows {
-        let (question_id, arm_id, repeat) = split_run_id(&row.run_id);
-        let arm = config.arm(arm_id).ok_or_else(|| {
-            ReportError::Inconsistent(format!(
-                "the ledger holds run {} of arm {arm_id:?}, which the frozen cohort does not have",
-                row.run_id
-            ))
-        })?;
-        let category = categories.get(question_id).copied().ok_or_else(|| {
-            ReportError::Inconsistent(format!("the ledger holds run {} of an unknown question", row.run_id))
-        })?;
-        let attempts = if row.attempts > 0 { ledger.attempts(&row.run_id).await? } else { Vec::new() };
-        let by_class = out.attempts_by_class.entry(arm.id.clone()).or_default();
-        for a in &attempts {
-            *by_class.entry(a.class.as_str().to_owned()).or_default() += 1;
-        }
-        let record = if row.record_sha256.is_empty() {
-            None
-        } else {
-            match artifacts.get(&row.record_sha256) {
-                Ok(Some(bytes)) => {
-                    Some(serde_json::from_slice::<RunRecord>(&bytes).map_err(|e| ReportError::CorruptRecord {
-                        run_id: row.run_id.clone(),
-                        sha256: row.record_sha256.clone(),
-                        why: e.to_string(),
-                    })?)
-                }
-                Ok(None) => {
-                    missing_records += 1;
-                    None
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-                    return Err(ReportError::CorruptRecord {
-                        run_id: row.run_id.clone(),
-                        sha256: row.record_sha256.clone(),
-                        why: "its bytes no longer match their SHA-256 (edited or damaged)".to_owned(),
-                    });
-                }
-                Err(e) => return Err(ReportError::io(&format!("artifact {}", row.record_sha256), e)),
+    let (mut ledger_time, mut records_time, mut merge_time) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    for chunk in rows.chunks(CHUNK_RUNS) {
+        let started = std::time::Instant::now();
+        // The ledger first (async), then the records (CPU and files) on
+        // scoped threads.
+        let mut inputs = Vec::with_capacity(chunk.len());
+        for row in chunk {
+            let (question_id, arm_id, repeat) = split_run_id(&row.run_id);
+            let arm = config.arm(arm_id).ok_or_else(|| {
+                ReportError::Inconsistent(format!(
+                    "the ledger holds run {} of arm {arm_id:?}, which the frozen cohort does not have",
+                    row.run_id
+                ))
+            })?;
+            let category = categories.get(question_id).copied().ok_or_else(|| {
+                ReportError::Inconsistent(format!("the ledger holds run {} of an unknown question", row.run_id))
+            })?;
+            let attempts = if row.attempts > 0 { ledger.attempts(&row.run_id).await? } else { Vec::new() };
+            let by_class = out.attempts_by_class.entry(arm.id.clone()).or_default();
+            for a in &attempts {
+                *by_class.entry(a.class.as_str().to_owned()).or_default() += 1;
             }
-        };
-        let mut view = run_view(&row, question_id, category, arm, repeat, &attempts, record.as_ref());
-        if let Some(record) = &record {
-            let served = stream_claims(record, category, sink, &mut out.served_models, &mut out.judge_simulated)?;
-            if with_drill_down {
+            inputs.push(RunInput { row, question_id, category, arm, repeat, attempts });
+        }
+        let with_drill = with_drill_down && drill_bytes < DRILL_DOWN_BUDGET_BYTES;
+        ledger_time += started.elapsed();
+        let started = std::time::Instant::now();
+        let outputs = process_parallel(&inputs, artifacts, with_drill, threads);
+        records_time += started.elapsed();
+        let started = std::time::Instant::now();
+        for (input, result) in inputs.iter().zip(outputs) {
+            let run = result?;
+            sink.claims(run.claim_lines)?;
+            sink.traces(run.trace_lines)?;
+            for (model, n) in run.served {
+                *out.served_models.entry(model).or_default() += n;
+            }
+            out.judge_simulated |= run.judge_simulated;
+            missing_records += u64::from(run.missing_record);
+            if let Some(drill) = run.drill {
                 if drill_bytes < DRILL_DOWN_BUDGET_BYTES {
-                    let drill = drill_down(record, &attempts, &served, artifacts);
                     drill_bytes += drill_size(&drill);
-                    out.drill.insert(row.run_id.clone(), drill);
+                    out.drill.insert(input.row.run_id.clone(), drill);
                 } else {
                     drill_cut += 1;
                 }
+            } else if with_drill_down && (!input.row.record_sha256.is_empty() || !input.attempts.is_empty()) {
+                drill_cut += 1;
             }
-            if record.simulated {
-                view.simulated = true;
-            }
-        } else if with_drill_down && !attempts.is_empty() && drill_bytes < DRILL_DOWN_BUDGET_BYTES {
-            let prompt = String::new();
-            let drill = DrillDown {
-                run_id: row.run_id.clone(),
-                prompt,
-                conversation: Vec::new(),
-                output: None,
-                claims: Vec::new(),
-                served_judge_models: Vec::new(),
-                attempts: attempts.iter().map(drill_attempt).collect(),
-            };
-            drill_bytes += drill_size(&drill);
-            out.drill.insert(row.run_id.clone(), drill);
+            out.runs.push(run.view);
         }
-        out.runs.push(view);
+        merge_time += started.elapsed();
     }
+    tracing::debug!(
+        ledger_ms = ledger_time.as_millis() as u64,
+        records_ms = records_time.as_millis() as u64,
+        merge_ms = merge_time.as_millis() as u64,
+        threads,
+        "gather"
+    );
     if missing_records > 0 {
         out.notes.push(format!(
             "{missing_records} run record(s) named by the ledger are missing from the artifact store: \
@@ -231,6 +306,225 @@ pub async fn gather(
         ));
     }
     Ok(out)
+}
+
+/// One run's ledger side, ready for its record.
+struct RunInput<'a> {
+    row: &'a RunRow,
+    question_id: &'a str,
+    category: &'a str,
+    arm: &'a ArmConfig,
+    repeat: u32,
+    attempts: Vec<AttemptRecord>,
+}
+
+/// [`process_run`] over `inputs` on up to `threads` scoped threads, in
+/// order.
+fn process_parallel(
+    inputs: &[RunInput<'_>],
+    artifacts: &ArtifactStore,
+    with_drill: bool,
+    threads: usize,
+) -> Vec<Result<RunOut, ReportError>> {
+    if threads <= 1 || inputs.len() < 2 {
+        return inputs.iter().map(|i| process_run(i, artifacts, with_drill)).collect();
+    }
+    let per = inputs.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = inputs
+            .chunks(per)
+            .map(|part| {
+                scope.spawn(move || part.iter().map(|i| process_run(i, artifacts, with_drill)).collect::<Vec<_>>())
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    vec![Err(ReportError::Inconsistent("a record-reading thread panicked".to_owned()))]
+                })
+            })
+            .collect()
+    })
+}
+
+/// Fetches, checks and reads one run's record (and, with `with_drill`,
+/// builds its drill-down from the whole record).
+fn process_run(input: &RunInput<'_>, artifacts: &ArtifactStore, with_drill: bool) -> Result<RunOut, ReportError> {
+    let row = input.row;
+    let corrupt =
+        |why: String| ReportError::CorruptRecord { run_id: row.run_id.clone(), sha256: row.record_sha256.clone(), why };
+    let bytes = if row.record_sha256.is_empty() {
+        None
+    } else {
+        match artifacts.get(&row.record_sha256) {
+            Ok(found) => found,
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                return Err(corrupt("its bytes no longer match their SHA-256 (edited or damaged)".to_owned()));
+            }
+            Err(e) => return Err(ReportError::io(&format!("artifact {}", row.record_sha256), e)),
+        }
+    };
+    let missing_record = !row.record_sha256.is_empty() && bytes.is_none();
+    let record = match &bytes {
+        Some(b) => Some(serde_json::from_slice::<LeanRecord<'_>>(b).map_err(|e| corrupt(e.to_string()))?),
+        None => None,
+    };
+    let mut run = RunOut {
+        view: run_view(
+            row,
+            input.question_id,
+            input.category,
+            input.arm,
+            input.repeat,
+            &input.attempts,
+            record.as_ref(),
+        ),
+        claim_lines: Vec::new(),
+        trace_lines: Vec::new(),
+        served: BTreeMap::new(),
+        judge_simulated: false,
+        missing_record,
+        drill: None,
+    };
+    let mut claim_models = Vec::new();
+    if let Some(record) = &record {
+        if record.simulated {
+            run.view.simulated = true;
+        }
+        if let Some(score) = &record.scoring {
+            let models = with_drill.then_some(&mut claim_models);
+            lines_of(record, score, input.category, &mut run, models).map_err(|e| corrupt(e.to_string()))?;
+        }
+    }
+    if with_drill && (bytes.is_some() || !input.attempts.is_empty()) {
+        let full = match &bytes {
+            Some(b) => Some(serde_json::from_slice::<RunRecord>(b).map_err(|e| corrupt(e.to_string()))?),
+            None => None,
+        };
+        run.drill = Some(drill_down(&row.run_id, full.as_ref(), &input.attempts, &claim_models, artifacts));
+    }
+    Ok(run)
+}
+
+/// A record's claim lines and trace lines, and who judged each claim.
+fn lines_of(
+    record: &LeanRecord<'_>,
+    score: &LeanScore<'_>,
+    category: &str,
+    run: &mut RunOut,
+    mut claim_models: Option<&mut Vec<Option<String>>>,
+) -> Result<(), serde_json::Error> {
+    if score.judge.as_ref().is_some_and(|j| j.simulated) {
+        run.judge_simulated = true;
+    }
+    let only_model = match score.judge.as_ref().map(|j| j.served_models.as_slice()) {
+        Some([one]) => Some(one.as_ref()),
+        _ => None,
+    };
+    // When one model served the whole run, every judged claim was judged by
+    // it; otherwise each claim finds its model in its trace record, which
+    // carries the claim's text without markers.
+    let mut by_text: BTreeMap<Cow<'_, str>, Cow<'_, str>> = BTreeMap::new();
+    for raw in &score.judge_traces {
+        // (The run's judge summary says whether the judge was simulated, as
+        // each of its traces does.)
+        if only_model.is_none() {
+            let key: TraceKey<'_> = serde_json::from_str(raw.get())?;
+            run.judge_simulated |= key.simulated;
+            if let (Some(text), Some(model)) = (key.claim_text, key.judge_model) {
+                by_text.entry(text).or_insert(model);
+            }
+        }
+        compact_json_into(raw.get(), &mut run.trace_lines);
+        run.trace_lines.push(b'\n');
+    }
+    let mut served: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut sentence = String::new();
+    run.claim_lines.reserve(score.report.claims.len() * 256);
+    for claim in &score.report.claims {
+        let status = claim_status(claim.verdict, claim.unjudged_reason, &claim.cited);
+        let judged = matches!(status, ClaimStatus::Yes | ClaimStatus::No);
+        let model: Option<&str> = if judged {
+            // Records made before `judge_sentence` carry the plainly
+            // stripped text.
+            match only_model {
+                Some(model) => Some(model),
+                None => {
+                    judge_sentence_into(&claim.text, &mut sentence);
+                    by_text
+                        .get(sentence.as_str())
+                        .or_else(|| by_text.get(strip_markers(&claim.text).trim()))
+                        .map(AsRef::as_ref)
+                }
+            }
+        } else {
+            None
+        };
+        if let Some(m) = model {
+            *served.entry(m).or_default() += 1;
+        }
+        let (status_text, reason, verdict) = match status {
+            ClaimStatus::Yes => ("judged", None, Some("YES")),
+            ClaimStatus::No => ("judged", None, Some("NO")),
+            ClaimStatus::Uncited => ("unjudged", Some("uncited"), None),
+            ClaimStatus::Unjudged(r) => ("unjudged", Some(r), None),
+        };
+        serde_json::to_writer(
+            &mut run.claim_lines,
+            &ClaimLine {
+                kind: "claim",
+                run_id: &record.run_id,
+                question_id: &record.question_id,
+                category,
+                arm: &record.arm,
+                claim_index: claim.id,
+                text: &claim.text,
+                line: claim.line,
+                cited_indices: &claim.cited,
+                status: status_text,
+                unjudged_reason: reason,
+                verdict,
+                judge_model: model,
+            },
+        )?;
+        run.claim_lines.push(b'\n');
+        if let Some(models) = claim_models.as_deref_mut() {
+            models.push(model.map(str::to_owned));
+        }
+    }
+    run.served = served.into_iter().map(|(m, n)| (m.to_owned(), n)).collect();
+    Ok(())
+}
+
+/// Appends `json` with the whitespace outside its strings removed: one
+/// line, the same JSON value (records are stored pretty-printed).
+fn compact_json_into(json: &str, out: &mut Vec<u8>) {
+    let bytes = json.as_bytes();
+    // Already one line (a compact record; a line break inside a JSON
+    // string is always escaped): copy it whole.
+    if !bytes.contains(&b'\n') && !bytes.contains(&b'\r') {
+        out.extend_from_slice(bytes);
+        return;
+    }
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in bytes {
+        if in_string {
+            out.push(b);
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+        } else if b == b'"' {
+            in_string = true;
+            out.push(b);
+        } else if !matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
+            out.push(b);
+        }
+    }
 }
 
 /// Splits a run id `{question}:{arm}:{repeat}`.
@@ -252,17 +546,17 @@ fn run_view(
     row: &RunRow,
     question_id: &str,
     category: &str,
-    arm: &cohort_core::config::ArmConfig,
+    arm: &ArmConfig,
     repeat: u32,
     attempts: &[AttemptRecord],
-    record: Option<&RunRecord>,
+    record: Option<&LeanRecord<'_>>,
 ) -> RunView {
     let outcome = match (row.state, row.outcome) {
         (RunStateKind::Final, Some(outcome)) => outcome.as_str().to_owned(),
         _ => "pending".to_owned(),
     };
     let observed_version = record
-        .map(|r| r.observed_version.clone())
+        .map(|r| r.observed_version.clone().into_owned())
         .or_else(|| row.observed_version.clone())
         .filter(|v| !v.trim().is_empty())
         .unwrap_or_else(|| if row.attempts > 0 { NOT_DISCLOSED.to_owned() } else { String::new() });
@@ -280,7 +574,7 @@ fn run_view(
             if !claim.cited.is_empty() {
                 view.cited += 1;
             }
-            match claim_status(claim) {
+            match claim_status(claim.verdict, claim.unjudged_reason, &claim.cited) {
                 ClaimStatus::Yes => {
                     view.judged += 1;
                     view.supported += 1;
@@ -319,7 +613,7 @@ fn run_view(
         record_sha256: row.record_sha256.clone(),
         scored,
         cost: record.and_then(|r| r.cost),
-        currency: record.and_then(|r| r.currency.clone()),
+        currency: record.and_then(|r| r.currency.as_deref().map(str::to_owned)),
     }
 }
 
@@ -334,90 +628,14 @@ enum ClaimStatus<'a> {
     Unjudged(&'a str),
 }
 
-fn claim_status(claim: &cohort_core::scoring::ScoredClaim) -> ClaimStatus<'static> {
-    match claim.verdict {
+fn claim_status(verdict: Option<VerdictLabel>, reason: Option<UnjudgedReason>, cited: &[u32]) -> ClaimStatus<'static> {
+    match verdict {
         Some(VerdictLabel::Yes) => ClaimStatus::Yes,
         Some(VerdictLabel::No) => ClaimStatus::No,
-        Some(VerdictLabel::Unjudged) => ClaimStatus::Unjudged(claim.unjudged_reason.map_or("unknown", |r| r.as_str())),
-        None if claim.cited.is_empty() => ClaimStatus::Uncited,
+        Some(VerdictLabel::Unjudged) => ClaimStatus::Unjudged(reason.map_or("unknown", |r| r.as_str())),
+        None if cited.is_empty() => ClaimStatus::Uncited,
         None => ClaimStatus::Unjudged("not_sent"),
     }
-}
-
-/// Writes a record's claims and traces to the sink; returns, per claim
-/// index, the model that judged it (from the trace records).
-fn stream_claims(
-    record: &RunRecord,
-    category: &str,
-    sink: &mut dyn LineSink,
-    served_models: &mut BTreeMap<String, u64>,
-    judge_simulated: &mut bool,
-) -> Result<Vec<Option<String>>, ReportError> {
-    let Some(score) = &record.scoring else { return Ok(Vec::new()) };
-    if score.judge.as_ref().is_some_and(|j| j.simulated) {
-        *judge_simulated = true;
-    }
-    // Trace records name the model that answered; they carry the claim's
-    // text without markers, which is how a claim finds its trace.
-    let mut by_text: BTreeMap<&str, &str> = BTreeMap::new();
-    for trace in &score.judge_traces {
-        if trace.get("simulated").and_then(serde_json::Value::as_bool) == Some(true) {
-            *judge_simulated = true;
-        }
-        if let (Some(text), Some(model)) = (
-            trace.get("claim_text").and_then(serde_json::Value::as_str),
-            trace.get("judge_model").and_then(serde_json::Value::as_str),
-        ) {
-            by_text.entry(text).or_insert(model);
-        }
-        sink.trace(trace)?;
-    }
-    let only_model = match score.judge.as_ref().map(|j| j.served_models.as_slice()) {
-        Some([one]) => Some(one.as_str()),
-        _ => None,
-    };
-    let mut models = Vec::with_capacity(score.report.claims.len());
-    for claim in &score.report.claims {
-        let status = claim_status(claim);
-        let judged = matches!(status, ClaimStatus::Yes | ClaimStatus::No);
-        let model = if judged {
-            // Records made before `judge_sentence` carry the plainly
-            // stripped text.
-            by_text
-                .get(judge_sentence(&claim.text).as_str())
-                .or_else(|| by_text.get(strip_markers(&claim.text).trim()))
-                .copied()
-                .or(only_model)
-        } else {
-            None
-        };
-        if let Some(m) = model {
-            *served_models.entry(m.to_owned()).or_default() += 1;
-        }
-        let (status_text, reason, verdict) = match status {
-            ClaimStatus::Yes => ("judged", None, Some("YES")),
-            ClaimStatus::No => ("judged", None, Some("NO")),
-            ClaimStatus::Uncited => ("unjudged", Some("uncited"), None),
-            ClaimStatus::Unjudged(r) => ("unjudged", Some(r), None),
-        };
-        sink.claim(&ClaimLine {
-            kind: "claim",
-            run_id: &record.run_id,
-            question_id: &record.question_id,
-            category,
-            arm: &record.arm,
-            claim_index: claim.id,
-            text: &claim.text,
-            line: claim.line,
-            cited_indices: &claim.cited,
-            status: status_text,
-            unjudged_reason: reason,
-            verdict,
-            judge_model: model,
-        })?;
-        models.push(model.map(str::to_owned));
-    }
-    Ok(models)
 }
 
 fn drill_attempt(a: &AttemptRecord) -> DrillAttempt {
@@ -433,65 +651,66 @@ fn drill_attempt(a: &AttemptRecord) -> DrillAttempt {
 }
 
 fn drill_down(
-    record: &RunRecord,
+    run_id: &str,
+    record: Option<&RunRecord>,
     attempts: &[AttemptRecord],
     models: &[Option<String>],
     artifacts: &ArtifactStore,
 ) -> DrillDown {
-    let output = record
+    let mut drill = DrillDown {
+        run_id: run_id.to_owned(),
+        prompt: String::new(),
+        conversation: Vec::new(),
+        output: None,
+        claims: Vec::new(),
+        served_judge_models: Vec::new(),
+        attempts: attempts.iter().map(drill_attempt).collect(),
+    };
+    let Some(record) = record else { return drill };
+    drill.prompt.clone_from(&record.prompt);
+    drill.conversation = record.conversation.iter().map(|t| (t.role.clone(), t.text.clone())).collect();
+    drill.output = record
         .output_sha256
         .as_deref()
         .and_then(|sha| artifacts.get(sha).ok().flatten())
         .map(|bytes| String::from_utf8_lossy(&bytes).into_owned());
-    let mut claims = Vec::new();
-    let mut served = Vec::new();
-    if let Some(score) = &record.scoring {
-        if let Some(judge) = &score.judge {
-            served.clone_from(&judge.served_models);
-        }
-        let sources: BTreeMap<u32, &str> =
-            score.evidence_sources.iter().map(|e| (e.index, e.source.as_str())).collect();
-        for (i, claim) in score.report.claims.iter().enumerate() {
-            let evidence = claim
-                .cited
-                .iter()
-                .map(|index| {
-                    let reference = score.report.references.iter().find(|r| r.index == *index);
-                    DrillEvidence {
-                        index: *index,
-                        url: reference.and_then(|r| r.url.clone()),
-                        title: reference.and_then(|r| r.title.clone()),
-                        source: sources.get(index).copied().unwrap_or("none").to_owned(),
-                        passages: reference.map(|r| r.snippets.clone()).unwrap_or_default(),
-                    }
-                })
-                .collect();
-            let verdict = match claim_status(claim) {
-                ClaimStatus::Yes => "YES".to_owned(),
-                ClaimStatus::No => "NO".to_owned(),
-                ClaimStatus::Uncited => "not judged (uncited)".to_owned(),
-                ClaimStatus::Unjudged(reason) => format!("unjudged ({reason})"),
-            };
-            claims.push(DrillClaim {
-                index: claim.id,
-                text: claim.text.clone(),
-                cited: claim.cited.clone(),
-                verdict,
-                judge_model: models.get(i).cloned().flatten(),
-                judge_line: claim.judge_line.clone(),
-                evidence,
-            });
-        }
+    let Some(score) = &record.scoring else { return drill };
+    if let Some(judge) = &score.judge {
+        drill.served_judge_models.clone_from(&judge.served_models);
     }
-    DrillDown {
-        run_id: record.run_id.clone(),
-        prompt: record.prompt.clone(),
-        conversation: record.conversation.iter().map(|t| (t.role.clone(), t.text.clone())).collect(),
-        output,
-        claims,
-        served_judge_models: served,
-        attempts: attempts.iter().map(drill_attempt).collect(),
+    let sources: BTreeMap<u32, &str> = score.evidence_sources.iter().map(|e| (e.index, e.source.as_str())).collect();
+    for (i, claim) in score.report.claims.iter().enumerate() {
+        let evidence = claim
+            .cited
+            .iter()
+            .map(|index| {
+                let reference = score.report.references.iter().find(|r| r.index == *index);
+                DrillEvidence {
+                    index: *index,
+                    url: reference.and_then(|r| r.url.clone()),
+                    title: reference.and_then(|r| r.title.clone()),
+                    source: sources.get(index).copied().unwrap_or("none").to_owned(),
+                    passages: reference.map(|r| r.snippets.clone()).unwrap_or_default(),
+                }
+            })
+            .collect();
+        let verdict = match claim_status(claim.verdict, claim.unjudged_reason, &claim.cited) {
+            ClaimStatus::Yes => "YES".to_owned(),
+            ClaimStatus::No => "NO".to_owned(),
+            ClaimStatus::Uncited => "not judged (uncited)".to_owned(),
+            ClaimStatus::Unjudged(reason) => format!("unjudged ({reason})"),
+        };
+        drill.claims.push(DrillClaim {
+            index: claim.id,
+            text: claim.text.clone(),
+            cited: claim.cited.clone(),
+            verdict,
+            judge_model: models.get(i).cloned().flatten(),
+            judge_line: claim.judge_line.clone(),
+            evidence,
+        });
     }
+    drill
 }
 
 /// About how many bytes a drill-down adds to the page.
@@ -509,4 +728,94 @@ fn drill_size(d: &DrillDown) -> usize {
         + d.output.as_ref().map_or(0, String::len)
         + claims
         + 256 * (1 + d.attempts.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two models served one run: each claim's line names the model whose
+    /// trace holds its text (the sentence the judge saw), and the served
+    /// counts add up per model.
+    #[test]
+    fn each_claim_finds_its_model_when_several_served() {
+        let record = serde_json::json!({
+            "run_id": "q:a:1", "question_id": "q", "arm": "a", "simulated": false, "observed_version": "v",
+            "cost": null, "currency": null,
+            "scoring": {
+                "report": {
+                    "metrics": {"total_citations": 2, "unresolved_citations": 0, "uncited_assertive_sentences": 0,
+                                "contradictions_surfaced": 0},
+                    "claims": [
+                        {"id": 1, "text": "Ice floats on water [1].", "cited": [1], "line": 1, "verdict": "yes", "unjudged_reason": null},
+                        {"id": 2, "text": "Stones sink [2].", "cited": [2], "line": 1, "verdict": "no", "unjudged_reason": null}
+                    ]
+                },
+                "judge": {"served_models": ["m-one", "m-two"], "simulated": false},
+                "judge_traces": [
+                    {"claim_text": "Stones sink.", "judge_model": "m-two"},
+                    {"claim_text": "Ice floats on water.", "judge_model": "m-one"}
+                ]
+            }
+        });
+        let bytes = serde_json::to_vec_pretty(&record).unwrap();
+        let lean: LeanRecord<'_> = serde_json::from_slice(&bytes).unwrap();
+        let mut run = RunOut {
+            view: RunView {
+                run_id: String::new(),
+                position: 0,
+                question_id: String::new(),
+                category: String::new(),
+                arm: String::new(),
+                workflow: String::new(),
+                repeat: 1,
+                simulated: false,
+                outcome: String::new(),
+                attempt_class: String::new(),
+                reason: String::new(),
+                attempts: 0,
+                started_at: None,
+                ended_at: None,
+                started_ms: None,
+                duration_ms: None,
+                observed_version: String::new(),
+                pinned_version: String::new(),
+                record_sha256: String::new(),
+                scored: None,
+                cost: None,
+                currency: None,
+            },
+            claim_lines: Vec::new(),
+            trace_lines: Vec::new(),
+            served: BTreeMap::new(),
+            judge_simulated: false,
+            missing_record: false,
+            drill: None,
+        };
+        let mut models = Vec::new();
+        lines_of(&lean, lean.scoring.as_ref().unwrap(), "science", &mut run, Some(&mut models)).unwrap();
+        assert_eq!(models, vec![Some("m-one".to_owned()), Some("m-two".to_owned())]);
+        assert_eq!(run.served.get("m-one"), Some(&1));
+        assert_eq!(run.served.get("m-two"), Some(&1));
+        let lines: Vec<serde_json::Value> =
+            String::from_utf8(run.claim_lines).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(lines[0]["judge_model"], "m-one");
+        assert_eq!(lines[1]["verdict"], "NO");
+        // The pretty-printed traces became one line each.
+        assert_eq!(String::from_utf8(run.trace_lines).unwrap().lines().count(), 2);
+    }
+
+    #[test]
+    fn compaction_keeps_strings_and_drops_layout() {
+        let pretty = "{\n  \"a\": \"x y\\\" z\",\n  \"b\": [1, 2]\n}";
+        let mut out = Vec::new();
+        compact_json_into(pretty, &mut out);
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text, r#"{"a":"x y\" z","b":[1,2]}"#);
+        let same: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(same, serde_json::from_str::<serde_json::Value>(pretty).unwrap());
+        let mut again = Vec::new();
+        compact_json_into(&text, &mut again);
+        assert_eq!(String::from_utf8(again).unwrap(), text);
+    }
 }

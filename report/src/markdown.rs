@@ -46,7 +46,10 @@ fn render(o: &mut String, s: &Summary) -> std::fmt::Result {
     publication(o, &s.publication)?;
 
     writeln!(o, "## Denominators\n")?;
-    writeln!(o, "Every planned run stays in the accounting: failed, refused, timed-out, unavailable and not-run runs included.\n")?;
+    writeln!(
+        o,
+        "Every planned run stays in the accounting: failed, refused, timed-out, unavailable and not-run runs included.\n"
+    )?;
     for workflow in workflows(s) {
         writeln!(o, "### Workflow `{workflow}`\n")?;
         writeln!(
@@ -58,7 +61,10 @@ fn render(o: &mut String, s: &Summary) -> std::fmt::Result {
             counts_row(o, &arm_display(&arm.id, arm.simulated), &arm.counts)?;
         }
         writeln!(o)?;
-        writeln!(o, "| arm | claims | cited | uncited | judged | supported | unjudged (by reason) | citations | unresolved | contradictions surfaced |")?;
+        writeln!(
+            o,
+            "| arm | claims | cited | uncited | judged | supported | unjudged (by reason) | citations | unresolved | contradictions surfaced |"
+        )?;
         writeln!(o, "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|")?;
         for arm in s.arms.iter().filter(|a| a.workflow == workflow) {
             let c = &arm.claims;
@@ -85,7 +91,10 @@ fn render(o: &mut String, s: &Summary) -> std::fmt::Result {
             "Each rate: value, numerator / denominator, 95% cluster-bootstrap interval over questions. \
              Micro pools claims; macro weighs every question equally. Support counts judged claims only (unjudged claims count in neither direction).\n"
         )?;
-        writeln!(o, "| arm | rate | micro | micro n/d | micro 95% CI | macro | macro n/d (questions) | macro 95% CI |")?;
+        writeln!(
+            o,
+            "| arm | rate | micro | micro n/d | micro 95% CI | macro | macro n/d (questions) | macro 95% CI |"
+        )?;
         writeln!(o, "|---|---|---:|---:|---:|---:|---:|---:|")?;
         for arm in s.arms.iter().filter(|a| a.workflow == workflow) {
             rates_rows(o, &arm_display(&arm.id, arm.simulated), &arm.rates)?;
@@ -106,7 +115,10 @@ fn render(o: &mut String, s: &Summary) -> std::fmt::Result {
             counts_row(o, &c.category, &c.counts)?;
         }
         writeln!(o)?;
-        writeln!(o, "| category | rate | micro | micro n/d | micro 95% CI | macro | macro n/d (questions) | macro 95% CI |")?;
+        writeln!(
+            o,
+            "| category | rate | micro | micro n/d | micro 95% CI | macro | macro n/d (questions) | macro 95% CI |"
+        )?;
         writeln!(o, "|---|---|---:|---:|---:|---:|---:|---:|")?;
         for c in &arm.categories {
             rates_rows(o, &c.category, &c.rates)?;
@@ -116,7 +128,10 @@ fn render(o: &mut String, s: &Summary) -> std::fmt::Result {
 
     writeln!(o, "## Paired comparisons\n")?;
     if s.comparisons.is_empty() {
-        writeln!(o, "No two arms share a workflow: nothing is compared (arms of different workflows are never pooled or compared).\n")?;
+        writeln!(
+            o,
+            "No two arms share a workflow: nothing is compared (arms of different workflows are never pooled or compared).\n"
+        )?;
     }
     for c in &s.comparisons {
         writeln!(o, "### {} vs {} (workflow `{}`)\n", c.a, c.b, c.workflow)?;
@@ -134,7 +149,11 @@ fn render(o: &mut String, s: &Summary) -> std::fmt::Result {
         )?;
         writeln!(o, "| difference (a - b) | value | 95% CI | questions |")?;
         writeln!(o, "|---|---:|---:|---:|")?;
-        for (name, d) in [("completion (all attempts)", &c.completion), ("support (micro, completed pairs)", &c.support_micro), ("resolution (micro, completed pairs)", &c.resolution_micro)] {
+        for (name, d) in [
+            ("completion (all attempts)", &c.completion),
+            ("support (micro, completed pairs)", &c.support_micro),
+            ("resolution (micro, completed pairs)", &c.resolution_micro),
+        ] {
             writeln!(o, "| {name} | {} | {} | {} |", d.display_value(), d.display_interval(), d.questions)?;
         }
         writeln!(o)?;
@@ -172,7 +191,10 @@ fn render(o: &mut String, s: &Summary) -> std::fmt::Result {
     }
 
     writeln!(o, "## Time and cost\n")?;
-    writeln!(o, "Described, not ranked: wall time and cost depend on load, region and plan, and say nothing general about speed.\n")?;
+    writeln!(
+        o,
+        "Described, not ranked: wall time and cost depend on load, region and plan, and say nothing general about speed.\n"
+    )?;
     writeln!(o, "| arm | runs timed | median | p90 | total | runs costed | total cost | cost unknown |")?;
     writeln!(o, "|---|---:|---:|---:|---:|---:|---:|---:|")?;
     for arm in &s.arms {
@@ -219,7 +241,11 @@ fn render(o: &mut String, s: &Summary) -> std::fmt::Result {
 fn method(o: &mut String, s: &Summary) -> std::fmt::Result {
     let m = &s.method;
     writeln!(o, "## How it was run\n")?;
-    writeln!(o, "- Frozen: {} (seed {}, order `{}` sha256 `{}`, config sha256 `{}`)", m.frozen_at, m.seed, m.order_algorithm, m.order_sha256, m.config_sha256)?;
+    writeln!(
+        o,
+        "- Frozen: {} (seed {}, order `{}` sha256 `{}`, config sha256 `{}`)",
+        m.frozen_at, m.seed, m.order_algorithm, m.order_sha256, m.config_sha256
+    )?;
     writeln!(
         o,
         "- Collection window: {} h; opened {}, closes {}; first start {}, last end {}",
@@ -229,7 +255,13 @@ fn method(o: &mut String, s: &Summary) -> std::fmt::Result {
         m.first_start_at.as_deref().unwrap_or("-"),
         m.last_end_at.as_deref().unwrap_or("-")
     )?;
-    writeln!(o, "- Repeats: {}{}; per-run deadline {} s", m.repeats, m.repeat_schedule.as_deref().map(|r| format!(" ({r})")).unwrap_or_default(), m.run_timeout_secs)?;
+    writeln!(
+        o,
+        "- Repeats: {}{}; per-run deadline {} s",
+        m.repeats,
+        m.repeat_schedule.as_deref().map(|r| format!(" ({r})")).unwrap_or_default(),
+        m.run_timeout_secs
+    )?;
     writeln!(
         o,
         "- Retry policy (infrastructure outages only): at most {} attempts, backoff {}-{} ms, {} s in all",
@@ -241,10 +273,26 @@ fn method(o: &mut String, s: &Summary) -> std::fmt::Result {
     for a in &m.amendments {
         writeln!(o, "- Amendment: {a}")?;
     }
-    writeln!(o, "- Frozen files: {}", m.files.iter().map(|(f, h)| format!("{f} `{h}`")).collect::<Vec<_>>().join(", "))?;
-    writeln!(o, "- metrics_version {}, bootstrap `{}`: {} draws over {} questions, seed {}, {}\n", s.metrics_version, s.bootstrap.algorithm, s.bootstrap.draws, s.bootstrap.clusters, s.bootstrap.seed, s.bootstrap.interval)?;
+    writeln!(
+        o,
+        "- Frozen files: {}",
+        m.files.iter().map(|(f, h)| format!("{f} `{h}`")).collect::<Vec<_>>().join(", ")
+    )?;
+    writeln!(
+        o,
+        "- metrics_version {}, bootstrap `{}`: {} draws over {} questions, seed {}, {}\n",
+        s.metrics_version,
+        s.bootstrap.algorithm,
+        s.bootstrap.draws,
+        s.bootstrap.clusters,
+        s.bootstrap.seed,
+        s.bootstrap.interval
+    )?;
 
-    writeln!(o, "| arm | product | adapter | workflow | pinned version | observed versions (runs) | lineage | controls not disabled |")?;
+    writeln!(
+        o,
+        "| arm | product | adapter | workflow | pinned version | observed versions (runs) | lineage | controls not disabled |"
+    )?;
     writeln!(o, "|---|---|---|---|---|---|---|---|")?;
     for a in &m.arms {
         let observed: Vec<String> = a.observed_versions.iter().map(|(v, n)| format!("{v} ({n})")).collect();
@@ -258,7 +306,11 @@ fn method(o: &mut String, s: &Summary) -> std::fmt::Result {
             md_cell(&a.pinned_version),
             md_cell(&if observed.is_empty() { "none yet".to_owned() } else { observed.join(", ") }),
             md_cell(&a.vendor_lineage),
-            md_cell(&if a.controls_not_disabled.is_empty() { "none recorded".to_owned() } else { a.controls_not_disabled.join(", ") })
+            md_cell(&if a.controls_not_disabled.is_empty() {
+                "none recorded".to_owned()
+            } else {
+                a.controls_not_disabled.join(", ")
+            })
         )?;
     }
     writeln!(o)?;
@@ -321,14 +373,32 @@ fn counts_row(o: &mut String, name: &str, c: &Counts) -> std::fmt::Result {
     writeln!(
         o,
         "| {name} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-        c.planned, c.attempted, c.completed, c.refused, c.failed, c.timed_out, c.unavailable, c.not_run, c.pending, c.scored, c.judged_runs
+        c.planned,
+        c.attempted,
+        c.completed,
+        c.refused,
+        c.failed,
+        c.timed_out,
+        c.unavailable,
+        c.not_run,
+        c.pending,
+        c.scored,
+        c.judged_runs
     )
 }
 
 fn rates_rows(o: &mut String, name: &str, r: &Rates) -> std::fmt::Result {
     let macro_fraction = |m: &Rate| format!("{} ({})", m.display_fraction(), m.questions.unwrap_or(0));
-    writeln!(o, "| {name} | completion (all attempts) | {} | {} | {} | | | |", r.completion.display_value(), r.completion.display_fraction(), r.completion.display_interval())?;
-    for (label, micro, mac) in [("support", &r.support_micro, &r.support_macro), ("resolution", &r.resolution_micro, &r.resolution_macro)] {
+    writeln!(
+        o,
+        "| {name} | completion (all attempts) | {} | {} | {} | | | |",
+        r.completion.display_value(),
+        r.completion.display_fraction(),
+        r.completion.display_interval()
+    )?;
+    for (label, micro, mac) in
+        [("support", &r.support_micro, &r.support_macro), ("resolution", &r.resolution_micro, &r.resolution_macro)]
+    {
         writeln!(
             o,
             "| {name} | {label} | {} | {} | {} | {} | {} | {} |",
@@ -346,7 +416,11 @@ fn rates_rows(o: &mut String, name: &str, r: &Rates) -> std::fmt::Result {
 fn rate_reasons(o: &mut String, s: &Summary, workflow: &str) -> std::fmt::Result {
     let mut any = false;
     for arm in s.arms.iter().filter(|a| a.workflow == workflow) {
-        for (name, r) in [("completion", &arm.rates.completion), ("support", &arm.rates.support_micro), ("resolution", &arm.rates.resolution_micro)] {
+        for (name, r) in [
+            ("completion", &arm.rates.completion),
+            ("support", &arm.rates.support_micro),
+            ("resolution", &arm.rates.resolution_micro),
+        ] {
             if let Some(reason) = &r.reason {
                 writeln!(o, "- {} {name}: {} ({reason})", arm.id, r.display_value())?;
                 any = true;

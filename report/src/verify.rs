@@ -16,7 +16,6 @@ use std::sync::Arc;
 
 use cohort_coordinator::ArtifactStore;
 use cohort_coordinator::ledger::Ledger;
-use cohort_core::hash::sha256_hex;
 use serde_json::Value;
 
 use crate::gather::{self, FrozenCohort, NoLines};
@@ -90,13 +89,11 @@ fn check_files(dir: &Path, summary: &Summary, out: &mut VerifyOutcome) -> Result
     let listed: BTreeSet<&str> = summary.files.iter().map(|f| f.name.as_str()).collect();
     for entry in &summary.files {
         out.files_checked += 1;
-        match std::fs::read(dir.join(&entry.name)) {
-            Ok(bytes) if sha256_hex(&bytes) == entry.sha256 => {}
-            Ok(bytes) => out.differences.push(format!(
-                "file {}: its SHA-256 is {}, summary.json lists {} (the file was changed after the report was written)",
-                entry.name,
-                sha256_hex(&bytes),
-                entry.sha256
+        match crate::write::sha256_file(&dir.join(&entry.name)) {
+            Ok((sha256, _)) if sha256 == entry.sha256 => {}
+            Ok((sha256, _)) => out.differences.push(format!(
+                "file {}: its SHA-256 is {sha256}, summary.json lists {} (the file was changed after the report was written)",
+                entry.name, entry.sha256
             )),
             Err(e) => out.differences.push(format!("file {}: listed in summary.json but cannot be read: {e}", entry.name)),
         }
@@ -123,7 +120,9 @@ fn compare(path: &str, stored: &Value, fresh: &Value, out: &mut VerifyOutcome) {
                 let child = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
                 match (a.get(key), b.get(key)) {
                     (Some(x), Some(y)) => compare(&child, x, y, out),
-                    (Some(_), None) => out.differences.push(format!("{child}: in the report, not in the recomputation")),
+                    (Some(_), None) => {
+                        out.differences.push(format!("{child}: in the report, not in the recomputation"))
+                    }
                     (None, Some(_)) => out.differences.push(format!("{child}: missing from the report")),
                     (None, None) => {}
                 }

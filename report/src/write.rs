@@ -18,7 +18,7 @@ use cohort_coordinator::ArtifactStore;
 use cohort_coordinator::ledger::Ledger;
 use cohort_core::hash::sha256_hex;
 
-use crate::gather::{self, FrozenCohort, JsonlSink};
+use crate::gather::{self, FrozenCohort};
 use crate::model::{FileEntry, RunView, Summary};
 use crate::{ReportError, compute, html, markdown, plots};
 
@@ -135,70 +135,192 @@ async fn fill(
         "manifest_sha256": frozen.manifest_sha256,
     })
     .to_string();
-    let mut sink = JsonlSink { claims: create(dir, "claims.jsonl")?, traces: create(dir, "judge_traces.jsonl")? };
-    for (w, file) in [(&mut sink.claims, "claims.jsonl"), (&mut sink.traces, "judge_traces.jsonl")] {
-        writeln!(w, "{header}").map_err(|e| ReportError::io(file, e))?;
+    let mut files: Vec<FileEntry> = Vec::new();
+    let mut claims = create(dir, "claims.jsonl")?;
+    let mut traces = create(dir, "judge_traces.jsonl")?;
+    for w in [&mut claims, &mut traces] {
+        writeln!(w, "{header}").map_err(|e| ReportError::io(&w.name, e))?;
     }
-    let gathered = gather::gather(frozen, ledger, artifacts, &mut sink, true).await?;
-    for (w, file) in [(&mut sink.claims, "claims.jsonl"), (&mut sink.traces, "judge_traces.jsonl")] {
-        w.flush().map_err(|e| ReportError::io(file, e))?;
-    }
-    drop(sink);
+    let started = std::time::Instant::now();
+    let mut sink = ThreadSink::start(claims, traces)?;
+    let gathered = gather::gather(frozen, ledger, artifacts, &mut sink, true).await;
+    let written = sink.finish();
+    let gathered = gathered?;
+    files.extend(written?);
+    phase("gather", started);
 
+    let started = std::time::Instant::now();
     let mut summary = compute::summarise(frozen, &gathered, options.draws);
+    phase("summarise", started);
+    let started = std::time::Instant::now();
     summary.generated_at = humantime::format_rfc3339_millis(options.now).to_string();
 
     let mut runs_csv = create(dir, "runs.csv")?;
     write_runs_csv(&mut runs_csv, &summary, &gathered.runs).map_err(|e| ReportError::io("runs.csv", e))?;
-    runs_csv.flush().map_err(|e| ReportError::io("runs.csv", e))?;
-    drop(runs_csv);
+    files.push(runs_csv.finish()?);
 
-    write_file(dir, "manifest.json", manifest_bytes)?;
+    files.push(write_file(dir, "manifest.json", manifest_bytes)?);
     let plots = plots::render_plots(&summary)?;
     for (name, svg) in &plots {
-        write_file(dir, name, svg.as_bytes())?;
+        files.push(write_file(dir, name, svg.as_bytes())?);
     }
-    write_file(dir, "summary.md", markdown::render_markdown(&summary).as_bytes())?;
-    write_file(dir, "index.html", html::render_html(&summary, &gathered.runs, &gathered.drill, &plots).as_bytes())?;
-
-    summary.files = list_files(dir)?;
+    files.push(write_file(dir, "summary.md", markdown::render_markdown(&summary).as_bytes())?);
+    let page = html::render_html(&summary, &gathered.runs, &gathered.drill, &plots);
+    files.push(write_file(dir, "index.html", page.as_bytes())?);
+    phase("render", started);
+    files.sort_by(|a, b| a.name.cmp(&b.name));
+    summary.files = files;
     let json = serde_json::to_vec_pretty(&summary).map_err(|e| ReportError::io("summary.json", e.into()))?;
     write_file(dir, "summary.json", &json)?;
     make_read_only(dir)?;
     Ok(summary)
 }
 
-fn create(dir: &Path, name: &str) -> Result<BufWriter<File>, ReportError> {
+/// Logs how long a phase took and the peak memory so far (debug level:
+/// `RUST_LOG=cohort_report=debug`), for operators of large cohorts.
+fn phase(name: &str, started: std::time::Instant) {
+    let peak = std::fs::read_to_string("/proc/self/status").ok().and_then(|s| {
+        s.lines().find(|l| l.starts_with("VmHWM:")).map(|l| l.trim_start_matches("VmHWM:").trim().to_owned())
+    });
+    tracing::debug!(
+        phase = name,
+        ms = started.elapsed().as_millis() as u64,
+        peak_rss = peak.as_deref().unwrap_or("?"),
+        "report phase"
+    );
+}
+
+/// A new report file (never an existing one) that hashes what is written
+/// through it, so `summary.json` lists every file's SHA-256 without reading
+/// gigabytes back.
+pub(crate) struct HashedFile {
+    name: String,
+    out: BufWriter<File>,
+    hasher: sha2::Sha256,
+    bytes: u64,
+}
+
+impl Write for HashedFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        use sha2::Digest as _;
+        let n = self.out.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
+impl HashedFile {
+    /// Flushes the file; its name, SHA-256 and length.
+    fn finish(mut self) -> Result<FileEntry, ReportError> {
+        use sha2::Digest as _;
+        self.out.flush().map_err(|e| ReportError::io(&self.name, e))?;
+        Ok(FileEntry { sha256: hex::encode(self.hasher.finalize()), bytes: self.bytes, name: self.name })
+    }
+}
+
+fn create(dir: &Path, name: &str) -> Result<HashedFile, ReportError> {
+    use sha2::Digest as _;
     let file = OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(dir.join(name))
         .map_err(|e| ReportError::io(&format!("cannot create {name}"), e))?;
-    Ok(BufWriter::with_capacity(1 << 20, file))
+    Ok(HashedFile {
+        name: name.to_owned(),
+        out: BufWriter::with_capacity(1 << 20, file),
+        hasher: sha2::Sha256::new(),
+        bytes: 0,
+    })
 }
 
-fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), ReportError> {
+fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<FileEntry, ReportError> {
     let mut w = create(dir, name)?;
-    w.write_all(bytes).and_then(|()| w.flush()).map_err(|e| ReportError::io(name, e))
+    w.write_all(bytes).map_err(|e| ReportError::io(name, e))?;
+    w.finish()
 }
 
-/// Every file of the folder but summary.json, by name, with its SHA-256.
-pub fn list_files(dir: &Path) -> Result<Vec<FileEntry>, ReportError> {
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .map_err(|e| ReportError::io(&format!("cannot list {}", dir.display()), e))?
-        .filter_map(Result::ok)
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| n != "summary.json")
-        .collect();
-    names.sort();
-    names
-        .into_iter()
-        .map(|name| {
-            let path = dir.join(&name);
-            let bytes = fs::read(&path).map_err(|e| ReportError::io(&format!("cannot read {name}"), e))?;
-            Ok(FileEntry { sha256: sha256_hex(&bytes), bytes: bytes.len() as u64, name })
-        })
-        .collect()
+/// Writes claim and trace lines on a thread of its own (writing and
+/// hashing gigabytes overlaps with reading records), in the order given.
+/// The channel is bounded, so memory stays a few chunks' worth.
+struct ThreadSink {
+    tx: Option<std::sync::mpsc::SyncSender<(bool, Vec<u8>)>>,
+    handle: Option<std::thread::JoinHandle<Result<Vec<FileEntry>, ReportError>>>,
+}
+
+impl ThreadSink {
+    fn start(mut claims: HashedFile, mut traces: HashedFile) -> Result<ThreadSink, ReportError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<(bool, Vec<u8>)>(2 * gather::CHUNK_RUNS);
+        let handle = std::thread::Builder::new()
+            .name("report-writer".to_owned())
+            .spawn(move || {
+                for (is_claims, lines) in rx {
+                    let file = if is_claims { &mut claims } else { &mut traces };
+                    file.write_all(&lines).map_err(|e| ReportError::io(&file.name, e))?;
+                }
+                Ok(vec![claims.finish()?, traces.finish()?])
+            })
+            .map_err(|e| ReportError::io("cannot start the report writer", e))?;
+        Ok(ThreadSink { tx: Some(tx), handle: Some(handle) })
+    }
+
+    fn send(&mut self, is_claims: bool, lines: Vec<u8>) -> Result<(), ReportError> {
+        if lines.is_empty() {
+            return Ok(());
+        }
+        let sent = self.tx.as_ref().is_some_and(|tx| tx.send((is_claims, lines)).is_ok());
+        if sent {
+            return Ok(());
+        }
+        // The writer stopped: its own error says why.
+        match self.finish() {
+            Err(e) => Err(e),
+            Ok(_) => Err(ReportError::Inconsistent("the report writer stopped early".to_owned())),
+        }
+    }
+
+    /// Closes the channel and waits for the writer: the two files' entries.
+    fn finish(&mut self) -> Result<Vec<FileEntry>, ReportError> {
+        self.tx = None;
+        match self.handle.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(result)) => result,
+            Some(Err(_)) => Err(ReportError::Inconsistent("the report writer panicked".to_owned())),
+            None => Err(ReportError::Inconsistent("the report writer was already finished".to_owned())),
+        }
+    }
+}
+
+impl gather::LineSink for ThreadSink {
+    fn claims(&mut self, lines: Vec<u8>) -> Result<(), ReportError> {
+        self.send(true, lines)
+    }
+    fn traces(&mut self, lines: Vec<u8>) -> Result<(), ReportError> {
+        self.send(false, lines)
+    }
+}
+
+/// The SHA-256 (lowercase hex) and length of a file, read in blocks: a
+/// report's `.jsonl` files can be gigabytes.
+pub fn sha256_file(path: &Path) -> std::io::Result<(String, u64)> {
+    use sha2::Digest as _;
+    use std::io::Read as _;
+    let mut file = File::open(path)?;
+    let mut hasher = sha2::Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut total = 0u64;
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        total += n as u64;
+    }
+    Ok((hex::encode(hasher.finalize()), total))
 }
 
 fn make_read_only(dir: &Path) -> Result<(), ReportError> {

@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use cohort_coordinator::ArtifactStore;
 use cohort_coordinator::freeze::{FreezeOptions, freeze, load_frozen};
 use cohort_coordinator::ledger::sqlite::SqliteLedger;
-use cohort_coordinator::ledger::{ArmPlan, AttemptRecord, Ledger, LeaseRef, PlanHeader, RunResult};
+use cohort_coordinator::ledger::{ArmPlan, AttemptRecord, LeaseRef, Ledger, PlanHeader, RunResult};
 use cohort_core::scoring::{ParsedVerdict, RunFacts, ScoreReport, UnjudgedReason, Verdict, analyse};
 use cohort_core::taxonomy::{AttemptClass, Outcome};
 use cohort_report::model::{RateStatus, Summary};

@@ -164,7 +164,8 @@ pub async fn execute(ctx: &RunContext, arm: &ArmRuntime, lease: &pb::Lease, work
                     currency,
                 }),
             };
-            let system = if arm.adapter.simulated() {
+            // Labelled once: a label that already says SIMULATED keeps it.
+            let system = if arm.adapter.simulated() && !arm.config.label.contains("SIMULATED") {
                 format!("{} (SIMULATED)", arm.config.label)
             } else {
                 arm.config.label.clone()

@@ -61,7 +61,8 @@ pub async fn report(
         .with_context(|| format!("cannot read {}", dir.join(manifest::FILE).display()))?;
     let ledger = local::open_ledger(&frozen, store).await?;
     let artifacts = local::artifact_store(&frozen, store);
-    let frozen = FrozenCohort { cohort: frozen.cohort, manifest: frozen.manifest, manifest_sha256: frozen.manifest_sha256 };
+    let frozen =
+        FrozenCohort { cohort: frozen.cohort, manifest: frozen.manifest, manifest_sha256: frozen.manifest_sha256 };
     let options = ReportOptions {
         draws,
         now: SystemTime::now(),
@@ -88,24 +89,27 @@ pub fn headline(s: &cohort_report::model::Summary) -> String {
         ));
     }
     for c in &s.comparisons {
-        out.push_str(&format!("{} vs {} ({} completed pairs): {}\n", c.a, c.b, c.completed_pairs, c.support_micro.statement));
+        out.push_str(&format!(
+            "{} vs {} ({} completed pairs): {}\n",
+            c.a, c.b, c.completed_pairs, c.support_micro.statement
+        ));
     }
     if s.simulated.judge || !s.simulated.arms.is_empty() {
-        out.push_str("SIMULATED: built-in simulated arms or judge; these numbers measure cohort's pipeline, not a product.\n");
+        out.push_str(
+            "SIMULATED: built-in simulated arms or judge; these numbers measure cohort's pipeline, not a product.\n",
+        );
     }
     out
 }
 
 pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
-    let cohort_dir = match &args.cohort {
-        Some(dir) => dir.clone(),
-        None => args
-            .report
-            .parent()
-            .and_then(Path::parent)
-            .map(Path::to_owned)
-            .ok_or_else(|| anyhow::anyhow!("cannot tell the cohort of {}: pass --cohort DIR", args.report.display()))?,
-    };
+    let cohort_dir =
+        match &args.cohort {
+            Some(dir) => dir.clone(),
+            None => args.report.parent().and_then(Path::parent).map(Path::to_owned).ok_or_else(|| {
+                anyhow::anyhow!("cannot tell the cohort of {}: pass --cohort DIR", args.report.display())
+            })?,
+        };
     let runtime = super::runtime()?;
     let outcome = runtime.block_on(async {
         let frozen = local::load(&cohort_dir)?;

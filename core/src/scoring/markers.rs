@@ -85,6 +85,13 @@ pub fn strip_markers(text: &str) -> String {
 /// never for the integrity of the body.
 pub fn judge_sentence(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
+    judge_sentence_into(text, &mut out);
+    out
+}
+
+/// [`judge_sentence`] into a buffer the caller reuses (cleared first).
+pub fn judge_sentence_into(text: &str, out: &mut String) {
+    out.clear();
     let mut at = 0;
     for marker in parse_markers(text) {
         out.push_str(&text[at..marker.range.start]);
@@ -95,7 +102,10 @@ pub fn judge_sentence(text: &str) -> String {
         }
     }
     out.push_str(&text[at..]);
-    out.trim().to_owned()
+    let end = out.trim_end().len();
+    out.truncate(end);
+    let start = out.len() - out.trim_start().len();
+    out.drain(..start);
 }
 
 /// Classifies `text` into markers, code spans and URLs, in order and

@@ -45,7 +45,7 @@ use serde::{Deserialize, Serialize};
 
 pub use claims::Claim;
 pub use document::options as markdown_options;
-pub use markers::{Marker, judge_sentence, parse_markers, strip_markers};
+pub use markers::{Marker, judge_sentence, judge_sentence_into, parse_markers, strip_markers};
 pub use metrics::{Cost, DeterministicMetrics, Evidence, JudgePlan, SupportSummary, plan_judging, support_summary};
 pub use prompt::{JudgeClaim, judge_prompt};
 pub use segment::split_sentences;
