@@ -100,7 +100,7 @@ const RATE_KINDS: [&str; 5] = ["completion", "support_micro", "support_macro", "
 /// Per-question (numerator, denominator) of each base ratio.
 fn base_vectors(cells: &[Cell]) -> [(Vec<f64>, Vec<f64>); 3] {
     let f = |get: &dyn Fn(&Cell) -> (u64, u64)| -> (Vec<f64>, Vec<f64>) {
-        cells.iter().map(|c| get(c)).map(|(n, d)| (n as f64, d as f64)).unzip()
+        cells.iter().map(get).map(|(n, d)| (n as f64, d as f64)).unzip()
     };
     [
         f(&|c| (c.counts.completed, c.counts.planned)),
