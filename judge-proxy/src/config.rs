@@ -118,6 +118,7 @@ struct RawJudge {
     served_model: Option<Spanned<String>>,
     batch_size: Option<Spanned<i64>>,
     max_output_tokens: Option<Spanned<i64>>,
+    vendor_lineage: Option<Spanned<String>>,
 }
 
 // === validated config ===
@@ -222,6 +223,10 @@ pub struct JudgeConfig {
     pub batch_size: u32,
     /// `max_tokens` of a judge call: enough for one line per claim.
     pub max_output_tokens: u64,
+    /// The judge model's vendor lineage, when the config declares it
+    /// (`DescribeJudge` reports it, so `cohort judge` can check it against
+    /// the cohort's frozen `[judge] vendor_lineage`); `None`: not declared.
+    pub vendor_lineage: Option<String>,
 }
 
 /// Retries of an upstream call (SPEC section 7).
@@ -332,6 +337,7 @@ impl ProxyConfig {
                 served_model: judge.served_model,
                 batch_size,
                 max_output_tokens: 16 * u64::from(batch_size) + 64,
+                vendor_lineage: None,
             }],
         }
     }
@@ -740,7 +746,8 @@ impl Validator<'_> {
             let batch_size = self.int(j.batch_size, &f("batch_size"), 1, DEFAULT_BATCH_SIZE);
             let max_output_tokens =
                 self.int(j.max_output_tokens, &f("max_output_tokens"), 1, 16 * u64::from(batch_size) + 64);
-            out.push(JudgeConfig { name, upstream, model, served_model, batch_size, max_output_tokens });
+            let vendor_lineage = j.vendor_lineage.map(|l| self.non_empty(l, &f("vendor_lineage")));
+            out.push(JudgeConfig { name, upstream, model, served_model, batch_size, max_output_tokens, vendor_lineage });
         }
         out
     }

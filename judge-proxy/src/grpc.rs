@@ -74,6 +74,34 @@ impl Judge for JudgeService {
         }
         Ok(Response::new(judge_response(out)))
     }
+
+    async fn describe_judge(
+        &self,
+        request: Request<pb::DescribeJudgeRequest>,
+    ) -> Result<Response<pb::DescribeJudgeResponse>, Status> {
+        // Authenticated like JudgeClaims: a caller checks its key with it.
+        let authorization = request.metadata().get("authorization").and_then(|v| v.to_str().ok());
+        self.proxy.authenticate(authorization).map_err(|e| e.to_status())?;
+        let name = request.into_inner().judge;
+        if name.trim().is_empty() {
+            return Err(ProxyError::InvalidRequest("`judge` must name a configured judge".into()).to_status());
+        }
+        let config = self.proxy.config();
+        let judge = config
+            .judge(&name)
+            .ok_or_else(|| ProxyError::NotFound(format!("no judge is named \"{name}\"")).to_status())?;
+        let kind = config.upstream(&judge.upstream).map_or("unknown", |u| u.kind.as_str());
+        Ok(Response::new(pb::DescribeJudgeResponse {
+            judge: judge.name.clone(),
+            requested_model: judge.model.clone(),
+            pinned_served_model: judge.served_model.clone(),
+            upstream_kind: kind.to_owned(),
+            vendor_lineage: judge.vendor_lineage.clone().unwrap_or_default(),
+            simulated: config.judge_is_simulated(judge),
+            strict: config.strict,
+            batch_size: judge.batch_size,
+        }))
+    }
 }
 
 /// A wire request as a domain [`JudgeInput`]; anything wrong is
@@ -157,6 +185,7 @@ fn unjudged_reason(r: UnjudgedReason) -> pb::UnjudgedReason {
         UnjudgedReason::ProviderError => pb::UnjudgedReason::ProviderError,
         UnjudgedReason::SourceUnavailable => pb::UnjudgedReason::SourceUnavailable,
         UnjudgedReason::Deadline => pb::UnjudgedReason::Deadline,
+        UnjudgedReason::NoMajority => pb::UnjudgedReason::NoMajority,
     }
 }
 

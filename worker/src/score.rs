@@ -418,6 +418,7 @@ fn verdict_from_pb(v: &pb::ClaimVerdict) -> ParsedVerdict {
             Ok(pb::UnjudgedReason::ModelMismatch) => UnjudgedReason::ModelMismatch,
             Ok(pb::UnjudgedReason::SourceUnavailable) => UnjudgedReason::SourceUnavailable,
             Ok(pb::UnjudgedReason::Deadline) => UnjudgedReason::Deadline,
+            Ok(pb::UnjudgedReason::NoMajority) => UnjudgedReason::NoMajority,
             _ => UnjudgedReason::ProviderError,
         }),
     };

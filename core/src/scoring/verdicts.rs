@@ -36,16 +36,20 @@ pub enum UnjudgedReason {
     SourceUnavailable,
     /// The caller's deadline passed while waiting for a rate-limit permit.
     Deadline,
+    /// An ensemble pass (`cohort judge --ensemble`): the member passes'
+    /// votes were tied, or none had a verdict, so there is no majority.
+    NoMajority,
 }
 
 impl UnjudgedReason {
-    pub const ALL: [UnjudgedReason; 6] = [
+    pub const ALL: [UnjudgedReason; 7] = [
         UnjudgedReason::PartialReply,
         UnjudgedReason::Unparseable,
         UnjudgedReason::ModelMismatch,
         UnjudgedReason::ProviderError,
         UnjudgedReason::SourceUnavailable,
         UnjudgedReason::Deadline,
+        UnjudgedReason::NoMajority,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -56,6 +60,7 @@ impl UnjudgedReason {
             UnjudgedReason::ProviderError => "provider_error",
             UnjudgedReason::SourceUnavailable => "source_unavailable",
             UnjudgedReason::Deadline => "deadline",
+            UnjudgedReason::NoMajority => "no_majority",
         }
     }
 }
