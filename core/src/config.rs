@@ -163,7 +163,7 @@ pub struct CohortConfig {
 
 /// The publication fields of seed 004 ("Publication, independence and
 /// limitations"); each `None` is shown as "not declared" in reports.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Publication {
     pub commissioned_by: Option<String>,
     /// An internally commissioned benchmark is labelled as such.

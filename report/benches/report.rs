@@ -24,7 +24,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use cohort_coordinator::ArtifactStore;
 use cohort_coordinator::freeze::{FreezeOptions, freeze, load_frozen};
 use cohort_coordinator::ledger::sqlite::SqliteLedger;
-use cohort_coordinator::ledger::{ArmPlan, AttemptRecord, LeaseRef, Ledger, PlanHeader, RunResult};
+use cohort_coordinator::ledger::{AttemptRecord, LeaseRef, Ledger, PlanHeader, RunResult};
 use cohort_core::scoring::{ParsedVerdict, RunFacts, ScoreReport, Verdict, analyse};
 use cohort_core::taxonomy::{AttemptClass, Outcome};
 use cohort_report::{FrozenCohort, ReportOptions};
@@ -143,18 +143,7 @@ async fn build(dir: &Path, n_questions: usize, repeats: usize) -> (usize, usize)
     let (cohort, manifest, manifest_sha256) = load_frozen(dir).unwrap();
 
     let ledger = SqliteLedger::open(&dir.join("ledger.sqlite")).unwrap();
-    let c = &cohort.config;
-    let header = PlanHeader {
-        cohort: c.name.clone(),
-        manifest_sha256: manifest_sha256.clone(),
-        window_ms: 48 * 3_600_000,
-        retry: c.retry.clone(),
-        arms: c
-            .arms
-            .iter()
-            .map(|a| ArmPlan { id: a.id.clone(), concurrency: a.concurrency, pinned_version: a.pinned_version.clone() })
-            .collect(),
-    };
+    let header = PlanHeader::for_cohort(&cohort.config, &manifest_sha256);
     let qs: Vec<(String, String)> = cohort.questions.iter().map(|q| (q.id.clone(), q.text.clone())).collect();
     let t0 = UNIX_EPOCH + Duration::from_secs(1_790_000_000);
     let t0_ms = 1_790_000_000_000i64;

@@ -436,16 +436,7 @@ pub fn summarise(frozen: &FrozenCohort, gathered: &Gathered, draws: u32) -> Summ
             })
             .collect(),
     };
-    let p = &config.publication;
-    let publication = PublicationBlock {
-        commissioned_by: p.commissioned_by.clone(),
-        internally_commissioned: p.internally_commissioned,
-        funding: p.funding.clone(),
-        conflicts: p.conflicts.clone(),
-        limitations: p.limitations.clone(),
-        omissions: p.omissions.clone(),
-        reviewers: p.reviewers.clone(),
-    };
+    let publication = config.publication.clone();
 
     let mut notes = gathered.notes.clone();
     if status.pending + status.leased > 0 {

@@ -23,7 +23,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 use cohort_coordinator::ArtifactStore;
 use cohort_coordinator::ledger::{AttemptRecord, Ledger, RunRow, RunStateKind, Status};
@@ -538,8 +538,7 @@ fn split_run_id(run_id: &str) -> (&str, &str, u32) {
 
 /// RFC 3339 UTC with milliseconds, from Unix milliseconds; `None` for 0.
 pub fn rfc3339_ms(ms: i64) -> Option<String> {
-    let ms = u64::try_from(ms).ok().filter(|&m| m > 0)?;
-    Some(humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string())
+    (ms > 0).then(|| cohort_worker::record::rfc3339_ms(ms))
 }
 
 fn run_view(

@@ -123,17 +123,9 @@ pub struct JudgeMethod {
     pub simulated: bool,
 }
 
-/// The publication fields a cohort declares; "not declared" when absent.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PublicationBlock {
-    pub commissioned_by: Option<String>,
-    pub internally_commissioned: bool,
-    pub funding: Option<String>,
-    pub conflicts: Option<String>,
-    pub limitations: Option<String>,
-    pub omissions: Option<String>,
-    pub reviewers: Option<String>,
-}
+/// The publication fields a cohort declares, as frozen in its config
+/// (`[publication]`); a `None` is shown as "not declared".
+pub use cohort_core::config::Publication as PublicationBlock;
 
 /// How the intervals were computed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use cohort_coordinator::ArtifactStore;
 use cohort_coordinator::freeze::{FreezeOptions, freeze, load_frozen};
 use cohort_coordinator::ledger::sqlite::SqliteLedger;
-use cohort_coordinator::ledger::{ArmPlan, AttemptRecord, LeaseRef, Ledger, PlanHeader, RunResult};
+use cohort_coordinator::ledger::{AttemptRecord, LeaseRef, Ledger, PlanHeader, RunResult};
 use cohort_core::scoring::{ParsedVerdict, RunFacts, ScoreReport, UnjudgedReason, Verdict, analyse};
 use cohort_core::taxonomy::{AttemptClass, Outcome};
 use cohort_report::model::{RateStatus, Summary};
@@ -134,18 +134,7 @@ async fn build(dir: &Path) -> (FrozenCohort, Vec<u8>, Arc<dyn Ledger>, ArtifactS
     let (cohort, manifest, manifest_sha256) = load_frozen(dir).unwrap();
     let manifest_bytes = fs::read(dir.join("manifest.json")).unwrap();
     let ledger: Arc<dyn Ledger> = Arc::new(SqliteLedger::open(&dir.join("ledger.sqlite")).unwrap());
-    let c = &cohort.config;
-    let header = PlanHeader {
-        cohort: c.name.clone(),
-        manifest_sha256: manifest_sha256.clone(),
-        window_ms: 48 * 3_600_000,
-        retry: c.retry.clone(),
-        arms: c
-            .arms
-            .iter()
-            .map(|a| ArmPlan { id: a.id.clone(), concurrency: a.concurrency, pinned_version: a.pinned_version.clone() })
-            .collect(),
-    };
+    let header = PlanHeader::for_cohort(&cohort.config, &manifest_sha256);
     let questions: Vec<(String, String)> = cohort.questions.iter().map(|q| (q.id.clone(), q.text.clone())).collect();
     let t0 = 1_790_000_100_000;
     ledger.seed(&header, &questions, &manifest.order, t0).await.unwrap();

@@ -13,7 +13,7 @@ use cohort_coordinator::clock::now_ms;
 use cohort_coordinator::freeze::load_frozen;
 use cohort_coordinator::ledger::redis::RedisLedger;
 use cohort_coordinator::ledger::sqlite::SqliteLedger;
-use cohort_coordinator::ledger::{ArmPlan, Ledger, PlanHeader, SeedOutcome};
+use cohort_coordinator::ledger::{Ledger, PlanHeader, SeedOutcome};
 use cohort_coordinator::service::ServedPlan;
 use cohort_core::ValidatedCohort;
 use cohort_core::manifest::Manifest;
@@ -97,18 +97,7 @@ pub fn artifact_store(frozen: &Frozen, store: &StoreArgs) -> ArtifactStore {
 
 /// Seeds the ledger from the manifest (idempotent).
 pub async fn seed(ledger: &dyn Ledger, frozen: &Frozen) -> anyhow::Result<SeedOutcome> {
-    let c = &frozen.cohort.config;
-    let header = PlanHeader {
-        cohort: c.name.clone(),
-        manifest_sha256: frozen.manifest_sha256.clone(),
-        window_ms: i64::from(c.window_hours) * 3_600_000,
-        retry: c.retry.clone(),
-        arms: c
-            .arms
-            .iter()
-            .map(|a| ArmPlan { id: a.id.clone(), concurrency: a.concurrency, pinned_version: a.pinned_version.clone() })
-            .collect(),
-    };
+    let header = PlanHeader::for_cohort(&frozen.cohort.config, &frozen.manifest_sha256);
     let questions: Vec<(String, String)> =
         frozen.cohort.questions.iter().map(|q| (q.id.clone(), q.text.clone())).collect();
     Ok(ledger.seed(&header, &questions, &frozen.manifest.order, now_ms()).await?)

@@ -36,6 +36,24 @@ pub struct PlanHeader {
     pub arms: Vec<ArmPlan>,
 }
 
+impl PlanHeader {
+    /// The plan of a frozen cohort: its name, manifest hash, window, retry
+    /// policy and arms, as every seeding path builds it.
+    pub fn for_cohort(config: &cohort_core::config::CohortConfig, manifest_sha256: &str) -> PlanHeader {
+        PlanHeader {
+            cohort: config.name.clone(),
+            manifest_sha256: manifest_sha256.to_owned(),
+            window_ms: i64::from(config.window_hours) * 3_600_000,
+            retry: config.retry.clone(),
+            arms: config
+                .arms
+                .iter()
+                .map(|a| ArmPlan { id: a.id.clone(), concurrency: a.concurrency, pinned_version: a.pinned_version.clone() })
+                .collect(),
+        }
+    }
+}
+
 /// One arm as the ledger needs it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ArmPlan {
