@@ -22,7 +22,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use cohort_core::cohort::{CohortFiles, FROZEN_FILES, ValidatedCohort};
+use cohort_core::cohort::{CohortFiles, FROZEN_FILES, OPTIONAL_FILES, ValidatedCohort};
 use cohort_core::config;
 use cohort_core::error::ValidationError;
 use cohort_core::hash::sha256_hex;
@@ -186,7 +186,11 @@ fn amend(
     let manifest = Manifest::build(&cohort, now, amendments);
 
     fs::create_dir(&new_dir).map_err(|source| FreezeError::Write { path: new_dir.clone(), source })?;
-    for name in FROZEN_FILES {
+    for &name in FROZEN_FILES.iter().chain(&OPTIONAL_FILES) {
+        // An optional file the cohort does not have stays absent.
+        if OPTIONAL_FILES.contains(&name) && new_files.get(name).is_none() {
+            continue;
+        }
         let path = new_dir.join(name);
         let bytes = new_files.get(name).unwrap_or_default();
         fs::write(&path, bytes).map_err(|source| FreezeError::Write { path, source })?;
@@ -206,7 +210,8 @@ fn old_questions(store: &ArtifactStore, old: &Manifest) -> Option<Vec<questions:
 /// is in the artifact store. Returns whether it did.
 fn restore_frozen(dir: &Path, store: &ArtifactStore, old: &Manifest) -> Result<bool, FreezeError> {
     let mut originals = Vec::new();
-    for name in FROZEN_FILES {
+    let optional = OPTIONAL_FILES.iter().filter(|f| old.files.contains_key(**f));
+    for &name in FROZEN_FILES.iter().chain(optional) {
         let Some(sha) = old.files.get(name) else {
             return Ok(false);
         };
@@ -228,10 +233,10 @@ fn restore_frozen(dir: &Path, store: &ArtifactStore, old: &Manifest) -> Result<b
     Ok(true)
 }
 
-/// Archives the five files and writes the manifest, write-once.
+/// Archives the five files (and the optional ones present) and writes the manifest, write-once.
 fn write_frozen(dir: &Path, files: &CohortFiles, manifest: &Manifest) -> Result<(), FreezeError> {
     let store = ArtifactStore::for_cohort(dir);
-    for name in FROZEN_FILES {
+    for &name in FROZEN_FILES.iter().chain(&OPTIONAL_FILES) {
         if let Some(bytes) = files.get(name) {
             store.put(bytes).map_err(|source| FreezeError::Write { path: dir.join(crate::STATE_DIR), source })?;
         }
@@ -267,7 +272,7 @@ pub fn write_once(path: &Path, bytes: &[u8]) -> Result<(), FreezeError> {
     }
 }
 
-/// Reads the five files of `dir`; a missing file is `None` (validation
+/// Reads the five files of `dir` and the optional ones; a missing file is `None` (validation
 /// names it), any other read failure is an error.
 pub fn read_cohort_files(dir: &Path) -> Result<CohortFiles, FreezeError> {
     if !dir.is_dir() {
@@ -277,7 +282,7 @@ pub fn read_cohort_files(dir: &Path) -> Result<CohortFiles, FreezeError> {
         });
     }
     let mut files = BTreeMap::new();
-    for name in FROZEN_FILES {
+    for &name in FROZEN_FILES.iter().chain(&OPTIONAL_FILES) {
         files.insert(name.to_owned(), read_capped(&dir.join(name))?);
     }
     Ok(CohortFiles { files })

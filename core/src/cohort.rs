@@ -1,4 +1,6 @@
-//! The five files of a cohort directory, validated together.
+//! The five files of a cohort directory, validated together, and the
+//! optional sixth, the uncertainty key of seed 004
+//! ([`crate::uncertainty_key`]), frozen with them when present.
 //!
 //! The caller reads the files (this crate does no I/O) and hands over their
 //! bytes; [`CohortFiles::validate`] checks encoding, each file's contents
@@ -12,6 +14,7 @@ use crate::error::{Problem, ValidationError};
 use crate::hash::sha256_hex;
 use crate::order::{RunId, run_order};
 use crate::questions::{self, Question};
+use crate::uncertainty_key::{self, UncertaintyEntry};
 
 /// The file holding the shared suffix, appended verbatim to every question.
 pub const SUFFIX_FILE: &str = "suffix.txt";
@@ -23,10 +26,15 @@ pub const RUBRIC_FILE: &str = "rubric.md";
 /// Every file a cohort freezes, in manifest order.
 pub const FROZEN_FILES: [&str; 5] = [config::FILE, questions::FILE, SUFFIX_FILE, PROTOCOL_FILE, RUBRIC_FILE];
 
+/// Files a cohort freezes when they are present. A cohort without them
+/// freezes exactly as one did before they existed (same manifest fields and
+/// hashes), so older frozen cohorts still verify.
+pub const OPTIONAL_FILES: [&str; 1] = [uncertainty_key::FILE];
+
 /// The raw bytes of a cohort's files; `None` for a missing file.
 #[derive(Debug, Clone, Default)]
 pub struct CohortFiles {
-    /// Keyed by the names of [`FROZEN_FILES`].
+    /// Keyed by the names of [`FROZEN_FILES`] and [`OPTIONAL_FILES`].
     pub files: BTreeMap<String, Option<Vec<u8>>>,
 }
 
@@ -37,10 +45,13 @@ pub struct ValidatedCohort {
     pub questions: Vec<Question>,
     /// The shared suffix as the prompt uses it (see [`prompt`]).
     pub suffix: String,
-    /// File name -> lowercase hex SHA-256 of its bytes, for the five files.
+    /// File name -> lowercase hex SHA-256 of its bytes, for the five files
+    /// and each optional file present.
     pub file_hashes: BTreeMap<String, String>,
     /// SHA-256 of [`CohortConfig::canonical_json`].
     pub config_sha256: String,
+    /// The frozen uncertainty key, when the cohort has one.
+    pub uncertainty_key: Option<Vec<UncertaintyEntry>>,
 }
 
 impl CohortFiles {
@@ -107,6 +118,28 @@ impl CohortFiles {
             }
             _ => None,
         };
+        let key = match (self.get(uncertainty_key::FILE), &questions) {
+            (Some(bytes), Some(questions)) => match std::str::from_utf8(bytes) {
+                Ok(text) => {
+                    let ids = questions.iter().map(|q| q.id.as_str()).collect();
+                    match uncertainty_key::parse_and_validate(text, &ids) {
+                        Ok(key) => Some(key),
+                        Err(p) => {
+                            problems.extend(p);
+                            None
+                        }
+                    }
+                }
+                Err(e) => {
+                    problems.push(Problem::in_file(
+                        uncertainty_key::FILE,
+                        format!("is not valid UTF-8 (invalid byte at offset {}): save it as UTF-8", e.valid_up_to()),
+                    ));
+                    None
+                }
+            },
+            _ => None,
+        };
         match (config, questions, texts.get(SUFFIX_FILE)) {
             (Some(config), Some(questions), Some(suffix)) if problems.is_empty() => {
                 let config_sha256 = sha256_hex(config.canonical_json().as_bytes());
@@ -116,6 +149,7 @@ impl CohortFiles {
                     questions,
                     file_hashes: self.hashes(),
                     config_sha256,
+                    uncertainty_key: key,
                 })
             }
             _ => Err(ValidationError { problems }),
@@ -185,6 +219,22 @@ mod tests {
         let text: Vec<String> = e.problems.iter().map(ToString::to_string).collect();
         assert!(text.iter().any(|p| p.starts_with("protocol.md:2:5:") && p.contains("UTF-8")), "{text:?}");
         assert!(text.iter().any(|p| p.starts_with("rubric.md: missing")), "{text:?}");
+    }
+
+    #[test]
+    fn the_uncertainty_key_is_optional_validated_and_hashed() {
+        let without = files(TOML, QUESTIONS).validate().unwrap();
+        assert!(without.uncertainty_key.is_none());
+        assert!(!without.file_hashes.contains_key(uncertainty_key::FILE));
+        let mut f = files(TOML, QUESTIONS);
+        let key = br#"[{"question_id":"s1","answerable":false,"required_caveats":["no record"]}]"#;
+        f.files.insert(uncertainty_key::FILE.into(), Some(key.to_vec()));
+        let with = f.validate().unwrap();
+        assert_eq!(with.uncertainty_key.as_ref().map(Vec::len), Some(1));
+        assert_eq!(with.file_hashes[uncertainty_key::FILE], sha256_hex(key));
+        f.files.insert(uncertainty_key::FILE.into(), Some(br#"[{"question_id":"nope","answerable":true}]"#.to_vec()));
+        let e = f.validate().unwrap_err();
+        assert!(e.to_string().contains("uncertainty_key.json:1:2: field `[0].question_id`"), "{e}");
     }
 
     #[test]

@@ -18,8 +18,13 @@
 //!   them against a claim (BM25), so the judge sees the relevant passage.
 //! - [`stats`]: the cluster bootstrap over questions (algorithm
 //!   `cohort-bootstrap-v1`) and numpy's linear percentile.
+//! - [`agreement`]: raw agreement, Cohen's kappa (nominal and weighted),
+//!   pass-class calibration scores with item bootstrap intervals
+//!   (`cohort-calibration-v1`), majority vote.
+//! - [`uncertainty_key`]: the optional `uncertainty_key.json` of seed 004.
 //! - [`error`]: validation errors that name the file, the line and the field.
 
+pub mod agreement;
 pub mod cohort;
 pub mod config;
 pub mod error;
@@ -33,6 +38,7 @@ pub mod questions;
 pub mod scoring;
 pub mod stats;
 pub mod taxonomy;
+pub mod uncertainty_key;
 
 pub use cohort::{CohortFiles, ValidatedCohort};
 pub use error::{Problem, ValidationError};

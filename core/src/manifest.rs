@@ -10,7 +10,7 @@ use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cohort::{FROZEN_FILES, ValidatedCohort};
+use crate::cohort::{FROZEN_FILES, OPTIONAL_FILES, ValidatedCohort};
 use crate::order::{ORDER_ALGORITHM, RunId, order_sha256};
 use crate::questions::Question;
 use crate::{METRICS_VERSION, TOOL_VERSION};
@@ -36,7 +36,8 @@ pub struct Manifest {
     pub seed: u64,
     /// `cohort-order-v1`.
     pub order_algorithm: String,
-    /// File name -> lowercase hex SHA-256 of its bytes, for the five files.
+    /// File name -> lowercase hex SHA-256 of its bytes, for the five files
+    /// (and the optional uncertainty key when it was present).
     pub files: BTreeMap<String, String>,
     /// SHA-256 of the canonical JSON of the validated config.
     pub config_sha256: String,
@@ -115,9 +116,14 @@ impl Manifest {
 
     /// The frozen files whose current hashes (`current`, name -> hash; a
     /// missing file is absent) differ from the manifest's.
+    ///
+    /// An optional file ([`OPTIONAL_FILES`]) counts when the manifest froze
+    /// it or it is present now: adding one after freezing is a change.
     pub fn changes(&self, current: &BTreeMap<String, String>) -> Vec<FileChange> {
+        let optional = OPTIONAL_FILES.iter().filter(|f| self.files.contains_key(**f) || current.contains_key(**f));
         FROZEN_FILES
             .iter()
+            .chain(optional)
             .filter_map(|&file| {
                 let old = self.files.get(file).cloned().unwrap_or_default();
                 let new = current.get(file).cloned();
