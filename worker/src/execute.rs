@@ -38,6 +38,19 @@ pub struct RunContext {
     /// The judge proxy; `None`: claims are extracted and the deterministic
     /// metrics computed, and support stays unmeasured.
     pub judge: Option<JudgeEndpoint>,
+    /// The judging pass the inline verdicts of accepted runs are merged
+    /// into (`cohort run --judge`, docs/judging.md); `None`: none.
+    pub pass: Option<InlinePass>,
+}
+
+/// Where inline verdicts go: a pass and its strictness, checked again on
+/// each record (a non-strict proxy cannot mix models into a pass).
+#[derive(Debug, Clone)]
+pub struct InlinePass {
+    pub store: Arc<crate::passes::PassStore>,
+    /// The cohort's frozen `[judge] served_model`.
+    pub served_model_expected: String,
+    pub strict: bool,
 }
 
 /// One arm, ready to run.

@@ -25,10 +25,11 @@ use tracing::{debug, info, warn};
 pub mod adapters;
 pub mod capture;
 pub mod execute;
+pub mod passes;
 pub mod record;
 pub mod score;
 
-pub use execute::{ArmRuntime, Report, RunContext};
+pub use execute::{ArmRuntime, InlinePass, Report, RunContext};
 
 /// How a worker is set up.
 #[derive(Debug)]
@@ -247,12 +248,43 @@ fn spawn_run(
                 return (lease.run_id, None);
             }
         };
+        let record_sha256 = match &report {
+            Report::Result { record_sha256, .. } => Some(record_sha256.clone()),
+            Report::Attempt(_) => None,
+        };
         let accepted = send_report(client, &results, &worker_id, &lease_ref, report).await;
+        // Only an accepted result's verdicts go into the pass: a discarded
+        // (stale) report's record is not the run's.
+        if accepted == Some(true)
+            && let (Some(pass), Some(sha)) = (&context.pass, record_sha256)
+        {
+            merge_into_pass(&context, pass, &sha);
+        }
         (lease.run_id, accepted)
     });
     // Inserted before the main loop can join the task (same thread), so
     // `account` always finds it.
     lock(inflight).insert(run_id, (held, handle));
+}
+
+/// Merges an accepted run's inline verdicts into the pass (`cohort run
+/// --judge` writes the same pass as `cohort judge`). A failure is logged:
+/// the verdicts stay in the record, and `cohort judge` fills the pass in.
+fn merge_into_pass(context: &RunContext, pass: &InlinePass, record_sha256: &str) {
+    let record = match context.store.get(record_sha256) {
+        Ok(Some(bytes)) => serde_json::from_slice::<record::RunRecord>(&bytes).map_err(|e| e.to_string()),
+        Ok(None) => Err("the record is not in the artifact store".to_owned()),
+        Err(e) => Err(e.to_string()),
+    };
+    let merged = record.and_then(|record| {
+        match passes::PassRun::from_record(record_sha256, &record, &pass.served_model_expected, pass.strict) {
+            Some(run) if !run.claims.is_empty() => pass.store.merge_run(&run).map(|_| ()).map_err(|e| e.to_string()),
+            _ => Ok(()),
+        }
+    });
+    if let Err(e) = merged {
+        warn!(record = record_sha256, error = %e, "the run's verdicts did not go into the pass; `cohort judge` fills it in");
+    }
 }
 
 /// Reports until the coordinator answers (it may be restarting).

@@ -213,44 +213,8 @@ pub async fn score_output(
 
     // Evidence per reference: given text first, then the system's own
     // snippets, else a capture.
-    let mut texts: BTreeMap<u32, Vec<String>> = BTreeMap::new();
-    let mut evidence_sources = Vec::new();
-    let mut to_capture: Vec<(u32, String)> = Vec::new();
-    for reference in &analysis.references {
-        if let Some(own) = given.get(&reference.index).filter(|t| t.iter().any(|s| !s.trim().is_empty())) {
-            texts.insert(reference.index, own.clone());
-            evidence_sources.push(EvidenceSource {
-                index: reference.index,
-                url: reference.url.clone(),
-                source: "given".into(),
-            });
-            continue;
-        }
-        let own: Vec<String> = reference
-            .url
-            .as_deref()
-            .map(|url| {
-                system_sources
-                    .iter()
-                    .filter(|s| same_source(&s.url, url))
-                    .map(|s| s.snippet.clone())
-                    .filter(|s| !s.trim().is_empty())
-                    .collect()
-            })
-            .unwrap_or_default();
-        if !own.is_empty() {
-            texts.insert(reference.index, own);
-            evidence_sources.push(EvidenceSource {
-                index: reference.index,
-                url: reference.url.clone(),
-                source: "system".into(),
-            });
-        } else if let Some(url) = &reference.url {
-            to_capture.push((reference.index, url.clone()));
-        } else {
-            evidence_sources.push(EvidenceSource { index: reference.index, url: None, source: "none".into() });
-        }
-    }
+    let EvidencePlan { mut texts, mut evidence_sources, to_capture } =
+        plan_evidence(&analysis.references, &given, system_sources);
     let mut captures = Vec::new();
     if let Some(capturer) = capturer {
         let urls: Vec<String> = to_capture.iter().map(|(_, u)| u.clone()).collect();
@@ -275,40 +239,7 @@ pub async fn score_output(
     analysis.attach_snippets(&texts);
 
     // Plan: which claims can be judged, with which passages.
-    let plans = plan_judging(&analysis.claims, &analysis.references);
-    let mut verdicts: Vec<Option<ParsedVerdict>> = vec![None; plans.len()];
-    let mut to_judge: Vec<(usize, pb::Claim)> = Vec::new();
-    let mut used: BTreeMap<u32, Vec<String>> = BTreeMap::new();
-    for (i, plan) in plans.into_iter().enumerate() {
-        match plan {
-            JudgePlan::NotCited => {}
-            JudgePlan::Unjudged(reason) => verdicts[i] = Some(unjudged(reason)),
-            JudgePlan::Judge(evidence) => {
-                let claim_text = &analysis.claims[i].text;
-                let mut snippets = Vec::new();
-                for e in evidence {
-                    for passage in best_passages(&e.text, claim_text, PASSAGES_PER_SOURCE, PASSAGE_CHARS) {
-                        let entry = used.entry(e.index).or_default();
-                        if !entry.contains(&passage) {
-                            entry.push(passage.clone());
-                        }
-                        snippets.push(pb::Snippet {
-                            index: e.index,
-                            source_url: e.source_url.clone().unwrap_or_default(),
-                            text: passage,
-                        });
-                    }
-                }
-                // The judge sees the sentence without its [n] markers: the
-                // indices mean nothing without the report (seed 000 3.3).
-                let sentence = judge_sentence(claim_text);
-                // Its own cited indices go too: the trace record names every
-                // index the claim cites, even one whose source gave no text.
-                let cited_indices = analysis.claims[i].cited.clone();
-                to_judge.push((i, pb::Claim { claim_id: i.to_string(), text: sentence, snippets, cited_indices }));
-            }
-        }
-    }
+    let ClaimPlan { mut verdicts, to_judge, used } = plan_claims(&analysis.claims, &analysis.references, ClaimIds::Index);
     // The reference table keeps the passages actually used, not whole pages.
     analysis.attach_snippets(&used);
     for reference in &mut analysis.references {
@@ -365,6 +296,247 @@ pub async fn score_output(
     })
 }
 
+/// Where each reference's evidence comes from, before any capture.
+#[derive(Debug, Default)]
+pub struct EvidencePlan {
+    /// Text per citation index found without fetching: given, or the
+    /// system's own snippets.
+    pub texts: BTreeMap<u32, Vec<String>>,
+    /// The sources decided so far (`given`, `system`, `none` for a
+    /// reference without a URL).
+    pub evidence_sources: Vec<EvidenceSource>,
+    /// (index, URL) of the references whose text must come from a capture.
+    pub to_capture: Vec<(u32, String)>,
+}
+
+/// Evidence per reference, the one rule of both the inline path and
+/// `cohort judge`: text given by the caller first, then the snippets the
+/// system returned itself for that URL, else the reference waits for a
+/// capture (fetched now inline; read back by `text_sha256` by the stage).
+pub fn plan_evidence(
+    references: &[cohort_core::scoring::Reference],
+    given: &BTreeMap<u32, Vec<String>>,
+    system_sources: &[SystemSource],
+) -> EvidencePlan {
+    let mut plan = EvidencePlan::default();
+    for reference in references {
+        if let Some(own) = given.get(&reference.index).filter(|t| t.iter().any(|s| !s.trim().is_empty())) {
+            plan.texts.insert(reference.index, own.clone());
+            plan.evidence_sources.push(EvidenceSource {
+                index: reference.index,
+                url: reference.url.clone(),
+                source: "given".into(),
+            });
+            continue;
+        }
+        let own: Vec<String> = reference
+            .url
+            .as_deref()
+            .map(|url| {
+                system_sources
+                    .iter()
+                    .filter(|s| same_source(&s.url, url))
+                    .map(|s| s.snippet.clone())
+                    .filter(|s| !s.trim().is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if !own.is_empty() {
+            plan.texts.insert(reference.index, own);
+            plan.evidence_sources.push(EvidenceSource {
+                index: reference.index,
+                url: reference.url.clone(),
+                source: "system".into(),
+            });
+        } else if let Some(url) = &reference.url {
+            plan.to_capture.push((reference.index, url.clone()));
+        } else {
+            plan.evidence_sources.push(EvidenceSource { index: reference.index, url: None, source: "none".into() });
+        }
+    }
+    plan
+}
+
+/// How judge requests name their claims.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimIds {
+    /// The claim's 0-based position (the inline path's one request).
+    Index,
+    /// The claim's 1-based `ScoredClaim` id (the stage's pass files).
+    ScoredId,
+}
+
+/// The judge requests of a run's claims.
+#[derive(Debug, Default)]
+pub struct ClaimPlan {
+    /// Per claim (by position): `None` uncited or still to judge, else the
+    /// reason it cannot be judged (`source_unavailable`).
+    pub verdicts: Vec<Option<ParsedVerdict>>,
+    /// (position, request claim) of each judgeable claim, in order.
+    pub to_judge: Vec<(usize, pb::Claim)>,
+    /// The passages used per citation index.
+    pub used: BTreeMap<u32, Vec<String>>,
+}
+
+/// The judging plan, the one rule of both the inline path and `cohort
+/// judge`: per cited claim with source text, the passages of each cited
+/// source most relevant to it (`core::passages::best_passages`) and the
+/// sentence as the judge sees it (`judge_sentence`: without its markers);
+/// a cited claim without source text is `unjudged(source_unavailable)`.
+/// `references` carry the evidence texts as their snippets.
+pub fn plan_claims(
+    claims: &[cohort_core::scoring::Claim],
+    references: &[cohort_core::scoring::Reference],
+    ids: ClaimIds,
+) -> ClaimPlan {
+    let plans = plan_judging(claims, references);
+    let mut out = ClaimPlan { verdicts: vec![None; plans.len()], ..ClaimPlan::default() };
+    for (i, plan) in plans.into_iter().enumerate() {
+        match plan {
+            JudgePlan::NotCited => {}
+            JudgePlan::Unjudged(reason) => out.verdicts[i] = Some(unjudged(reason)),
+            JudgePlan::Judge(evidence) => {
+                let claim_text = &claims[i].text;
+                let mut snippets = Vec::new();
+                for e in evidence {
+                    for passage in best_passages(&e.text, claim_text, PASSAGES_PER_SOURCE, PASSAGE_CHARS) {
+                        let entry = out.used.entry(e.index).or_default();
+                        if !entry.contains(&passage) {
+                            entry.push(passage.clone());
+                        }
+                        snippets.push(pb::Snippet {
+                            index: e.index,
+                            source_url: e.source_url.clone().unwrap_or_default(),
+                            text: passage,
+                        });
+                    }
+                }
+                // The judge sees the sentence without its [n] markers: the
+                // indices mean nothing without the report (seed 000 3.3).
+                let sentence = judge_sentence(claim_text);
+                // Its own cited indices go too: the trace record names every
+                // index the claim cites, even one whose source gave no text.
+                let cited_indices = claims[i].cited.clone();
+                let claim_id = match ids {
+                    ClaimIds::Index => i.to_string(),
+                    ClaimIds::ScoredId => claims[i].id.to_string(),
+                };
+                out.to_judge.push((i, pb::Claim { claim_id, text: sentence, snippets, cited_indices }));
+            }
+        }
+    }
+    out
+}
+
+/// Why a stored run could not be planned for judging again.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplanError {
+    #[error("run {run_id}: the record has no output hash: nothing to judge")]
+    NoOutput { run_id: String },
+    #[error("run {run_id}: output {sha256} is missing from the artifact store")]
+    MissingOutput { run_id: String, sha256: String },
+    #[error("run {run_id}: cannot read the artifact store: {message}")]
+    Store { run_id: String, message: String },
+    #[error("run {run_id}: the output no longer scores as recorded ({message}): judge it with the version that scored it")]
+    Drifted { run_id: String, message: String },
+}
+
+/// A stored run, planned for judging again (`cohort judge`).
+#[derive(Debug)]
+pub struct StoredRunPlan {
+    /// The cited claims' `ScoredClaim` ids that cannot be judged, with why.
+    pub unjudgeable: Vec<(u32, UnjudgedReason)>,
+    /// The judgeable claims, each named by its `ScoredClaim` id.
+    pub to_judge: Vec<pb::Claim>,
+    /// The `system` of its trace records, as the inline path names it.
+    pub system: String,
+}
+
+/// Rebuilds a completed run's judge requests from what was stored: the
+/// output (by `output_sha256`) read again with the recorded format, the
+/// system's snippets from the record's `system_sources`, captured text
+/// from the artifact store by each capture's `text_sha256`; then
+/// [`plan_evidence`] and [`plan_claims`], exactly as the inline path. The
+/// claims must be the record's (same ids and text), or the run is refused.
+pub fn plan_stored_run(
+    record: &crate::record::RunRecord,
+    store: &cohort_coordinator::ArtifactStore,
+) -> Result<StoredRunPlan, ReplanError> {
+    let run_id = record.run_id.clone();
+    let scoring = record.scoring.as_ref();
+    let sha = record.output_sha256.clone().ok_or_else(|| ReplanError::NoOutput { run_id: run_id.clone() })?;
+    let store_err = |e: std::io::Error| ReplanError::Store { run_id: run_id.clone(), message: e.to_string() };
+    let bytes = store
+        .get(&sha)
+        .map_err(store_err)?
+        .ok_or_else(|| ReplanError::MissingOutput { run_id: run_id.clone(), sha256: sha.clone() })?;
+    let output = String::from_utf8_lossy(&bytes);
+    let drifted = |message: String| ReplanError::Drifted { run_id: run_id.clone(), message };
+    let mut analysis = analyse(&output, scoring.map(|s| s.report.format)).map_err(|e| drifted(e.to_string()))?;
+    if let Some(s) = scoring {
+        let same = s.report.claims.len() == analysis.claims.len()
+            && s.report.claims.iter().zip(&analysis.claims).all(|(a, b)| a.id == b.id && a.text == b.text);
+        if !same {
+            return Err(drifted("its claims differ from the record's".to_owned()));
+        }
+    }
+    let EvidencePlan { mut texts, to_capture, .. } =
+        plan_evidence(&analysis.references, &BTreeMap::new(), &record.system_sources);
+    let captures = scoring.map(|s| s.captures.as_slice()).unwrap_or_default();
+    for (index, url) in to_capture {
+        let Some(capture) = captures.iter().find(|c| c.url == url && c.accessible) else { continue };
+        let Some(text_sha) = &capture.text_sha256 else { continue };
+        if let Some(text) = store.get(text_sha).map_err(store_err)? {
+            let text = String::from_utf8_lossy(&text).into_owned();
+            if !text.trim().is_empty() {
+                texts.insert(index, vec![text]);
+            }
+        }
+    }
+    analysis.attach_snippets(&texts);
+    let plan = plan_claims(&analysis.claims, &analysis.references, ClaimIds::ScoredId);
+    let unjudgeable = plan
+        .verdicts
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| match v.as_ref().map(|v| v.verdict) {
+            Some(Verdict::Unjudged(reason)) => Some((analysis.claims[i].id, reason)),
+            _ => None,
+        })
+        .collect();
+    // Labelled as the inline path labels it (execute.rs).
+    let system = if record.simulated && !record.product.contains("SIMULATED") {
+        format!("{} (SIMULATED)", record.product)
+    } else {
+        record.product.clone()
+    };
+    Ok(StoredRunPlan { unjudgeable, to_judge: plan.to_judge.into_iter().map(|(_, c)| c).collect(), system })
+}
+
+/// One `JudgeClaims` call through `endpoint` (the stage's path).
+pub async fn judge_claims(
+    endpoint: &JudgeEndpoint,
+    claims: Vec<pb::Claim>,
+    query_id: &str,
+    system: &str,
+) -> Result<pb::JudgeResponse, tonic::Status> {
+    call_judge(endpoint, claims, query_id, system).await
+}
+
+/// `DescribeJudge` for the endpoint's judge, with its team key: checks the
+/// proxy is reachable and the key works, without an upstream call.
+pub async fn describe_judge(endpoint: &JudgeEndpoint) -> Result<pb::DescribeJudgeResponse, tonic::Status> {
+    let channel = channel(endpoint)?;
+    let mut request = tonic::Request::new(pb::DescribeJudgeRequest { judge: endpoint.judge.clone() });
+    request.metadata_mut().insert("authorization", bearer(endpoint)?);
+    Ok(JudgeClient::new(channel).describe_judge(request).await?.into_inner())
+}
+
+/// A wire verdict as the core's.
+pub fn parsed_verdict(v: &pb::ClaimVerdict) -> ParsedVerdict {
+    verdict_from_pb(v)
+}
+
 fn unjudged(reason: UnjudgedReason) -> ParsedVerdict {
     ParsedVerdict { verdict: Verdict::Unjudged(reason), line: None }
 }
@@ -376,13 +548,9 @@ fn same_source(system_url: &str, reference_url: &str) -> bool {
     canonical(system_url) == canonical(reference_url)
 }
 
-async fn call_judge(
-    endpoint: &JudgeEndpoint,
-    claims: Vec<pb::Claim>,
-    query_id: &str,
-    system: &str,
-) -> Result<pb::JudgeResponse, tonic::Status> {
-    let channel = match endpoint.channel.get() {
+/// The endpoint's one channel, made on first use.
+fn channel(endpoint: &JudgeEndpoint) -> Result<tonic::transport::Channel, tonic::Status> {
+    Ok(match endpoint.channel.get() {
         Some(channel) => channel.clone(),
         None => {
             let channel = tonic::transport::Endpoint::from_shared(endpoint.url.clone())
@@ -392,7 +560,22 @@ async fn call_judge(
                 .connect_lazy();
             endpoint.channel.get_or_init(|| channel).clone()
         }
-    };
+    })
+}
+
+fn bearer(endpoint: &JudgeEndpoint) -> Result<tonic::metadata::MetadataValue<tonic::metadata::Ascii>, tonic::Status> {
+    format!("Bearer {}", endpoint.key.0)
+        .parse()
+        .map_err(|_| tonic::Status::invalid_argument("the team key has characters a header cannot carry"))
+}
+
+async fn call_judge(
+    endpoint: &JudgeEndpoint,
+    claims: Vec<pb::Claim>,
+    query_id: &str,
+    system: &str,
+) -> Result<pb::JudgeResponse, tonic::Status> {
+    let channel = channel(endpoint)?;
     let mut request = tonic::Request::new(pb::JudgeRequest {
         judge: endpoint.judge.clone(),
         claims,
@@ -400,10 +583,7 @@ async fn call_judge(
         query_id: query_id.to_owned(),
         system: system.to_owned(),
     });
-    let bearer = format!("Bearer {}", endpoint.key.0)
-        .parse()
-        .map_err(|_| tonic::Status::invalid_argument("the team key has characters a header cannot carry"))?;
-    request.metadata_mut().insert("authorization", bearer);
+    request.metadata_mut().insert("authorization", bearer(endpoint)?);
     Ok(JudgeClient::new(channel).judge_claims(request).await?.into_inner())
 }
 

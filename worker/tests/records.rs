@@ -139,6 +139,7 @@ async fn retried_runs_record_every_attempt_in_order() {
         store: store.clone(),
         capturer: None,
         judge: None,
+        pass: None,
     };
     let arms: HashMap<String, ArmRuntime> = [
         (

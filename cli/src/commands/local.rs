@@ -187,6 +187,8 @@ pub fn run_context(frozen: &Frozen, store: &StoreArgs, scoring: &ScoringArgs) ->
         store: artifacts,
         capturer,
         judge,
+        // `cohort run` sets the pass it writes (`local::inline_pass`).
+        pass: None,
     })
 }
 
