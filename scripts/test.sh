@@ -8,6 +8,8 @@
 #     passthrough with the official client;
 #   - the `numpy` Python package (PyPI): scripts/bootstrap_reference.py checks
 #     the cluster bootstrap against an independent numpy implementation;
+#   - the `scikit-learn` Python package (PyPI): scripts/sklearn_reference.py
+#     checks kappa, F1, precision, recall, FPR, FNR and drift against it;
 #   - chromium (Debian package `chromium`): the report's index.html is loaded
 #     in headless Chromium, which must fetch nothing.
 # Usage: scripts/test.sh [extra args for the test runner]
@@ -39,6 +41,11 @@ if ! python3 -c 'import numpy' >/dev/null 2>&1; then
   echo "test.sh: installing the numpy Python package (PyPI)"
   python3 -m pip install --quiet --disable-pip-version-check numpy \
     || { echo "test.sh: could not install the numpy Python package; run: python3 -m pip install numpy" >&2; exit 1; }
+fi
+if ! python3 -c 'import sklearn' >/dev/null 2>&1; then
+  echo "test.sh: installing the scikit-learn Python package (PyPI)"
+  python3 -m pip install --quiet --disable-pip-version-check scikit-learn \
+    || { echo "test.sh: could not install the scikit-learn Python package; run: python3 -m pip install scikit-learn" >&2; exit 1; }
 fi
 
 if have cargo-nextest; then
