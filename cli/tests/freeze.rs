@@ -175,7 +175,7 @@ const BAD_CASES: &[BadCase] = &[
     BadCase {
         name: "unknown field in cohort.toml",
         breaks: |d| edit(d, "cohort.toml", "repeats = 1", "repeats = 1\nwindow_days = 2"),
-        names: &["cohort.toml:10:", "window_days"],
+        names: &["cohort.toml:13:", "window_days"],
     },
     BadCase {
         name: "missing file",
