@@ -85,6 +85,7 @@ fn measure(dir: &Path) {
         draws: cohort_core::stats::DEFAULT_DRAWS,
         now: SystemTime::now(),
         reports_root: dir.join("reports"),
+        pass: None,
     };
     let started = Instant::now();
     let written =

@@ -415,6 +415,7 @@ pub fn summarise(frozen: &FrozenCohort, gathered: &Gathered, draws: u32) -> Summ
             served_models: gathered.served_models.clone(),
             simulated: simulated.judge,
         }),
+        judge_pass: gathered.pass.clone(),
         arms: config
             .arms
             .iter()

@@ -31,6 +31,7 @@ use cohort_core::ValidatedCohort;
 use cohort_core::config::{AdapterKind, ArmConfig};
 use cohort_core::manifest::Manifest;
 use cohort_core::scoring::{UnjudgedReason, VerdictLabel, judge_sentence_into, strip_markers};
+use cohort_worker::passes::{PassClaim, PassStore, PassVerdict};
 use cohort_worker::record::{NOT_DISCLOSED, RunRecord};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -106,6 +107,8 @@ pub struct Gathered {
     pub judge_simulated: bool,
     pub drill: BTreeMap<String, DrillDown>,
     pub notes: Vec<String>,
+    /// The judging pass the verdicts came from; `None`: each record's own.
+    pub pass: Option<cohort_worker::passes::PassConfig>,
 }
 
 // === the fields of a run record a report reads, borrowed from its bytes ===
@@ -206,6 +209,7 @@ pub async fn gather(
     artifacts: &ArtifactStore,
     sink: &mut dyn LineSink,
     with_drill_down: bool,
+    pass: Option<&PassStore>,
 ) -> Result<Gathered, ReportError> {
     let status = ledger.status().await?;
     if status.manifest_sha256 != frozen.manifest_sha256 {
@@ -226,6 +230,7 @@ pub async fn gather(
         judge_simulated: false,
         drill: BTreeMap::new(),
         notes: Vec::new(),
+        pass: pass.map(|p| p.config().clone()),
     };
     let threads = std::thread::available_parallelism().map_or(1, usize::from).clamp(1, 8);
     let mut drill_bytes = 0usize;
@@ -258,7 +263,7 @@ pub async fn gather(
         let with_drill = with_drill_down && drill_bytes < DRILL_DOWN_BUDGET_BYTES;
         ledger_time += started.elapsed();
         let started = std::time::Instant::now();
-        let outputs = process_parallel(&inputs, artifacts, with_drill, threads);
+        let outputs = process_parallel(&inputs, artifacts, pass, with_drill, threads);
         records_time += started.elapsed();
         let started = std::time::Instant::now();
         for (input, result) in inputs.iter().zip(outputs) {
@@ -323,18 +328,20 @@ struct RunInput<'a> {
 fn process_parallel(
     inputs: &[RunInput<'_>],
     artifacts: &ArtifactStore,
+    pass: Option<&PassStore>,
     with_drill: bool,
     threads: usize,
 ) -> Vec<Result<RunOut, ReportError>> {
     if threads <= 1 || inputs.len() < 2 {
-        return inputs.iter().map(|i| process_run(i, artifacts, with_drill)).collect();
+        return inputs.iter().map(|i| process_run(i, artifacts, pass, with_drill)).collect();
     }
     let per = inputs.len().div_ceil(threads);
     std::thread::scope(|scope| {
         let handles: Vec<_> = inputs
             .chunks(per)
             .map(|part| {
-                scope.spawn(move || part.iter().map(|i| process_run(i, artifacts, with_drill)).collect::<Vec<_>>())
+                scope
+                    .spawn(move || part.iter().map(|i| process_run(i, artifacts, pass, with_drill)).collect::<Vec<_>>())
             })
             .collect();
         handles
@@ -350,7 +357,12 @@ fn process_parallel(
 
 /// Fetches, checks and reads one run's record (and, with `with_drill`,
 /// builds its drill-down from the whole record).
-fn process_run(input: &RunInput<'_>, artifacts: &ArtifactStore, with_drill: bool) -> Result<RunOut, ReportError> {
+fn process_run(
+    input: &RunInput<'_>,
+    artifacts: &ArtifactStore,
+    pass: Option<&PassStore>,
+    with_drill: bool,
+) -> Result<RunOut, ReportError> {
     let row = input.row;
     let corrupt =
         |why: String| ReportError::CorruptRecord { run_id: row.run_id.clone(), sha256: row.record_sha256.clone(), why };
@@ -366,9 +378,22 @@ fn process_run(input: &RunInput<'_>, artifacts: &ArtifactStore, with_drill: bool
         }
     };
     let missing_record = !row.record_sha256.is_empty() && bytes.is_none();
-    let record = match &bytes {
+    let mut record = match &bytes {
         Some(b) => Some(serde_json::from_slice::<LeanRecord<'_>>(b).map_err(|e| corrupt(e.to_string()))?),
         None => None,
+    };
+    // With a judging pass, its verdicts replace the record's own.
+    let pass_view = match (pass, &mut record) {
+        (Some(store), Some(record)) => {
+            let view = PassView::read(store, row)?;
+            if let Some(score) = &mut record.scoring {
+                for claim in &mut score.report.claims {
+                    (claim.verdict, claim.unjudged_reason) = view.verdict(claim.id, &claim.cited);
+                }
+            }
+            Some(view)
+        }
+        _ => None,
     };
     let mut run = RunOut {
         view: run_view(
@@ -394,13 +419,29 @@ fn process_run(input: &RunInput<'_>, artifacts: &ArtifactStore, with_drill: bool
         }
         if let Some(score) = &record.scoring {
             let models = with_drill.then_some(&mut claim_models);
-            lines_of(record, score, input.category, &mut run, models).map_err(|e| corrupt(e.to_string()))?;
+            lines_of(record, score, input.category, &mut run, models, pass_view.as_ref())
+                .map_err(|e| corrupt(e.to_string()))?;
         }
     }
     if with_drill && (bytes.is_some() || !input.attempts.is_empty()) {
         let full = match &bytes {
             Some(b) => Some(serde_json::from_slice::<RunRecord>(b).map_err(|e| corrupt(e.to_string()))?),
             None => None,
+        };
+        let full = match (full, &pass_view) {
+            (Some(mut full), Some(view)) => {
+                if let Some(score) = &mut full.scoring {
+                    for claim in &mut score.report.claims {
+                        (claim.verdict, claim.unjudged_reason) = view.verdict(claim.id, &claim.cited);
+                        claim.judge_line = view.claims.get(&claim.id).and_then(|c| c.judge_line.clone());
+                    }
+                    if let Some(judge) = &mut score.judge {
+                        judge.served_models = view.served_models();
+                    }
+                }
+                Some(full)
+            }
+            (full, _) => full,
         };
         run.drill = Some(drill_down(&row.run_id, full.as_ref(), &input.attempts, &claim_models, artifacts));
     }
@@ -414,19 +455,27 @@ fn lines_of(
     category: &str,
     run: &mut RunOut,
     mut claim_models: Option<&mut Vec<Option<String>>>,
+    pass: Option<&PassView>,
 ) -> Result<(), serde_json::Error> {
     if score.judge.as_ref().is_some_and(|j| j.simulated) {
         run.judge_simulated = true;
     }
+    if let Some(pass) = pass {
+        for trace in &pass.traces {
+            run.judge_simulated |= trace.get("simulated").and_then(serde_json::Value::as_bool) == Some(true);
+            serde_json::to_writer(&mut run.trace_lines, trace)?;
+            run.trace_lines.push(b'\n');
+        }
+    }
     let only_model = match score.judge.as_ref().map(|j| j.served_models.as_slice()) {
-        Some([one]) => Some(one.as_ref()),
+        Some([one]) if pass.is_none() => Some(one.as_ref()),
         _ => None,
     };
     // When one model served the whole run, every judged claim was judged by
     // it; otherwise each claim finds its model in its trace record, which
     // carries the claim's text without markers.
     let mut by_text: BTreeMap<Cow<'_, str>, Cow<'_, str>> = BTreeMap::new();
-    for raw in &score.judge_traces {
+    for raw in score.judge_traces.iter().filter(|_| pass.is_none()) {
         // (The run's judge summary says whether the judge was simulated, as
         // each of its traces does.)
         if only_model.is_none() {
@@ -448,9 +497,10 @@ fn lines_of(
         let model: Option<&str> = if judged {
             // Records made before `judge_sentence` carry the plainly
             // stripped text.
-            match only_model {
-                Some(model) => Some(model),
-                None => {
+            match (pass, only_model) {
+                (Some(pass), _) => pass.claims.get(&claim.id).and_then(|c| c.judge_model.as_deref()),
+                (None, Some(model)) => Some(model),
+                (None, None) => {
                     judge_sentence_into(&claim.text, &mut sentence);
                     by_text
                         .get(sentence.as_str())
@@ -495,6 +545,55 @@ fn lines_of(
     }
     run.served = served.into_iter().map(|(m, n)| (m.to_owned(), n)).collect();
     Ok(())
+}
+
+/// One run's verdicts in the chosen judging pass.
+struct PassView {
+    claims: BTreeMap<u32, PassClaim>,
+    traces: Vec<serde_json::Value>,
+}
+
+impl PassView {
+    /// The pass's run file (empty when the pass has not reached the run);
+    /// one for another record than the ledger's is refused.
+    fn read(store: &PassStore, row: &RunRow) -> Result<PassView, ReportError> {
+        let pass_error = |e: cohort_worker::passes::PassError| ReportError::Inconsistent(e.to_string());
+        match store.read_run(&row.run_id).map_err(pass_error)? {
+            None => Ok(PassView { claims: BTreeMap::new(), traces: Vec::new() }),
+            Some(run) if run.record_sha256 != row.record_sha256 => Err(ReportError::Inconsistent(format!(
+                "pass {:?} judged record {} of run {}, but the ledger's record is {}",
+                store.config().name,
+                run.record_sha256,
+                row.run_id,
+                row.record_sha256
+            ))),
+            Some(run) => {
+                Ok(PassView { claims: run.claims.into_iter().map(|c| (c.claim_id, c)).collect(), traces: run.traces })
+            }
+        }
+    }
+
+    /// A claim's verdict in the pass: a cited claim the pass has not
+    /// judged is `not_sent` (no verdict, no reason), an uncited one stays
+    /// uncited; the record's own verdicts never mix in.
+    fn verdict(&self, claim_id: u32, cited: &[u32]) -> (Option<VerdictLabel>, Option<UnjudgedReason>) {
+        match self.claims.get(&claim_id) {
+            _ if cited.is_empty() => (None, None),
+            None => (None, None),
+            Some(c) => match c.verdict {
+                PassVerdict::Yes => (Some(VerdictLabel::Yes), None),
+                PassVerdict::No => (Some(VerdictLabel::No), None),
+                PassVerdict::Unjudged => (Some(VerdictLabel::Unjudged), c.unjudged_reason),
+            },
+        }
+    }
+
+    /// The models that served the pass's verdicts on this run.
+    fn served_models(&self) -> Vec<String> {
+        let models: std::collections::BTreeSet<&str> =
+            self.claims.values().filter_map(|c| c.judge_model.as_deref()).collect();
+        models.into_iter().map(str::to_owned).collect()
+    }
 }
 
 /// Appends `json` with the whitespace outside its strings removed: one
@@ -792,7 +891,7 @@ mod tests {
             drill: None,
         };
         let mut models = Vec::new();
-        lines_of(&lean, lean.scoring.as_ref().unwrap(), "science", &mut run, Some(&mut models)).unwrap();
+        lines_of(&lean, lean.scoring.as_ref().unwrap(), "science", &mut run, Some(&mut models), None).unwrap();
         assert_eq!(models, vec![Some("m-one".to_owned()), Some("m-two".to_owned())]);
         assert_eq!(run.served.get("m-one"), Some(&1));
         assert_eq!(run.served.get("m-two"), Some(&1));

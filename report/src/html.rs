@@ -1637,6 +1637,7 @@ pub mod testing {
                     served_models: BTreeMap::from([(SERVED_JUDGE.into(), 12)]),
                     simulated: false,
                 }),
+                judge_pass: None,
                 arms: vec![
                     arm_method(ALPHA, "deep_research", false),
                     arm_method(BETA_SIM, "deep_research", true),

@@ -87,6 +87,10 @@ pub struct Method {
     pub aborted: Option<String>,
     pub amendments: Vec<String>,
     pub judge: Option<JudgeMethod>,
+    /// The judging pass whose verdicts this report counts (docs/judging.md);
+    /// `None`: the verdicts recorded with each run.
+    #[serde(default)]
+    pub judge_pass: Option<cohort_worker::passes::PassConfig>,
     pub arms: Vec<ArmMethod>,
 }
 

@@ -45,6 +45,7 @@ const NOT_COMPARED: [&str; 2] = ["generated_at", "files"];
 /// Verifies the report in `report_dir` against the cohort.
 pub async fn verify_report(
     report_dir: &Path,
+    cohort_dir: &Path,
     frozen: &FrozenCohort,
     ledger: &Arc<dyn Ledger>,
     artifacts: &ArtifactStore,
@@ -68,7 +69,13 @@ pub async fn verify_report(
         ));
         return Ok(out);
     }
-    let gathered = gather::gather(frozen, ledger, artifacts, &mut NoLines, false).await?;
+    // The same judging pass as the report (an explicit name: a `default`
+    // pass made after the report must not change what it is checked with).
+    let pass = match &summary.method.judge_pass {
+        Some(config) => crate::write::resolve_pass(cohort_dir, Some(&config.name))?,
+        None => None,
+    };
+    let gathered = gather::gather(frozen, ledger, artifacts, &mut NoLines, false, pass.as_deref()).await?;
     let mut recomputed = compute::summarise(frozen, &gathered, summary.bootstrap.draws);
     // The drill-down cut is a note of the page, not a number of the cohort:
     // verify reads no drill-downs, so notes about them are taken as stored.

@@ -17,6 +17,7 @@ use std::time::SystemTime;
 use cohort_coordinator::ArtifactStore;
 use cohort_coordinator::ledger::Ledger;
 use cohort_core::hash::sha256_hex;
+use cohort_worker::passes::{DEFAULT_PASS, PassStore};
 
 use crate::gather::{self, FrozenCohort};
 use crate::model::{FileEntry, RunView, Summary};
@@ -34,6 +35,28 @@ pub struct ReportOptions {
     pub now: SystemTime,
     /// Where the report folders go (default `DIR/reports`).
     pub reports_root: PathBuf,
+    /// The judging pass whose verdicts the report uses; `None` uses the
+    /// verdicts recorded with each run (see [`resolve_pass`]).
+    pub pass: Option<Arc<PassStore>>,
+}
+
+/// The pass a report uses: the one named, else the `default` pass when it
+/// exists (what `cohort run --judge` and `cohort judge` write), else none
+/// (each record's own verdicts). A named pass that does not exist is an
+/// error.
+pub fn resolve_pass(cohort_dir: &Path, name: Option<&str>) -> Result<Option<Arc<PassStore>>, ReportError> {
+    let pass_error = |e: cohort_worker::passes::PassError| ReportError::Inconsistent(e.to_string());
+    match name {
+        Some(name) => Ok(Some(Arc::new(PassStore::open(cohort_dir, name).map_err(pass_error)?))),
+        None => {
+            let names = cohort_worker::passes::list(cohort_dir).map_err(pass_error)?;
+            if names.iter().any(|n| n == DEFAULT_PASS) {
+                Ok(Some(Arc::new(PassStore::open(cohort_dir, DEFAULT_PASS).map_err(pass_error)?)))
+            } else {
+                Ok(None)
+            }
+        }
+    }
 }
 
 /// A report that was written.
@@ -143,7 +166,7 @@ async fn fill(
     }
     let started = std::time::Instant::now();
     let mut sink = ThreadSink::start(claims, traces)?;
-    let gathered = gather::gather(frozen, ledger, artifacts, &mut sink, true).await;
+    let gathered = gather::gather(frozen, ledger, artifacts, &mut sink, true, options.pass.as_deref()).await;
     let written = sink.finish();
     let gathered = gathered?;
     files.extend(written?);

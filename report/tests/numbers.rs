@@ -193,7 +193,12 @@ async fn build(dir: &Path) -> (FrozenCohort, Vec<u8>, Arc<dyn Ledger>, ArtifactS
 }
 
 fn options(dir: &Path, secs: u64) -> ReportOptions {
-    ReportOptions { draws: 2_000, now: UNIX_EPOCH + Duration::from_secs(secs), reports_root: dir.join("reports") }
+    ReportOptions {
+        draws: 2_000,
+        now: UNIX_EPOCH + Duration::from_secs(secs),
+        reports_root: dir.join("reports"),
+        pass: None,
+    }
 }
 
 fn arm<'a>(s: &'a Summary, id: &str) -> &'a cohort_report::model::ArmSummary {
@@ -322,7 +327,7 @@ async fn verify_names_an_edited_number() {
     let dir = tmp.path().join("numbers");
     let (frozen, manifest, ledger, artifacts) = build(&dir).await;
     let written = write_report(&frozen, &manifest, &ledger, &artifacts, &options(&dir, 1_790_001_000)).await.unwrap();
-    let ok = cohort_report::verify_report(&written.path, &frozen, &ledger, &artifacts).await.unwrap();
+    let ok = cohort_report::verify_report(&written.path, &dir, &frozen, &ledger, &artifacts).await.unwrap();
     assert!(ok.ok(), "{:?}", ok.differences);
     assert!(ok.numbers_checked > 100, "{}", ok.numbers_checked);
 
@@ -334,7 +339,77 @@ async fn verify_names_an_edited_number() {
     let mut json: serde_json::Value = serde_json::from_slice(&fs::read(&path).unwrap()).unwrap();
     json["arms"][1]["rates"]["support_micro"]["value"] = json!(0.9);
     fs::write(&path, serde_json::to_vec_pretty(&json).unwrap()).unwrap();
-    let bad = cohort_report::verify_report(&written.path, &frozen, &ledger, &artifacts).await.unwrap();
+    let bad = cohort_report::verify_report(&written.path, &dir, &frozen, &ledger, &artifacts).await.unwrap();
     assert_eq!(bad.differences.len(), 1, "{:?}", bad.differences);
     assert!(bad.differences[0].starts_with("arms[b].rates.support_micro.value"), "{:?}", bad.differences);
+}
+
+/// A report fed from a judging pass counts the pass's verdicts and only
+/// those: a run the pass has not reached is not judged in it, even though
+/// its record carries inline verdicts; verify re-reads the same pass.
+#[tokio::test]
+async fn a_report_from_a_pass_counts_only_the_pass_verdicts() {
+    use cohort_worker::passes::{PassClaim, PassConfig, PassJudge, PassRun, PassStore, PassVerdict};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("numbers");
+    let (frozen, manifest, ledger, artifacts) = build(&dir).await;
+    let config = PassConfig::judge(
+        "second-judge",
+        PassJudge {
+            proxy_judge: "j2".into(),
+            requested_model: "judge-model".into(),
+            served_model_expected: "judge-model".into(),
+            vendor_lineage: "vendor-j".into(),
+            strict: true,
+        },
+    );
+    let store = PassStore::create_or_open(&dir, config).unwrap();
+    // The pass judges only q4:a:1, whose inline verdicts were both
+    // provider_error: now one YES and one NO.
+    let row = ledger.runs().await.unwrap().into_iter().find(|r| r.run_id == "q4:a:1").unwrap();
+    let claim = |id: u32, verdict: PassVerdict, line: &str| PassClaim {
+        claim_id: id,
+        verdict,
+        unjudged_reason: None,
+        judge_model: Some("judge-model".into()),
+        judge_line: Some(line.into()),
+    };
+    let trace = |text: &str, verdict: &str| {
+        json!({"query_id": "q4", "system": "Product A", "claim_text": text, "cited_indices": [1],
+               "cited_snippets": [], "judge_verdict": verdict, "judge_reasoning": "", "judge_model": "judge-model",
+               "timestamp": "2026-12-01T00:00:00.000Z"})
+    };
+    store
+        .merge_run(&PassRun {
+            run_id: "q4:a:1".into(),
+            record_sha256: row.record_sha256.clone(),
+            claims: vec![claim(1, PassVerdict::Yes, "Claim 1: YES"), claim(2, PassVerdict::No, "Claim 2: NO")],
+            traces: vec![
+                trace("Finding number 0 is stated in the source.", "SUPPORTED"),
+                trace("Finding number 1 is stated in the source.", "UNSUPPORTED"),
+            ],
+            updated_at: String::new(),
+        })
+        .unwrap();
+    let mut opts = options(&dir, 1_790_001_000);
+    opts.pass = cohort_report::write::resolve_pass(&dir, Some("second-judge")).unwrap();
+    let written = write_report(&frozen, &manifest, &ledger, &artifacts, &opts).await.unwrap();
+    let s = &written.summary;
+    assert_eq!(s.method.judge_pass.as_ref().map(|p| p.name.as_str()), Some("second-judge"));
+    let a = arm(s, "a");
+    // q1:a:1's inline YES, YES, NO do not count: the pass never judged it.
+    assert_eq!((a.claims.judged, a.claims.supported), (2, 1));
+    assert_eq!(a.claims.unjudged.get("not_sent"), Some(&3));
+    assert_eq!(a.rates.support_micro.value, Some(0.5));
+    let b = arm(s, "b");
+    assert_eq!(b.claims.judged, 0);
+    assert_eq!(b.rates.support_micro.status, RateStatus::Unmeasured);
+    let traces = fs::read_to_string(written.path.join("judge_traces.jsonl")).unwrap();
+    assert_eq!(traces.lines().count(), 1 + 2);
+    // Verify re-reads the pass the report names.
+    let ok = cohort_report::verify_report(&written.path, &dir, &frozen, &ledger, &artifacts).await.unwrap();
+    assert!(ok.ok(), "{:?}", ok.differences);
+    // Without a pass named and no `default` pass, the records' own verdicts.
+    assert!(cohort_report::write::resolve_pass(&dir, None).unwrap().is_none());
+    assert!(cohort_report::write::resolve_pass(&dir, Some("missing")).is_err());
 }

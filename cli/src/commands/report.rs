@@ -22,6 +22,10 @@ pub struct ReportArgs {
     /// Where report folders go (default: DIR/reports).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// The judging pass whose verdicts to count (docs/judging.md). Default:
+    /// the `default` pass when it exists, else each run's recorded verdicts.
+    #[arg(long, value_name = "NAME")]
+    pub pass: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -43,7 +47,8 @@ pub const EXIT_CANNOT_VERIFY: u8 = 2;
 
 pub fn run(args: ReportArgs) -> anyhow::Result<()> {
     let runtime = super::runtime()?;
-    let written = runtime.block_on(report(&args.dir, &args.store, args.draws, args.out.clone()))?;
+    let written =
+        runtime.block_on(report(&args.dir, &args.store, args.draws, args.out.clone(), args.pass.as_deref()))?;
     super::emit(&format!("{}\nreport: {}\n", headline(&written.summary), written.path.display()));
     Ok(())
 }
@@ -55,6 +60,7 @@ pub async fn report(
     store: &StoreArgs,
     draws: u32,
     out: Option<PathBuf>,
+    pass: Option<&str>,
 ) -> anyhow::Result<cohort_report::ReportWritten> {
     let frozen = local::load(dir)?;
     let manifest_bytes = std::fs::read(dir.join(manifest::FILE))
@@ -67,6 +73,7 @@ pub async fn report(
         draws,
         now: SystemTime::now(),
         reports_root: out.unwrap_or_else(|| dir.join(cohort_report::write::REPORTS_DIR)),
+        pass: cohort_report::write::resolve_pass(dir, pass)?,
     };
     Ok(cohort_report::write_report(&frozen, &manifest_bytes, &ledger, &artifacts, &options).await?)
 }
@@ -117,7 +124,7 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
         let artifacts = local::artifact_store(&frozen, &args.store);
         let frozen =
             FrozenCohort { cohort: frozen.cohort, manifest: frozen.manifest, manifest_sha256: frozen.manifest_sha256 };
-        match cohort_report::verify_report(&args.report, &frozen, &ledger, &artifacts).await {
+        match cohort_report::verify_report(&args.report, &cohort_dir, &frozen, &ledger, &artifacts).await {
             Ok(outcome) => Ok(outcome),
             // A tampered record is a finding of verification, not a failure
             // to verify.
