@@ -4,12 +4,15 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+mod calibrate;
 mod freeze;
 mod init;
+mod judge;
 mod judge_proxy;
 mod local;
 mod operate;
 pub(crate) mod report;
+mod review;
 mod roles;
 mod run;
 mod score;
@@ -84,6 +87,42 @@ enum Command {
     /// number or file that differs (exit 0 agrees, 1 differs, 2 could not
     /// verify).
     Verify(report::VerifyArgs),
+    /// Score judges' pass/fail verdicts against gold labels (CSV): F1,
+    /// precision, recall, kappa, pass-rate drift, FPR, FNR with 95%
+    /// bootstrap intervals, pairwise judge agreement and the majority vote
+    /// (docs/calibration.md; exit 2 on bad input).
+    Calibrate(calibrate::CalibrateArgs),
+    /// Human review (seed 004).
+    Review {
+        #[command(subcommand)]
+        command: ReviewCommand,
+    },
+    /// Judge a cohort's stored outputs into a named pass, without
+    /// collecting again (resumable; pre-flight checks the frozen judge;
+    /// exit 0 all judged, 2 refused, 3 some unjudged: run again), or make
+    /// a majority-vote ensemble pass (--ensemble NAME --of P1,P2,P3).
+    Judge(judge::JudgeArgs),
+    /// List a cohort's judging passes: configuration, verdict counts,
+    /// served models, and pairwise agreement (raw, Cohen's kappa).
+    Passes(judge::PassesArgs),
+}
+
+/// `cohort review ...`: `export` and `import` join `agreement` here.
+#[derive(Debug, Subcommand)]
+enum ReviewCommand {
+    /// Agreement of two raters' labels (CSV item_id,label): raw agreement,
+    /// the disagreement matrix and Cohen's kappa, nominal or weighted
+    /// (docs/calibration.md; exit 2 on bad input).
+    Agreement(calibrate::ReviewAgreementArgs),
+    /// Write each reviewer's blinded items (claims, claim-citation pairs,
+    /// one uncertainty item per output) as CSV and JSONL; the arm codes go
+    /// to DIR/.cohort/review/blinding.json only (docs/review.md; exit 2
+    /// when refused).
+    Export(review::ExportArgs),
+    /// Import reviewers' filled files and the adjudication, checked against
+    /// the export and kept write-once (docs/review.md; exit 2 on bad input,
+    /// nothing written).
+    Import(review::ImportArgs),
 }
 
 /// An error that carries the process exit code and whose message has been
@@ -133,6 +172,12 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::JudgeProxy(args) => judge_proxy::run(args),
         Command::Report(args) => report::run(args),
         Command::Verify(args) => report::verify(args),
+        Command::Calibrate(args) => calibrate::run(args),
+        Command::Review { command: ReviewCommand::Agreement(args) } => calibrate::review_agreement(args),
+        Command::Review { command: ReviewCommand::Export(args) } => review::export(args),
+        Command::Review { command: ReviewCommand::Import(args) } => review::import(args),
+        Command::Judge(args) => judge::run(args),
+        Command::Passes(args) => judge::passes_command(args),
     }
 }
 

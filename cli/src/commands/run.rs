@@ -55,6 +55,10 @@ pub struct RunArgs {
     /// the proxy's built-in SIMULATED judge, in this process.
     #[arg(long, value_name = "FILE", conflicts_with = "judge")]
     pub judge_proxy_config: Option<PathBuf>,
+    /// The judging pass the inline verdicts go into (the pass `cohort
+    /// judge --pass` fills in; docs/judging.md).
+    #[arg(long, value_name = "NAME", default_value = cohort_worker::passes::DEFAULT_PASS)]
+    pub pass: String,
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -128,6 +132,11 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
         );
     }
 
+    let inline_judge = match &context_judge {
+        Some(endpoint) => Some(endpoint.clone()),
+        None => args.scoring.judge.as_deref().map(JudgeEndpoint::from_file).transpose()?,
+    };
+    let pass = super::judge::inline_pass(&frozen, inline_judge.as_ref(), &args.pass)?;
     let total_caps: u32 = config.arms.iter().map(|a| a.concurrency).sum();
     let workers = args.workers.max(1);
     let slots = args.slots.unwrap_or_else(|| total_caps.div_ceil(workers).max(1));
@@ -143,6 +152,7 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
                 if context_judge.is_some() {
                     context.judge.clone_from(&context_judge);
                 }
+                context.pass.clone_from(&pass);
                 context
             },
             arms: arms.clone(),
@@ -222,7 +232,7 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
     // Every planned run has its outcome: the run ends with its report.
     // Otherwise a report would be of a moving target; say how to get one.
     if status.done() {
-        let written = super::report::report(dir, &args.store, cohort_core::stats::DEFAULT_DRAWS, None).await?;
+        let written = super::report::report(dir, &args.store, cohort_core::stats::DEFAULT_DRAWS, None, None).await?;
         super::emit(&format!("\n{}report: {}\n", super::report::headline(&written.summary), written.path.display()));
     } else {
         super::emit(&format!(

@@ -1,0 +1,743 @@
+//! `cohort judge` and `cohort passes`: judging as a stage of its own
+//! (SPEC section 8, docs/judging.md).
+//!
+//! `cohort judge DIR --judge FILE [--pass NAME]` judges the completed,
+//! stored outputs of a cohort, in planned order, without collecting again:
+//! each run's judgeable claims that the pass has no YES/NO for yet go
+//! through the judge proxy with the evidence the worker used
+//! (`cohort_worker::score::plan_stored_run`, the same functions as the
+//! inline path), and each run's verdicts are merged into the pass the
+//! moment they return (`PassStore::merge_run`), so a crash loses only what
+//! was in flight and a rerun only fills in.
+//!
+//! Before anything is sent or written, a pre-flight checks that the proxy
+//! answers, the team key works, the judge's declared vendor lineage (if
+//! any) is the cohort's frozen one, and a probe claim is answered by the
+//! cohort's frozen `[judge] served_model` (routers resolve aliases per
+//! call, so the served model is what counts, not the configured name).
+//!
+//! Exit codes: 0 every judgeable claim has a verdict; 2 bad input or a
+//! pre-flight refusal (nothing sent, nothing written); 3 some claims are
+//! still unjudged after an outage (run again to fill them in); 1 any other
+//! failure (a record that no longer scores as recorded, an I/O error).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Context as _;
+use cohort_coordinator::ArtifactStore;
+use cohort_core::agreement::{Weights, agreement, majority_vote};
+use cohort_core::scoring::{UnjudgedReason, Verdict};
+use cohort_core::taxonomy::Outcome;
+use cohort_proto::v1 as pb;
+use cohort_worker::passes::{
+    self, DEFAULT_PASS, PassClaim, PassConfig, PassJudge, PassKind, PassRun, PassStore, PassVerdict,
+};
+use cohort_worker::record::RunRecord;
+use cohort_worker::score::{self, JudgeEndpoint};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+
+use super::Exit;
+use super::local::{self, StoreArgs};
+
+/// Exit code: some judgeable claims are still unjudged (an outage).
+pub const EXIT_UNJUDGED: u8 = 3;
+/// Exit code: bad input, or the pre-flight refused; nothing was written.
+pub const EXIT_REFUSED: u8 = 2;
+
+/// The probe claim of the pre-flight: tiny, with its own evidence.
+const PROBE_CLAIM: &str = "Water boils at 100 degrees Celsius at sea level.";
+const PROBE_EVIDENCE: &str = "At sea level, water boils at 100 degrees Celsius (212 degrees Fahrenheit).";
+
+#[derive(Debug, clap::Args)]
+pub struct JudgeArgs {
+    /// The cohort directory.
+    pub dir: PathBuf,
+    /// The judge proxy to use (the same file as `cohort run --judge`: url,
+    /// judge, key_env or key_file, deadline_secs).
+    #[arg(long, value_name = "FILE", required_unless_present = "ensemble", conflicts_with = "ensemble")]
+    pub judge: Option<PathBuf>,
+    /// The pass to fill in (created on first use, write-once
+    /// configuration).
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_PASS)]
+    pub pass: String,
+    /// Instead of judging: make (or fill in) the majority-vote ensemble
+    /// pass NAME of the passes named by --of.
+    #[arg(long, value_name = "NAME", requires = "of")]
+    pub ensemble: Option<String>,
+    /// The member passes of --ensemble, comma-separated.
+    #[arg(long, value_name = "P1,P2,...", value_delimiter = ',')]
+    pub of: Vec<String>,
+    /// Runs judged at once (through the proxy's shared quota).
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct PassesArgs {
+    /// The cohort directory.
+    pub dir: PathBuf,
+    /// One JSON object on stdout instead of the tables.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Why the stage stopped: a refusal (exit 2, nothing written) or a failure
+/// along the way (exit 1).
+enum Stop {
+    Refused(anyhow::Error),
+    Failed(anyhow::Error),
+}
+
+fn refused<E: Into<anyhow::Error>>(e: E) -> Stop {
+    Stop::Refused(e.into())
+}
+
+pub fn run(args: JudgeArgs) -> anyhow::Result<()> {
+    let runtime = super::runtime()?;
+    let result = runtime.block_on(async {
+        match &args.ensemble {
+            Some(name) => ensemble(&args, name).map_err(Stop::Refused),
+            None => judge_stage(&args).await,
+        }
+    });
+    match result {
+        Ok(0) => Ok(()),
+        Ok(code) => Err(Exit(code).into()),
+        Err(Stop::Refused(e)) => {
+            eprintln!("error: {e:#}");
+            Err(Exit(EXIT_REFUSED).into())
+        }
+        Err(Stop::Failed(e)) => Err(e),
+    }
+}
+
+// === the judging stage ===
+
+/// What one run came to.
+#[derive(Debug, Default)]
+struct RunTally {
+    sent: u64,
+    calls: u64,
+    /// Judgeable claims with a YES/NO in the pass after this run.
+    judged: u64,
+    /// Judgeable claims still unjudged, by reason.
+    unjudged: BTreeMap<&'static str, u64>,
+    source_unavailable: u64,
+}
+
+async fn judge_stage(args: &JudgeArgs) -> Result<u8, Stop> {
+    let frozen = local::load(&args.dir).map_err(refused)?;
+    let config = &frozen.cohort.config;
+    let Some(frozen_judge) = config.judge.clone() else {
+        return Err(refused(anyhow::anyhow!(
+            "cohort {:?} has no [judge] in cohort.toml: nothing says which judge is frozen for it, so it cannot be \
+             judged; freeze a cohort with a [judge] section (see docs/judging.md)",
+            config.name
+        )));
+    };
+    let judge_file = args.judge.as_deref().ok_or_else(|| refused(anyhow::anyhow!("--judge FILE is required")))?;
+    let endpoint = JudgeEndpoint::from_file(judge_file).map_err(refused)?;
+    let pass_config = PassConfig::judge(
+        &args.pass,
+        PassJudge {
+            proxy_judge: endpoint.judge.clone(),
+            requested_model: frozen_judge.model.clone(),
+            served_model_expected: frozen_judge.served_model.clone(),
+            vendor_lineage: frozen_judge.vendor_lineage.clone(),
+            strict: true,
+        },
+    );
+    // An existing pass of another configuration is refused now, before
+    // anything is sent.
+    if passes::list(&args.dir).map_err(refused)?.contains(&args.pass) {
+        let existing = PassStore::open(&args.dir, &args.pass).map_err(refused)?;
+        let differences = existing.config().differences(&pass_config);
+        if !differences.is_empty() {
+            return Err(refused(anyhow::anyhow!(
+                "pass {:?} was made with another configuration: {}; use another --pass name",
+                args.pass,
+                differences.join("; ")
+            )));
+        }
+    }
+    if args.store.redis.is_none() {
+        let ledger = args
+            .store
+            .ledger
+            .clone()
+            .unwrap_or_else(|| args.dir.join(cohort_coordinator::STATE_DIR).join("ledger.sqlite"));
+        if !ledger.exists() {
+            return Err(refused(anyhow::anyhow!(
+                "no ledger at {}: collect the cohort first (`cohort run`), or name it with --ledger/--redis",
+                ledger.display()
+            )));
+        }
+    }
+    let ledger = local::open_ledger(&frozen, &args.store).await.map_err(refused)?;
+    let mut rows = ledger.runs().await.map_err(|e| refused(anyhow::anyhow!("cannot read the ledger: {e}")))?;
+    rows.sort_by_key(|r| r.position);
+    let rows: Vec<_> =
+        rows.into_iter().filter(|r| r.outcome == Some(Outcome::Completed) && !r.record_sha256.is_empty()).collect();
+
+    let described = preflight(&endpoint, &frozen_judge).await.map_err(refused)?;
+    super::emit(&format!(
+        "pre-flight: proxy {} judge {:?} serves {:?} (requested {:?}{}{}), the cohort's frozen judge\n",
+        endpoint.url,
+        endpoint.judge,
+        frozen_judge.served_model,
+        described.requested_model,
+        if described.vendor_lineage.is_empty() {
+            String::new()
+        } else {
+            format!(", lineage {:?}", described.vendor_lineage)
+        },
+        if described.simulated { ", SIMULATED" } else { "" },
+    ));
+
+    let pass = Arc::new(PassStore::create_or_open(&args.dir, pass_config).map_err(refused)?);
+    let artifacts = local::artifact_store(&frozen, &args.store);
+    let endpoint = Arc::new(endpoint);
+    let batch = usize::try_from(frozen_judge.batch_size).unwrap_or(1).max(1);
+    let expected = Arc::new(frozen_judge.served_model.clone());
+
+    let bar = ProgressBar::new(rows.len() as u64).with_style(
+        ProgressStyle::with_template("judging [{bar:30}] {pos}/{len} runs, {msg} eta {eta}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut total = RunTally::default();
+    let mut failures: Vec<String> = Vec::new();
+    let mut pending = rows.into_iter();
+    let concurrency = args.concurrency.max(1);
+    loop {
+        while tasks.len() < concurrency {
+            let Some(row) = pending.next() else { break };
+            let (pass, artifacts, endpoint, expected) =
+                (Arc::clone(&pass), artifacts.clone(), Arc::clone(&endpoint), Arc::clone(&expected));
+            tasks.spawn(async move {
+                let id = row.run_id.clone();
+                let r =
+                    judge_run(&pass, &artifacts, &endpoint, &expected, batch, &row.run_id, &row.record_sha256).await;
+                (id, r)
+            });
+        }
+        let Some(joined) = tasks.join_next().await else { break };
+        match joined {
+            Ok((_, Ok(t))) => {
+                total.sent += t.sent;
+                total.calls += t.calls;
+                total.judged += t.judged;
+                total.source_unavailable += t.source_unavailable;
+                for (k, v) in t.unjudged {
+                    *total.unjudged.entry(k).or_default() += v;
+                }
+            }
+            Ok((id, Err(e))) => failures.push(format!("{id}: {e:#}")),
+            Err(e) => failures.push(format!("a judging task failed: {e}")),
+        }
+        bar.inc(1);
+        bar.set_message(format!("{} claims judged, {} sent", total.judged, total.sent));
+    }
+    bar.finish();
+    let secs = started.elapsed().as_secs_f64();
+    let unjudged: u64 = total.unjudged.values().sum();
+    let mut out = format!(
+        "pass {:?}: {} judgeable claims judged, {unjudged} unjudged; {} claims sent in {} calls in {secs:.2} s; \
+         {} cited claims without source text (source_unavailable, not judgeable)\n",
+        args.pass, total.judged, total.sent, total.calls, total.source_unavailable
+    );
+    for (reason, n) in &total.unjudged {
+        out.push_str(&format!("  unjudged {reason}: {n}\n"));
+    }
+    super::emit(&out);
+    if !failures.is_empty() {
+        for f in &failures {
+            eprintln!("error: {f}");
+        }
+        return Err(Stop::Failed(anyhow::anyhow!("{} run(s) could not be judged (above)", failures.len())));
+    }
+    if unjudged > 0 {
+        eprintln!(
+            "{unjudged} judgeable claim(s) are still unjudged ({}): run `cohort judge` again to fill them in",
+            total.unjudged.iter().map(|(r, n)| format!("{r} {n}")).collect::<Vec<_>>().join(", ")
+        );
+        return Ok(EXIT_UNJUDGED);
+    }
+    Ok(0)
+}
+
+/// The pre-flight: reachable, key accepted, lineage, and the probe's
+/// served model. Sends one tiny claim; writes nothing.
+async fn preflight(
+    endpoint: &JudgeEndpoint,
+    frozen: &cohort_core::config::JudgeConfig,
+) -> anyhow::Result<pb::DescribeJudgeResponse> {
+    let status_error = |what: &str, s: tonic::Status| -> anyhow::Error {
+        match s.code() {
+            tonic::Code::Unauthenticated => anyhow::anyhow!(
+                "the judge proxy at {} refused the team key (check key_env/key_file in the judge file): nothing was \
+                 sent or written",
+                endpoint.url
+            ),
+            tonic::Code::NotFound => anyhow::anyhow!(
+                "the judge proxy at {} has no judge {:?} (field `judge` of the judge file): {}",
+                endpoint.url,
+                endpoint.judge,
+                s.message()
+            ),
+            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled => anyhow::anyhow!(
+                "the judge proxy at {} is not reachable ({what}: {}): start it, or fix `url` in the judge file; \
+                 nothing was sent or written",
+                endpoint.url,
+                s.message()
+            ),
+            _ => anyhow::anyhow!("the judge proxy at {} failed the pre-flight ({what}): {}", endpoint.url, s.message()),
+        }
+    };
+    let described = score::describe_judge(endpoint).await.map_err(|s| status_error("DescribeJudge", s))?;
+    if !described.vendor_lineage.is_empty() && described.vendor_lineage != frozen.vendor_lineage {
+        anyhow::bail!(
+            "the judge proxy declares vendor lineage {:?} for judge {:?} (model {:?}), but the cohort's frozen [judge] \
+             vendor_lineage is {:?}: this is not the cohort's judge; nothing was sent or written",
+            described.vendor_lineage,
+            endpoint.judge,
+            described.requested_model,
+            frozen.vendor_lineage
+        );
+    }
+    let probe = pb::Claim {
+        claim_id: "probe".into(),
+        text: PROBE_CLAIM.into(),
+        snippets: vec![pb::Snippet {
+            index: 1,
+            source_url: "https://probe.invalid/".into(),
+            text: PROBE_EVIDENCE.into(),
+        }],
+        cited_indices: vec![1],
+    };
+    let reply = score::judge_claims(endpoint, vec![probe], "cohort-judge-preflight", "pre-flight probe")
+        .await
+        .map_err(|s| status_error("the probe call", s))?;
+    let served: Vec<String> = reply
+        .verdicts
+        .iter()
+        .map(|v| v.served_model.clone())
+        .chain(reply.served_models.iter().cloned())
+        .filter(|m| !m.is_empty())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    match served.as_slice() {
+        [] => anyhow::bail!(
+            "the judge proxy at {} could not get an answer to the probe claim from its upstream (judge {:?}, model \
+             {:?}; attempts: {}): fix the upstream, then run again; nothing was written",
+            endpoint.url,
+            endpoint.judge,
+            reply.requested_model,
+            attempt_classes(&reply)
+        ),
+        [only] if *only == frozen.served_model => Ok(described),
+        others => anyhow::bail!(
+            "the judge proxy's judge {:?} (requested model {:?}) was served by {} , but the cohort's frozen [judge] \
+             served_model is {:?}: judging with it would mix judges; point the judge file at the frozen judge \
+             (or freeze a new cohort); nothing was sent beyond the probe and nothing was written",
+            endpoint.judge,
+            reply.requested_model,
+            others.iter().map(|m| format!("{m:?}")).collect::<Vec<_>>().join(" and "),
+            frozen.served_model
+        ),
+    }
+}
+
+fn attempt_classes(reply: &pb::JudgeResponse) -> String {
+    let classes: Vec<String> = reply
+        .attempts
+        .iter()
+        .map(|a| {
+            cohort_proto::convert::class_from_pb(a.class).map_or_else(|_| "unspecified".to_owned(), |c| c.to_string())
+        })
+        .collect();
+    if classes.is_empty() { "none".to_owned() } else { classes.join(", ") }
+}
+
+/// Judges one run's claims that the pass has no YES/NO for, and merges.
+async fn judge_run(
+    pass: &PassStore,
+    artifacts: &ArtifactStore,
+    endpoint: &JudgeEndpoint,
+    expected_served: &str,
+    batch: usize,
+    run_id: &str,
+    record_sha256: &str,
+) -> anyhow::Result<RunTally> {
+    let bytes = artifacts
+        .get(record_sha256)
+        .with_context(|| format!("cannot read record {record_sha256}"))?
+        .ok_or_else(|| anyhow::anyhow!("record {record_sha256} is missing from the artifact store"))?;
+    if cohort_core::hash::sha256_hex(&bytes) != record_sha256 {
+        anyhow::bail!("record {record_sha256}'s bytes no longer match its hash: it was changed; not judged");
+    }
+    let record: RunRecord =
+        serde_json::from_slice(&bytes).with_context(|| format!("record {record_sha256} is not a run record"))?;
+    let existing = pass.read_run(run_id)?;
+    let done: BTreeSet<u32> =
+        existing.iter().flat_map(|r| r.claims.iter()).filter(|c| c.verdict.is_judged()).map(|c| c.claim_id).collect();
+    let plan = score::plan_stored_run(&record, artifacts)?;
+    let mut tally = RunTally::default();
+    let mut claims: Vec<(PassClaim, Option<serde_json::Value>)> =
+        plan.unjudgeable.iter().map(|(id, reason)| (PassClaim::unjudged(*id, *reason), None)).collect();
+    let to_send: Vec<pb::Claim> =
+        plan.to_judge.into_iter().filter(|c| c.claim_id.parse::<u32>().is_ok_and(|id| !done.contains(&id))).collect();
+    for chunk in to_send.chunks(batch) {
+        tally.sent += chunk.len() as u64;
+        tally.calls += 1;
+        match score::judge_claims(endpoint, chunk.to_vec(), &record.question_id, &plan.system).await {
+            Ok(reply) => {
+                let answered: HashMap<&str, &pb::ClaimVerdict> =
+                    reply.verdicts.iter().map(|v| (v.claim_id.as_str(), v)).collect();
+                for c in chunk {
+                    let Ok(id) = c.claim_id.parse::<u32>() else { continue };
+                    claims.push(match answered.get(c.claim_id.as_str()) {
+                        Some(v) => pass_claim(id, v, expected_served),
+                        None => (PassClaim::unjudged(id, UnjudgedReason::ProviderError), None),
+                    });
+                }
+            }
+            Err(status) => {
+                let reason = if status.code() == tonic::Code::DeadlineExceeded {
+                    UnjudgedReason::Deadline
+                } else {
+                    UnjudgedReason::ProviderError
+                };
+                tracing::warn!(run_id, error = %status.message(), "judge call failed; its claims stay unjudged");
+                for c in chunk {
+                    if let Ok(id) = c.claim_id.parse::<u32>() {
+                        claims.push((PassClaim::unjudged(id, reason), None));
+                    }
+                }
+            }
+        }
+    }
+    claims.sort_by_key(|(c, _)| c.claim_id);
+    // The pass's pairing: traces of the YES/NO claims, in claim order; a
+    // YES/NO without a trace drops the run's traces rather than misplacing
+    // them (the proxy sends one for every YES/NO).
+    let judged = claims.iter().filter(|(c, _)| c.verdict.is_judged()).count();
+    let traces: Vec<serde_json::Value> =
+        claims.iter().filter(|(c, _)| c.verdict.is_judged()).filter_map(|(_, t)| t.clone()).collect();
+    let incoming = PassRun {
+        run_id: run_id.to_owned(),
+        record_sha256: record_sha256.to_owned(),
+        claims: claims.into_iter().map(|(c, _)| c).collect(),
+        traces: if traces.len() == judged { traces } else { Vec::new() },
+        updated_at: String::new(),
+    };
+    let stored = pass.merge_run(&incoming)?;
+    for c in &stored.claims {
+        match (c.verdict, c.unjudged_reason) {
+            (v, _) if v.is_judged() => tally.judged += 1,
+            (_, Some(UnjudgedReason::SourceUnavailable)) => tally.source_unavailable += 1,
+            (_, reason) => {
+                *tally.unjudged.entry(reason.map_or("unknown", UnjudgedReason::as_str)).or_default() += 1;
+            }
+        }
+    }
+    Ok(tally)
+}
+
+/// A wire verdict as a pass claim, strict on the served model whatever
+/// the proxy's own mode: a YES/NO from another model is model_mismatch.
+fn pass_claim(id: u32, v: &pb::ClaimVerdict, expected_served: &str) -> (PassClaim, Option<serde_json::Value>) {
+    let parsed = score::parsed_verdict(v);
+    let served = (!v.served_model.is_empty()).then(|| v.served_model.clone());
+    let verdict = match parsed.verdict {
+        Verdict::Yes | Verdict::No if served.as_deref() != Some(expected_served) => {
+            Verdict::Unjudged(UnjudgedReason::ModelMismatch)
+        }
+        other => other,
+    };
+    match verdict {
+        Verdict::Yes | Verdict::No => {
+            let trace = serde_json::from_str(&v.trace_record_json).ok();
+            let claim = PassClaim {
+                claim_id: id,
+                verdict: if verdict == Verdict::Yes { PassVerdict::Yes } else { PassVerdict::No },
+                unjudged_reason: None,
+                judge_model: served,
+                judge_line: parsed.line,
+            };
+            (claim, trace)
+        }
+        Verdict::Unjudged(reason) => (PassClaim { judge_model: served, ..PassClaim::unjudged(id, reason) }, None),
+    }
+}
+
+// === ensembles ===
+
+/// The ensemble pass `name` of `args.of`: per claim, the majority vote of
+/// the members (`cohort_core::agreement::majority_vote`), taken only once
+/// it is decided: the margin must exceed the number of members without a
+/// verdict yet, so no later member verdict could overturn it (a pass's
+/// verdict never changes). Otherwise `unjudged(no_majority)`, filled in
+/// when the members are.
+fn ensemble(args: &JudgeArgs, name: &str) -> anyhow::Result<u8> {
+    let members: Vec<String> = args.of.iter().map(|m| m.trim().to_owned()).filter(|m| !m.is_empty()).collect();
+    if members.len() < 2 {
+        anyhow::bail!(
+            "--of names {} pass(es): an ensemble needs at least two (three for a tie-free vote)",
+            members.len()
+        );
+    }
+    if members.iter().any(|m| m == name) {
+        anyhow::bail!("--ensemble {name:?} cannot be one of its own members");
+    }
+    let stores: Vec<PassStore> = members.iter().map(|m| PassStore::open(&args.dir, m)).collect::<Result<_, _>>()?;
+    let mut by_run: BTreeMap<String, Vec<Option<PassRun>>> = BTreeMap::new();
+    for (k, store) in stores.iter().enumerate() {
+        for run in store.read_all()? {
+            let id = run.run_id.clone();
+            by_run.entry(id).or_insert_with(|| vec![None; stores.len()])[k] = Some(run);
+        }
+    }
+    let pass = PassStore::create_or_open(&args.dir, PassConfig::ensemble(name, members.clone()))?;
+    let (mut decided, mut undecided, mut skipped) = (0u64, 0u64, 0u64);
+    for (run_id, runs) in by_run {
+        let shas: BTreeSet<&str> = runs.iter().flatten().map(|r| r.record_sha256.as_str()).collect();
+        let [sha] = shas.into_iter().collect::<Vec<_>>()[..] else {
+            eprintln!("warning: run {run_id}: the member passes judged different records; not in the ensemble");
+            skipped += 1;
+            continue;
+        };
+        let ids: BTreeSet<u32> = runs.iter().flatten().flat_map(|r| r.claims.iter().map(|c| c.claim_id)).collect();
+        let member_claims: Vec<Vec<Option<&PassClaim>>> = ids
+            .iter()
+            .map(|id| {
+                runs.iter().map(|r| r.as_ref().and_then(|r| r.claims.iter().find(|c| c.claim_id == *id))).collect()
+            })
+            .collect();
+        let votes: Vec<Vec<Option<bool>>> =
+            member_claims.iter().map(|cs| cs.iter().map(|c| c.and_then(|c| c.verdict.as_vote())).collect()).collect();
+        let majority = majority_vote(&votes);
+        let mut claims = Vec::new();
+        for ((id, cs), (vote, m)) in ids.iter().zip(&member_claims).zip(votes.iter().zip(majority)) {
+            let yes = vote.iter().filter(|v| **v == Some(true)).count();
+            let no = vote.iter().filter(|v| **v == Some(false)).count();
+            let missing = vote.len() - yes - no;
+            let line =
+                Some(format!("ensemble of {}: {yes} YES, {no} NO, {missing} without a verdict", members.join(",")));
+            let settled = yes.abs_diff(no) > missing;
+            let claim = match m {
+                Some(v) if settled => {
+                    decided += 1;
+                    PassClaim {
+                        claim_id: *id,
+                        verdict: if v { PassVerdict::Yes } else { PassVerdict::No },
+                        unjudged_reason: None,
+                        judge_model: None,
+                        judge_line: line,
+                    }
+                }
+                _ => {
+                    undecided += 1;
+                    // Every member unjudged for one reason (a claim without
+                    // source text): that reason, not "no majority".
+                    let reasons: BTreeSet<Option<UnjudgedReason>> =
+                        cs.iter().map(|c| c.and_then(|c| c.unjudged_reason)).collect();
+                    let reason = match reasons.into_iter().collect::<Vec<_>>()[..] {
+                        [Some(r)] if yes + no == 0 => r,
+                        _ => UnjudgedReason::NoMajority,
+                    };
+                    PassClaim { judge_line: line, ..PassClaim::unjudged(*id, reason) }
+                }
+            };
+            claims.push(claim);
+        }
+        let incoming = PassRun {
+            run_id: run_id.clone(),
+            record_sha256: sha.to_owned(),
+            claims,
+            traces: Vec::new(),
+            updated_at: String::new(),
+        };
+        pass.merge_run(&incoming)?;
+    }
+    super::emit(&format!(
+        "ensemble pass {name:?} of {}: {decided} claims with a majority verdict, {undecided} without (tied, \
+         undecided yet, or not judgeable){}\n",
+        members.join(", "),
+        if skipped > 0 { format!("; {skipped} run(s) skipped") } else { String::new() }
+    ));
+    Ok(0)
+}
+
+// === cohort passes ===
+
+/// A pass's YES/NO votes by (run id, record hash, claim id).
+type PassVotes = HashMap<(String, String, u32), bool>;
+
+pub fn passes_command(args: PassesArgs) -> anyhow::Result<()> {
+    let names = passes::list(&args.dir)?;
+    let mut summaries = Vec::new();
+    let mut verdicts: Vec<(String, PassVotes)> = Vec::new();
+    for name in &names {
+        let store = PassStore::open(&args.dir, name)?;
+        let runs = store.read_all()?;
+        let (mut yes, mut no) = (0u64, 0u64);
+        let mut unjudged: BTreeMap<&'static str, u64> = BTreeMap::new();
+        let mut served: BTreeMap<String, u64> = BTreeMap::new();
+        let mut map = HashMap::new();
+        for run in &runs {
+            for c in &run.claims {
+                match c.verdict {
+                    PassVerdict::Yes => yes += 1,
+                    PassVerdict::No => no += 1,
+                    PassVerdict::Unjudged => {
+                        *unjudged.entry(c.unjudged_reason.map_or("unknown", UnjudgedReason::as_str)).or_default() += 1;
+                    }
+                }
+                if let (true, Some(m)) = (c.verdict.is_judged(), &c.judge_model) {
+                    *served.entry(m.clone()).or_default() += 1;
+                }
+                if let Some(v) = c.verdict.as_vote() {
+                    map.insert((run.run_id.clone(), run.record_sha256.clone(), c.claim_id), v);
+                }
+            }
+        }
+        summaries.push(json!({
+            "name": name,
+            "config": store.config(),
+            "runs": runs.len(),
+            "claims": runs.iter().map(|r| r.claims.len()).sum::<usize>(),
+            "judged": yes + no,
+            "yes": yes,
+            "no": no,
+            "unjudged": unjudged,
+            "served_models": served,
+        }));
+        verdicts.push((name.clone(), map));
+    }
+    let labels = vec!["yes".to_owned(), "no".to_owned()];
+    let mut pairs = Vec::new();
+    for i in 0..verdicts.len() {
+        for j in i + 1..verdicts.len() {
+            let (a_name, a) = &verdicts[i];
+            let (b_name, b) = &verdicts[j];
+            let mut keys: Vec<&(String, String, u32)> = a.keys().filter(|k| b.contains_key(*k)).collect();
+            keys.sort();
+            let index = |v: bool| usize::from(!v);
+            let xs: Vec<usize> = keys.iter().map(|k| index(a[*k])).collect();
+            let ys: Vec<usize> = keys.iter().map(|k| index(b[*k])).collect();
+            let agreed = agreement(&labels, &xs, &ys, Weights::None);
+            pairs.push(json!({
+                "a": a_name,
+                "b": b_name,
+                "items": agreed.items,
+                "raw_agreement": agreed.raw_agreement,
+                "kappa": agreed.kappa,
+                "matrix": agreed.matrix,
+                "labels": agreed.labels,
+            }));
+        }
+    }
+    if args.json {
+        let out = json!({ "passes": summaries, "agreement": pairs });
+        super::emit(&format!("{}\n", serde_json::to_string_pretty(&out)?));
+        return Ok(());
+    }
+    if names.is_empty() {
+        super::emit(&format!("no passes in {} yet: `cohort judge` makes one\n", args.dir.display()));
+        return Ok(());
+    }
+    let mut out = String::new();
+    for s in &summaries {
+        let config: PassConfig = serde_json::from_value(s["config"].clone())?;
+        let what = match (&config.kind, &config.judge) {
+            (PassKind::Judge, Some(j)) => format!(
+                "judge {:?}, frozen model {:?} served {:?}, lineage {:?}{}",
+                j.proxy_judge,
+                j.requested_model,
+                j.served_model_expected,
+                j.vendor_lineage,
+                if j.strict { ", strict" } else { "" }
+            ),
+            _ => format!("majority-vote ensemble of {}", config.members.join(", ")),
+        };
+        out.push_str(&format!(
+            "{}: {what}; created {}\n  {} runs, {} claims: {} judged ({} YES, {} NO); unjudged {}; served by {}\n",
+            s["name"].as_str().unwrap_or_default(),
+            config.created_at,
+            s["runs"],
+            s["claims"],
+            s["judged"],
+            s["yes"],
+            s["no"],
+            render_counts(&s["unjudged"]),
+            render_counts(&s["served_models"]),
+        ));
+    }
+    if !pairs.is_empty() {
+        out.push_str("\nagreement on claims both passes judged (nominal Cohen's kappa):\n");
+        for p in &pairs {
+            out.push_str(&format!(
+                "  {} vs {}: {} claims, raw agreement {}, kappa {}\n",
+                p["a"].as_str().unwrap_or_default(),
+                p["b"].as_str().unwrap_or_default(),
+                p["items"],
+                render_stat(&p["raw_agreement"]),
+                render_stat(&p["kappa"]),
+            ));
+        }
+    }
+    super::emit(&out);
+    Ok(())
+}
+
+fn render_counts(v: &serde_json::Value) -> String {
+    match v.as_object() {
+        Some(m) if !m.is_empty() => m.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", "),
+        _ => "none".to_owned(),
+    }
+}
+
+fn render_stat(v: &serde_json::Value) -> String {
+    match serde_json::from_value::<cohort_core::agreement::Stat>(v.clone()) {
+        Ok(s) => s.to_string(),
+        Err(_) => v.to_string(),
+    }
+}
+
+/// `cohort run`'s inline pass: the pass its accepted runs' verdicts go
+/// into, with the configuration `cohort judge` would give it for the same
+/// judge file, so both write one pass. `None` without a judge or without
+/// a cohort `[judge]`.
+pub fn inline_pass(
+    frozen: &local::Frozen,
+    judge: Option<&JudgeEndpoint>,
+    name: &str,
+) -> anyhow::Result<Option<cohort_worker::InlinePass>> {
+    let (Some(endpoint), Some(j)) = (judge, frozen.cohort.config.judge.as_ref()) else { return Ok(None) };
+    let config = PassConfig::judge(
+        name,
+        PassJudge {
+            proxy_judge: endpoint.judge.clone(),
+            requested_model: j.model.clone(),
+            served_model_expected: j.served_model.clone(),
+            vendor_lineage: j.vendor_lineage.clone(),
+            strict: true,
+        },
+    );
+    let store = PassStore::create_or_open(&frozen.dir, config)?;
+    Ok(Some(cohort_worker::InlinePass {
+        store: Arc::new(store),
+        served_model_expected: j.served_model.clone(),
+        strict: true,
+    }))
+}
