@@ -119,11 +119,7 @@ impl PassConfig {
         match (&self.judge, &other.judge) {
             (Some(a), Some(b)) => {
                 differ("judge.proxy_judge", format!("{:?}", a.proxy_judge), format!("{:?}", b.proxy_judge));
-                differ(
-                    "judge.requested_model",
-                    format!("{:?}", a.requested_model),
-                    format!("{:?}", b.requested_model),
-                );
+                differ("judge.requested_model", format!("{:?}", a.requested_model), format!("{:?}", b.requested_model));
                 differ(
                     "judge.served_model_expected",
                     format!("{:?}", a.served_model_expected),
@@ -230,7 +226,9 @@ pub enum PassError {
     RecordChanged { path: PathBuf, run_id: String, stored: String, incoming: String },
     #[error("{path}: invalid run for the pass: {message}")]
     InvalidRun { path: PathBuf, message: String },
-    #[error("{path} is locked by another process (pid {pid}) for more than {secs} s; remove it if that process is gone")]
+    #[error(
+        "{path} is locked by another process (pid {pid}) for more than {secs} s; remove it if that process is gone"
+    )]
     Locked { path: PathBuf, pid: String, secs: u64 },
 }
 
@@ -330,8 +328,8 @@ impl PassStore {
                         incoming: incoming.record_sha256.clone(),
                     });
                 }
-                let stored_pairs = paired(&stored)
-                    .map_err(|message| PassError::Corrupt { path: path.clone(), message })?;
+                let stored_pairs =
+                    paired(&stored).map_err(|message| PassError::Corrupt { path: path.clone(), message })?;
                 let (pairs, changed) = merge_claims(stored_pairs.clone(), incoming_pairs);
                 if !changed {
                     return Ok(stored);
@@ -476,7 +474,12 @@ impl PassRun {
     /// model other than `expected_served` becomes `unjudged(model_mismatch)`,
     /// so a non-strict proxy cannot mix models into one pass. `None` when
     /// the record has no scoring.
-    pub fn from_record(record_sha256: &str, record: &RunRecord, expected_served: &str, strict: bool) -> Option<PassRun> {
+    pub fn from_record(
+        record_sha256: &str,
+        record: &RunRecord,
+        expected_served: &str,
+        strict: bool,
+    ) -> Option<PassRun> {
         let scoring = record.scoring.as_ref()?;
         let mut traces_by_text: BTreeMap<String, Vec<&serde_json::Value>> = BTreeMap::new();
         for t in &scoring.judge_traces {
@@ -710,7 +713,9 @@ mod tests {
         let traces = claims
             .iter()
             .filter(|c| c.verdict.is_judged())
-            .map(|c| serde_json::json!({"claim_text": format!("claim {}", c.claim_id), "v": format!("{:?}", c.verdict)}))
+            .map(
+                |c| serde_json::json!({"claim_text": format!("claim {}", c.claim_id), "v": format!("{:?}", c.verdict)}),
+            )
             .collect();
         PassRun { run_id: "q1:a:1".into(), record_sha256: "ab".into(), claims, traces, updated_at: String::new() }
     }

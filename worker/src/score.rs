@@ -239,7 +239,8 @@ pub async fn score_output(
     analysis.attach_snippets(&texts);
 
     // Plan: which claims can be judged, with which passages.
-    let ClaimPlan { mut verdicts, to_judge, used } = plan_claims(&analysis.claims, &analysis.references, ClaimIds::Index);
+    let ClaimPlan { mut verdicts, to_judge, used } =
+        plan_claims(&analysis.claims, &analysis.references, ClaimIds::Index);
     // The reference table keeps the passages actually used, not whole pages.
     analysis.attach_snippets(&used);
     for reference in &mut analysis.references {
@@ -437,7 +438,9 @@ pub enum ReplanError {
     MissingOutput { run_id: String, sha256: String },
     #[error("run {run_id}: cannot read the artifact store: {message}")]
     Store { run_id: String, message: String },
-    #[error("run {run_id}: the output no longer scores as recorded ({message}): judge it with the version that scored it")]
+    #[error(
+        "run {run_id}: the output no longer scores as recorded ({message}): judge it with the version that scored it"
+    )]
     Drifted { run_id: String, message: String },
 }
 
