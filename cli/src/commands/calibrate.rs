@@ -1,0 +1,725 @@
+//! `cohort calibrate` (judge verdicts against gold labels, seed 002) and
+//! `cohort review agreement` (two raters' agreement, seed 004 "Reviewer
+//! disagreement"), both on `item_id,label` CSV files (docs/calibration.md).
+//!
+//! Every statistic is `cohort_core::agreement`; this module reads the
+//! files, pairs items by id, and prints. Bad input (an unreadable file, a
+//! missing header, an unknown label, a duplicate item id) is reported with
+//! the file, the line and the column, prints nothing to stdout and exits 2,
+//! so a script can tell bad input (2) from a failure of the tool (1).
+
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use cohort_core::agreement::{
+    self, Agreement, BINARY_METRICS, CALIBRATION_ALGORITHM, CALIBRATION_RESAMPLES, CALIBRATION_SEED,
+    ScoredWithIntervals, Stat, Weights,
+};
+use serde_json::{Value, json};
+
+use super::{Exit, emit};
+
+/// The header every label file starts with.
+const HEADER: &str = "item_id,label";
+/// Seed 004's claim labels, in the order of the disagreement matrix.
+pub const CLAIM_LABELS: [&str; 5] =
+    ["fully_supported", "partially_supported", "unsupported", "contradicted", "unverifiable"];
+/// Seed 004's uncertainty scores, ordinal.
+const UNCERTAINTY_LABELS: [&str; 3] = ["0", "1", "2"];
+/// The judge name of the majority-vote ensemble.
+const MAJORITY: &str = "majority";
+
+#[derive(Debug, clap::Args)]
+pub struct CalibrateArgs {
+    /// Gold labels: CSV with the header `item_id,label`, labels pass or fail
+    /// (also yes or no, any case).
+    #[arg(long, value_name = "GOLD.csv")]
+    pub gold: PathBuf,
+    /// A judge's verdicts, as NAME=FILE.csv (same format as --gold). Repeat
+    /// for several judges; with two or more, their majority vote is scored
+    /// too, as the judge `majority`.
+    #[arg(long = "verdicts", value_name = "NAME=FILE.csv", required = true, value_parser = parse_named)]
+    pub verdicts: Vec<(String, PathBuf)>,
+    /// The rubric dimension these labels are for (e.g. factual_support or
+    /// source_relevance); labels the output.
+    #[arg(long, value_name = "NAME")]
+    pub dimension: Option<String>,
+    /// Bootstrap resamples of the items for the 95% intervals (seed 002:
+    /// 2,000).
+    #[arg(long, default_value_t = CALIBRATION_RESAMPLES)]
+    pub resamples: u32,
+    /// The bootstrap seed.
+    #[arg(long, default_value_t = CALIBRATION_SEED)]
+    pub seed: u64,
+    /// Print one JSON object (schema in docs/calibration.md) instead of the
+    /// table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ReviewAgreementArgs {
+    /// Rater A's labels: CSV with the header `item_id,label`.
+    #[arg(long, value_name = "A.csv")]
+    pub a: PathBuf,
+    /// Rater B's labels, same format.
+    #[arg(long, value_name = "B.csv")]
+    pub b: PathBuf,
+    /// Kappa weights: none (nominal, for claim labels), linear or quadratic
+    /// (ordinal, for the 0/1/2 uncertainty scores; the label order is the
+    /// matrix order, see docs/calibration.md).
+    #[arg(long, value_enum, default_value_t = WeightsArg::None)]
+    pub weights: WeightsArg,
+    /// Print one JSON object (schema in docs/calibration.md) instead of the
+    /// table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WeightsArg {
+    None,
+    Linear,
+    Quadratic,
+}
+
+impl From<WeightsArg> for Weights {
+    fn from(w: WeightsArg) -> Weights {
+        match w {
+            WeightsArg::None => Weights::None,
+            WeightsArg::Linear => Weights::Linear,
+            WeightsArg::Quadratic => Weights::Quadratic,
+        }
+    }
+}
+
+fn parse_named(s: &str) -> Result<(String, PathBuf), String> {
+    match s.split_once('=') {
+        Some((name, file)) if !name.trim().is_empty() && !file.is_empty() => {
+            Ok((name.trim().to_owned(), PathBuf::from(file)))
+        }
+        _ => Err(format!("expected NAME=FILE.csv (e.g. gpt-5-mini=verdicts.csv), got `{s}`")),
+    }
+}
+
+/// Bad input: the message names the file, the line and the column.
+#[derive(Debug, thiserror::Error)]
+pub enum LabelFileError {
+    #[error("cannot read {file}: {source}; check the path")]
+    Read { file: String, source: std::io::Error },
+    #[error("{file}: not UTF-8 text; save it as UTF-8 CSV")]
+    Encoding { file: String },
+    #[error("{file}:{line}: missing header: the first line must be `{HEADER}`, found `{found}`")]
+    Header { file: String, line: usize, found: String },
+    #[error("{file}:{line}: expected 2 columns (item_id,label), found {found}; quote a value that contains a comma")]
+    Columns { file: String, line: usize, found: usize },
+    #[error("{file}:{line}: unterminated quote; close it with \"")]
+    Quote { file: String, line: usize },
+    #[error("{file}:{line}: column 1 (item_id): empty item id; give every row an id")]
+    EmptyId { file: String, line: usize },
+    #[error(
+        "{file}:{line}: column 1 (item_id): duplicate item id `{id}` (first on line {first}); give each item one label"
+    )]
+    Duplicate { file: String, line: usize, id: String, first: usize },
+    #[error("{file}:{line}: column 2 (label): unknown label `{label}`; use pass or fail (also yes or no)")]
+    Verdict { file: String, line: usize, label: String },
+    #[error("{file}:{line}: column 2 (label): empty label; give every item a label")]
+    EmptyLabel { file: String, line: usize },
+    #[error("{file}: no items after the header; give one `item_id,label` row per item")]
+    Empty { file: String },
+    #[error("--verdicts {name}: the judge name is given twice; name each judge once")]
+    DuplicateJudge { name: String },
+    #[error("--verdicts {name}: `{name}` is the name of the majority-vote ensemble; name the judge otherwise")]
+    ReservedJudge { name: String },
+}
+
+/// One label file: rows in file order, each with its line.
+#[derive(Debug)]
+struct LabelFile {
+    file: String,
+    rows: Vec<Row>,
+    index: HashMap<String, usize>,
+}
+
+#[derive(Debug)]
+struct Row {
+    id: String,
+    label: String,
+    line: usize,
+}
+
+impl LabelFile {
+    fn read(path: &Path) -> Result<LabelFile, LabelFileError> {
+        let file = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|source| LabelFileError::Read { file: file.clone(), source })?;
+        let text = String::from_utf8(bytes).map_err(|_| LabelFileError::Encoding { file: file.clone() })?;
+        LabelFile::parse(file, &text)
+    }
+
+    /// Parses `item_id,label` CSV (RFC 4180 quoting within a line; blank
+    /// lines skipped; a UTF-8 byte-order mark tolerated).
+    fn parse(file: String, text: &str) -> Result<LabelFile, LabelFileError> {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l.trim_end_matches('\r')));
+        let header = lines.find(|(_, l)| !l.trim().is_empty());
+        match header {
+            Some((line, h)) => {
+                let fields = split_csv(h).map_err(|()| LabelFileError::Quote { file: file.clone(), line })?;
+                let names: Vec<String> = fields.iter().map(|f| f.trim().to_ascii_lowercase()).collect();
+                if names != ["item_id", "label"] {
+                    return Err(LabelFileError::Header { file, line, found: h.to_owned() });
+                }
+            }
+            None => return Err(LabelFileError::Header { file, line: 1, found: String::new() }),
+        }
+        let mut rows = Vec::new();
+        let mut index = HashMap::new();
+        for (line, l) in lines {
+            if l.trim().is_empty() {
+                continue;
+            }
+            let fields = split_csv(l).map_err(|()| LabelFileError::Quote { file: file.clone(), line })?;
+            let [id, label] = fields.as_slice() else {
+                return Err(LabelFileError::Columns { file, line, found: fields.len() });
+            };
+            let (id, label) = (id.trim(), label.trim());
+            if id.is_empty() {
+                return Err(LabelFileError::EmptyId { file, line });
+            }
+            if label.is_empty() {
+                return Err(LabelFileError::EmptyLabel { file, line });
+            }
+            if let Some(&first) = index.get(id) {
+                let first = rows.get(first).map_or(0, |r: &Row| r.line);
+                return Err(LabelFileError::Duplicate { file, line, id: id.to_owned(), first });
+            }
+            index.insert(id.to_owned(), rows.len());
+            rows.push(Row { id: id.to_owned(), label: label.to_owned(), line });
+        }
+        if rows.is_empty() {
+            return Err(LabelFileError::Empty { file });
+        }
+        Ok(LabelFile { file, rows, index })
+    }
+
+    /// The rows as pass/fail verdicts.
+    fn verdicts(&self) -> Result<Vec<(String, bool)>, LabelFileError> {
+        self.rows
+            .iter()
+            .map(|r| match r.label.to_ascii_lowercase().as_str() {
+                "pass" | "yes" => Ok((r.id.clone(), true)),
+                "fail" | "no" => Ok((r.id.clone(), false)),
+                _ => Err(LabelFileError::Verdict { file: self.file.clone(), line: r.line, label: r.label.clone() }),
+            })
+            .collect()
+    }
+}
+
+/// Splits one CSV line into fields; `Err` on an unterminated quote.
+fn split_csv(line: &str) -> Result<Vec<String>, ()> {
+    let mut fields = Vec::new();
+    let mut field = String::new();
+    let mut chars = line.chars().peekable();
+    let mut quoted = false;
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                field.push('"');
+                chars.next();
+            }
+            ('"', true) => quoted = false,
+            ('"', false) if field.trim().is_empty() => {
+                field.clear();
+                quoted = true;
+            }
+            (',', false) => fields.push(std::mem::take(&mut field)),
+            (c, _) => field.push(c),
+        }
+    }
+    if quoted {
+        return Err(());
+    }
+    fields.push(field);
+    Ok(fields)
+}
+
+/// Prints bad input to stderr and returns exit 2.
+fn bad_input(e: LabelFileError) -> anyhow::Error {
+    eprintln!("error: {e}");
+    Exit(2).into()
+}
+
+// === cohort calibrate ===
+
+/// One judge's verdict file, read.
+#[derive(Debug)]
+struct JudgeFile {
+    name: String,
+    file: String,
+    verdicts: Vec<(String, bool)>,
+}
+
+/// One judge scored against gold.
+#[derive(Debug)]
+struct JudgeResult {
+    name: String,
+    file: Option<String>,
+    scored: ScoredWithIntervals,
+    /// Gold items the judge gave no verdict on (not counted).
+    missing: Vec<String>,
+    /// Items in the judge's file that gold does not have (not counted).
+    not_in_gold: Vec<String>,
+    /// Majority only: gold items on which the vote tied or no judge voted.
+    undecided: Option<Vec<String>>,
+}
+
+/// Two judges' agreement on the items both judged.
+#[derive(Debug)]
+struct PairResult {
+    a: String,
+    b: String,
+    agreement: Agreement,
+}
+
+pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
+    let gold_file = LabelFile::read(&args.gold).map_err(bad_input)?;
+    let gold = gold_file.verdicts().map_err(bad_input)?;
+    let mut judges = Vec::new();
+    let mut names = HashSet::new();
+    for (name, path) in &args.verdicts {
+        if name == MAJORITY && args.verdicts.len() > 1 {
+            return Err(bad_input(LabelFileError::ReservedJudge { name: name.clone() }));
+        }
+        if !names.insert(name.clone()) {
+            return Err(bad_input(LabelFileError::DuplicateJudge { name: name.clone() }));
+        }
+        let file = LabelFile::read(path).map_err(bad_input)?;
+        let verdicts = file.verdicts().map_err(bad_input)?;
+        judges.push(JudgeFile { name: name.clone(), file: file.file.clone(), verdicts });
+    }
+
+    let bar = progress(judges.len() as u64 + u64::from(judges.len() > 1), args.json);
+    let gold_ids: HashSet<&str> = gold.iter().map(|(id, _)| id.as_str()).collect();
+    let maps: Vec<HashMap<&str, bool>> =
+        judges.iter().map(|j| j.verdicts.iter().map(|(id, p)| (id.as_str(), *p)).collect()).collect();
+    let mut results = Vec::new();
+    for (JudgeFile { name, file, verdicts }, map) in judges.iter().zip(&maps) {
+        bar.set_message(name.clone());
+        let per_item: Vec<Option<bool>> = gold.iter().map(|(id, _)| map.get(id.as_str()).copied()).collect();
+        let mut result = score(name, &gold, &per_item, &args);
+        result.file = Some(file.clone());
+        result.not_in_gold =
+            verdicts.iter().filter(|(id, _)| !gold_ids.contains(id.as_str())).map(|(id, _)| id.clone()).collect();
+        results.push(result);
+        bar.inc(1);
+    }
+    if judges.len() > 1 {
+        bar.set_message(MAJORITY);
+        let votes: Vec<Vec<Option<bool>>> =
+            gold.iter().map(|(id, _)| maps.iter().map(|m| m.get(id.as_str()).copied()).collect()).collect();
+        let majority = agreement::majority_vote(&votes);
+        let mut result = score(MAJORITY, &gold, &majority, &args);
+        // An item no judge voted on is missing; a tie is undecided.
+        let (missing, undecided): (Vec<_>, Vec<_>) =
+            result.missing.drain(..).partition(|id| maps.iter().all(|m| !m.contains_key(id.as_str())));
+        result.missing = missing;
+        result.undecided = Some(undecided);
+        results.push(result);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+
+    let pairs = pairwise(&judges);
+    let gold_pass = gold.iter().filter(|(_, g)| *g).count();
+    let summary = GoldSummary { file: gold_file.file.clone(), items: gold.len(), pass: gold_pass };
+    if args.json {
+        let value = calibration_json(&args, &summary, &results, &pairs);
+        emit(&format!("{}\n", serde_json::to_string_pretty(&value)?));
+    } else {
+        emit(&calibration_table(&args, &summary, &results, &pairs));
+    }
+    Ok(())
+}
+
+/// A bar over the judges; hidden for --json and when stderr is not a
+/// terminal (indicatif draws only to terminals).
+fn progress(len: u64, json: bool) -> indicatif::ProgressBar {
+    if json {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(len);
+    if let Ok(style) = indicatif::ProgressStyle::with_template("calibrating {bar:30} {pos}/{len} {msg}") {
+        bar.set_style(style);
+    }
+    bar
+}
+
+/// Scores `predicted[i]` (None = no verdict) against `gold[i]`.
+fn score(name: &str, gold: &[(String, bool)], predicted: &[Option<bool>], args: &CalibrateArgs) -> JudgeResult {
+    let mut g = Vec::new();
+    let mut p = Vec::new();
+    let mut missing = Vec::new();
+    for ((id, gold), predicted) in gold.iter().zip(predicted) {
+        match predicted {
+            Some(v) => {
+                g.push(*gold);
+                p.push(*v);
+            }
+            None => missing.push(id.clone()),
+        }
+    }
+    let scored = agreement::binary_scores_with_intervals(&g, &p, args.resamples, args.seed);
+    JudgeResult { name: name.to_owned(), file: None, scored, missing, not_in_gold: Vec::new(), undecided: None }
+}
+
+/// Every pair of judges, on the items both judged (in the first judge's
+/// file order), labels [pass, fail].
+fn pairwise(judges: &[JudgeFile]) -> Vec<PairResult> {
+    let labels = vec!["pass".to_owned(), "fail".to_owned()];
+    let index = |v: bool| usize::from(!v);
+    let mut pairs = Vec::new();
+    for (i, JudgeFile { name: name_a, verdicts: a, .. }) in judges.iter().enumerate() {
+        for JudgeFile { name: name_b, verdicts: b, .. } in &judges[i + 1..] {
+            let b: HashMap<&str, bool> = b.iter().map(|(id, v)| (id.as_str(), *v)).collect();
+            let (la, lb): (Vec<usize>, Vec<usize>) =
+                a.iter().filter_map(|(id, va)| b.get(id.as_str()).map(|vb| (index(*va), index(*vb)))).unzip();
+            pairs.push(PairResult {
+                a: name_a.clone(),
+                b: name_b.clone(),
+                agreement: agreement::agreement(&labels, &la, &lb, Weights::None),
+            });
+        }
+    }
+    pairs
+}
+
+#[derive(Debug)]
+struct GoldSummary {
+    file: String,
+    items: usize,
+    pass: usize,
+}
+
+/// `{"value": x}` or `{"undefined": why}`, plus the interval.
+fn metric_json(stat: &Stat, interval: Option<&(Option<f64>, Option<f64>)>) -> Value {
+    let mut v = serde_json::to_value(stat).unwrap_or(Value::Null);
+    if let (Value::Object(map), Some((lo, hi))) = (&mut v, interval) {
+        map.insert("ci_low".into(), json!(lo));
+        map.insert("ci_high".into(), json!(hi));
+    }
+    v
+}
+
+fn ids_json(ids: &[String]) -> Value {
+    json!({"count": ids.len(), "items": ids})
+}
+
+fn calibration_json(args: &CalibrateArgs, gold: &GoldSummary, results: &[JudgeResult], pairs: &[PairResult]) -> Value {
+    let judges: Vec<Value> = results
+        .iter()
+        .map(|r| {
+            let s = &r.scored.scores;
+            let mut j = json!({
+                "name": r.name,
+                "file": r.file,
+                "items": s.items,
+                "tp": s.tp, "fp": s.fp, "tn": s.tn, "fn": s.r#fn,
+                "missing": ids_json(&r.missing),
+                "not_in_gold": ids_json(&r.not_in_gold),
+            });
+            if let Value::Object(map) = &mut j {
+                if let Some(undecided) = &r.undecided {
+                    map.insert("ensemble".into(), json!("majority vote"));
+                    map.insert("undecided".into(), ids_json(undecided));
+                }
+                for name in BINARY_METRICS {
+                    if let Some(stat) = s.metric(name) {
+                        map.insert(name.into(), metric_json(stat, r.scored.intervals.get(name)));
+                    }
+                }
+            }
+            j
+        })
+        .collect();
+    json!({
+        "dimension": args.dimension,
+        "gold": {
+            "file": gold.file,
+            "items": gold.items,
+            "pass": gold.pass,
+            "fail": gold.items - gold.pass,
+        },
+        "bootstrap": {"algorithm": CALIBRATION_ALGORITHM, "resamples": args.resamples, "seed": args.seed, "level": 0.95},
+        "judges": judges,
+        "agreement": pairs.iter().map(pair_json).collect::<Vec<_>>(),
+    })
+}
+
+fn pair_json(p: &PairResult) -> Value {
+    let a = &p.agreement;
+    json!({
+        "a": p.a,
+        "b": p.b,
+        "items": a.items,
+        "labels": a.labels,
+        "matrix": a.matrix,
+        "raw_agreement": a.raw_agreement,
+        "kappa": a.kappa,
+    })
+}
+
+fn fmt_interval(interval: Option<&(Option<f64>, Option<f64>)>) -> String {
+    match interval {
+        Some((Some(lo), Some(hi))) => format!("[{lo:.3}, {hi:.3}]"),
+        _ => "[undefined]".to_owned(),
+    }
+}
+
+fn calibration_table(
+    args: &CalibrateArgs,
+    gold: &GoldSummary,
+    results: &[JudgeResult],
+    pairs: &[PairResult],
+) -> String {
+    let mut out = String::new();
+    let dimension = args.dimension.as_deref().map(|d| format!(" ({d})")).unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "calibration{dimension}: gold {} with {} items, {} pass, {} fail; 95% intervals over {} item resamples (seed {})\n",
+        gold.file,
+        gold.items,
+        gold.pass,
+        gold.items - gold.pass,
+        args.resamples,
+        args.seed
+    );
+    let width = results.iter().map(|r| r.name.len()).max().unwrap_or(5).max(5);
+    let _ = write!(out, "{:<width$} {:>6} {:>5} {:>5} {:>5} {:>5}", "judge", "items", "tp", "fp", "tn", "fn");
+    for m in BINARY_METRICS {
+        let _ = write!(out, " {m:>24}");
+    }
+    out.push('\n');
+    let mut undefined = Vec::new();
+    for r in results {
+        let s = &r.scored.scores;
+        let _ = write!(out, "{:<width$} {:>6} {:>5} {:>5} {:>5} {:>5}", r.name, s.items, s.tp, s.fp, s.tn, s.r#fn);
+        for m in BINARY_METRICS {
+            let cell = match s.metric(m) {
+                Some(Stat::Value(v)) => format!("{v:.3} {}", fmt_interval(r.scored.intervals.get(m))),
+                Some(Stat::Undefined(why)) => {
+                    undefined.push(format!("{} {m}: undefined ({why})", r.name));
+                    "undefined".to_owned()
+                }
+                None => String::new(),
+            };
+            let _ = write!(out, " {cell:>24}");
+        }
+        out.push('\n');
+    }
+    out.push('\n');
+    for line in undefined {
+        let _ = writeln!(out, "{line}");
+    }
+    for r in results {
+        let list = |ids: &[String]| {
+            let shown: Vec<&str> = ids.iter().take(10).map(String::as_str).collect();
+            let more = if ids.len() > 10 { format!(", ... ({} more)", ids.len() - 10) } else { String::new() };
+            format!("{}{more}", shown.join(", "))
+        };
+        if !r.missing.is_empty() {
+            let _ = writeln!(
+                out,
+                "{}: {} gold items without a verdict (not counted): {}",
+                r.name,
+                r.missing.len(),
+                list(&r.missing)
+            );
+        }
+        if !r.not_in_gold.is_empty() {
+            let _ = writeln!(
+                out,
+                "{}: {} items not in gold (not counted): {}",
+                r.name,
+                r.not_in_gold.len(),
+                list(&r.not_in_gold)
+            );
+        }
+        if let Some(undecided) = r.undecided.as_ref().filter(|u| !u.is_empty()) {
+            let _ = writeln!(
+                out,
+                "{}: {} items with a tied vote (undecided, not counted): {}",
+                r.name,
+                undecided.len(),
+                list(undecided)
+            );
+        }
+    }
+    if !pairs.is_empty() {
+        let _ = writeln!(out, "\npairwise agreement between judges (items both judged):");
+        for p in pairs {
+            let a = &p.agreement;
+            let _ = writeln!(
+                out,
+                "  {} vs {}: {} items, raw agreement {}, kappa {}, matrix [pass,fail] x [pass,fail] {:?}",
+                p.a, p.b, a.items, a.raw_agreement, a.kappa, a.matrix
+            );
+        }
+    }
+    out
+}
+
+// === cohort review agreement ===
+
+/// The matrix order of a label set: seed 004's five claim labels in their
+/// order, the 0/1/2 uncertainty scores, integers in numeric order, or else
+/// the labels sorted.
+fn label_order(seen: &[&str]) -> Vec<String> {
+    let lower: Vec<String> = seen.iter().map(|l| l.to_ascii_lowercase()).collect();
+    if lower.iter().all(|l| CLAIM_LABELS.contains(&l.as_str())) {
+        return CLAIM_LABELS.iter().map(|l| (*l).to_owned()).collect();
+    }
+    if seen.iter().all(|l| UNCERTAINTY_LABELS.contains(l)) {
+        return UNCERTAINTY_LABELS.iter().map(|l| (*l).to_owned()).collect();
+    }
+    let mut distinct: Vec<String> = seen.iter().map(|l| (*l).to_owned()).collect();
+    distinct.sort();
+    distinct.dedup();
+    let numbers: Option<Vec<i64>> = distinct.iter().map(|l| l.parse().ok()).collect();
+    if let Some(mut numbers) = numbers {
+        numbers.sort_unstable();
+        numbers.dedup();
+        // Distinct strings may parse to one number ("1", "01"): keep sorted strings then.
+        if numbers.len() == distinct.len() {
+            return numbers.iter().map(i64::to_string).collect();
+        }
+    }
+    distinct
+}
+
+/// A label's key in the order of `label_order` (claim labels any case).
+fn label_key(label: &str, order: &[String]) -> String {
+    let lower = label.to_ascii_lowercase();
+    if order.len() == CLAIM_LABELS.len() && order.iter().zip(CLAIM_LABELS).all(|(a, b)| a == b) {
+        return lower;
+    }
+    label.parse::<i64>().map(|n| n.to_string()).ok().filter(|n| order.contains(n)).unwrap_or_else(|| label.to_owned())
+}
+
+pub fn review_agreement(args: ReviewAgreementArgs) -> anyhow::Result<()> {
+    let a = LabelFile::read(&args.a).map_err(bad_input)?;
+    let b = LabelFile::read(&args.b).map_err(bad_input)?;
+    let seen: Vec<&str> = a.rows.iter().chain(&b.rows).map(|r| r.label.as_str()).collect();
+    let order = label_order(&seen);
+    let position: HashMap<&str, usize> = order.iter().enumerate().map(|(i, l)| (l.as_str(), i)).collect();
+    let (mut la, mut lb) = (Vec::new(), Vec::new());
+    let mut only_a = Vec::new();
+    for row in &a.rows {
+        match b.index.get(&row.id).and_then(|&j| b.rows.get(j)) {
+            Some(other) => {
+                // Every label is in `order` by construction.
+                let (Some(&i), Some(&j)) = (
+                    position.get(label_key(&row.label, &order).as_str()),
+                    position.get(label_key(&other.label, &order).as_str()),
+                ) else {
+                    anyhow::bail!("label `{}` or `{}` missing from the matrix order", row.label, other.label);
+                };
+                la.push(i);
+                lb.push(j);
+            }
+            None => only_a.push(row.id.clone()),
+        }
+    }
+    let only_b: Vec<String> = b.rows.iter().filter(|r| !a.index.contains_key(&r.id)).map(|r| r.id.clone()).collect();
+    let result = agreement::agreement(&order, &la, &lb, args.weights.into());
+    if args.json {
+        let value = json!({
+            "a": {"file": a.file, "items": a.rows.len()},
+            "b": {"file": b.file, "items": b.rows.len()},
+            "weights": result.weights,
+            "labels": result.labels,
+            "items": result.items,
+            "matrix": result.matrix,
+            "raw_agreement": result.raw_agreement,
+            "kappa": result.kappa,
+            "only_a": ids_json(&only_a),
+            "only_b": ids_json(&only_b),
+        });
+        emit(&format!("{}\n", serde_json::to_string_pretty(&value)?));
+    } else {
+        emit(&agreement_table(&a.file, &b.file, &result, &only_a, &only_b));
+    }
+    Ok(())
+}
+
+fn agreement_table(a: &str, b: &str, r: &Agreement, only_a: &[String], only_b: &[String]) -> String {
+    let mut out = String::new();
+    let weights = match r.weights {
+        Weights::None => "nominal",
+        Weights::Linear => "linear weights",
+        Weights::Quadratic => "quadratic weights",
+    };
+    let _ = writeln!(out, "agreement of A = {a} and B = {b} on {} items both labelled", r.items);
+    let _ = writeln!(out, "raw agreement: {}", r.raw_agreement);
+    let _ = writeln!(out, "Cohen's kappa ({weights}): {}\n", r.kappa);
+    let width = r.labels.iter().map(String::len).max().unwrap_or(1).max(6);
+    let _ = write!(out, "{:<width$}", "A \\ B");
+    for l in &r.labels {
+        let _ = write!(out, " {l:>width$}");
+    }
+    out.push('\n');
+    for (l, row) in r.labels.iter().zip(&r.matrix) {
+        let _ = write!(out, "{l:<width$}");
+        for n in row {
+            let _ = write!(out, " {n:>width$}");
+        }
+        out.push('\n');
+    }
+    for (who, ids) in [("A", only_a), ("B", only_b)] {
+        if !ids.is_empty() {
+            let _ = writeln!(out, "\n{} items labelled by {who} only (not counted): {}", ids.len(), ids.join(", "));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn parse(text: &str) -> Result<LabelFile, LabelFileError> {
+        LabelFile::parse("f.csv".into(), text)
+    }
+
+    #[test]
+    fn csv_errors_name_file_line_and_column() {
+        let e = parse("id,label\na,pass\n").unwrap_err().to_string();
+        assert!(e.starts_with("f.csv:1: missing header"), "{e}");
+        let e = parse("item_id,label\na,pass\n\nb,maybe\n").unwrap().verdicts().unwrap_err().to_string();
+        assert!(e.starts_with("f.csv:4: column 2 (label): unknown label `maybe`"), "{e}");
+        let e = parse("item_id,label\na,pass\na,fail\n").unwrap_err().to_string();
+        assert!(e.contains("f.csv:3: column 1 (item_id): duplicate item id `a` (first on line 2)"), "{e}");
+        let e = parse("item_id,label\na,pass,x\n").unwrap_err().to_string();
+        assert!(e.starts_with("f.csv:2: expected 2 columns"), "{e}");
+        assert!(matches!(parse("item_id,label\n"), Err(LabelFileError::Empty { .. })));
+        assert!(matches!(parse(""), Err(LabelFileError::Header { line: 1, .. })));
+    }
+
+    #[test]
+    fn csv_accepts_quotes_bom_crlf_and_yes_no() {
+        let f = parse("\u{feff}item_id,label\r\n\"a,1\",YES\r\n b , No \r\n\"c\"\"q\",pass\n").unwrap();
+        let v = f.verdicts().unwrap();
+        assert_eq!(v, vec![("a,1".into(), true), ("b".into(), false), ("c\"q".into(), true)]);
+        assert!(matches!(parse("item_id,label\n\"a,pass\n"), Err(LabelFileError::Quote { line: 2, .. })));
+    }
+
+    #[test]
+    fn label_order_follows_seed_004_then_numbers_then_sorted() {
+        assert_eq!(label_order(&["unsupported", "Fully_Supported"]), CLAIM_LABELS.map(String::from).to_vec());
+        assert_eq!(label_order(&["2", "0"]), vec!["0", "1", "2"]);
+        assert_eq!(label_order(&["10", "9", "3"]), vec!["3", "9", "10"]);
+        assert_eq!(label_order(&["b", "a", "b"]), vec!["a", "b"]);
+    }
+}
