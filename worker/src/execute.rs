@@ -86,6 +86,7 @@ pub async fn execute(ctx: &RunContext, arm: &ArmRuntime, lease: &pb::Lease, work
             question_id: lease.question_id.clone(),
             attempt: lease.attempt,
             conversation: conversation.clone(),
+            deadline: Some(deadline),
         };
         let response = match tokio::time::timeout_at(deadline, arm.adapter.call(&request)).await {
             Ok(r) => r,

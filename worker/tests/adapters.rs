@@ -42,6 +42,7 @@ fn request(turns: &[(&str, &str)]) -> AdapterRequest {
         question_id: "q1".into(),
         attempt: 1,
         conversation: turns.iter().map(|(role, text)| Turn { role: (*role).into(), text: (*text).into() }).collect(),
+        deadline: None,
     }
 }
 

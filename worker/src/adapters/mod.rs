@@ -11,9 +11,14 @@ use cohort_core::taxonomy::AttemptClass;
 use serde::{Deserialize, Serialize};
 
 pub mod command;
+mod http;
+pub mod http_json;
 pub mod openai_chat;
+pub mod openai_responses;
 mod settings;
 pub mod sim;
+
+pub use http::ClarificationRule;
 
 /// One turn of the conversation with the system.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,6 +38,11 @@ pub struct AdapterRequest {
     /// The conversation so far: the prompt first, then any clarification
     /// exchange. The last turn is the user's.
     pub conversation: Vec<Turn>,
+    /// The run's deadline, when the worker set one. The worker drops a
+    /// call still running at the deadline; an adapter that knows more than
+    /// the worker would (a background response's id) stops just before it
+    /// and says so in its `timeout` detail.
+    pub deadline: Option<tokio::time::Instant>,
 }
 
 /// Token usage the provider reported.
@@ -88,7 +98,7 @@ pub trait Adapter: Send + Sync + std::fmt::Debug {
 #[derive(Debug, thiserror::Error)]
 pub enum AdapterError {
     #[error(
-        "arm {arm:?}: adapter `{kind}` is not available in this version of cohort (available: openai_chat, command, sim)"
+        "arm {arm:?}: adapter `{kind}` is not available in this version of cohort (available: openai_responses, http_json, openai_chat, command, sim)"
     )]
     NotAvailable { arm: String, kind: String },
     #[error("arm {arm:?}: settings.{field}: {message}")]
@@ -100,6 +110,8 @@ pub fn for_arm(arm: &ArmConfig) -> Result<Arc<dyn Adapter>, AdapterError> {
     match arm.adapter {
         AdapterKind::Sim => Ok(Arc::new(sim::SimAdapter::from_arm(arm)?)),
         AdapterKind::OpenaiChat => Ok(Arc::new(openai_chat::OpenAiChatAdapter::from_arm(arm)?)),
+        AdapterKind::OpenaiResponses => Ok(Arc::new(openai_responses::OpenAiResponsesAdapter::from_arm(arm)?)),
+        AdapterKind::HttpJson => Ok(Arc::new(http_json::HttpJsonAdapter::from_arm(arm)?)),
         AdapterKind::Command => Ok(Arc::new(command::CommandAdapter::from_arm(arm)?)),
         other => Err(AdapterError::NotAvailable {
             arm: arm.id.clone(),

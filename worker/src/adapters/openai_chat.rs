@@ -17,8 +17,11 @@
 //! `citations` (URLs) and `search_results` entries that carry `snippet`
 //! text (as system sources, with their `date` as the source's publication
 //! date when given; entries without text are skipped, never given
-//! invented text). This adapter never reports a clarification: whatever
-//! the system says is its output.
+//! invented text). A clarification is reported only under a configured
+//! `clarification` rule (off by default: whatever the system says is its
+//! output; see [`ClarificationRule`] for why the rule is narrow); the
+//! follow-up call carries the whole exchange as messages. A 429's
+//! `Retry-After` is noted in the detail.
 //!
 //! Settings (in the arm's `settings` table; nothing else is accepted):
 //!
@@ -31,6 +34,7 @@
 //! | `max_tokens` | unset | sent as `max_tokens` |
 //! | `temperature` | unset | sent as `temperature`; omitted when unset |
 //! | `extra_headers` | none | a table of headers sent with every call (recorded: no secrets) |
+//! | `clarification` | off | the clarification rule: `{ max_chars, ends_with_question = true, phrases = [] }` |
 //!
 //! The key is read once, when the adapter is built, and is kept in an
 //! [`ApiKey`] that never prints; it is scrubbed from every provider text
@@ -46,6 +50,7 @@ use cohort_core::taxonomy::AttemptClass;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
+use super::http::{self, ClarificationRule};
 use super::settings::Settings;
 use super::{Adapter, AdapterError, AdapterRequest, AdapterResponse, Reply, TokenUsage};
 use crate::score::SystemSource;
@@ -53,8 +58,8 @@ use crate::score::SystemSource;
 /// The client timeout of one call when `timeout_secs` is unset.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
-const KNOWN_SETTINGS: [&str; 7] =
-    ["base_url", "model", "api_key_env", "timeout_secs", "max_tokens", "temperature", "extra_headers"];
+const KNOWN_SETTINGS: [&str; 8] =
+    ["base_url", "model", "api_key_env", "timeout_secs", "max_tokens", "temperature", "extra_headers", "clarification"];
 
 /// What replaces the key wherever provider text would show it.
 const REDACTED: &str = "[redacted]";
@@ -70,14 +75,19 @@ impl fmt::Debug for ApiKey {
 }
 
 impl ApiKey {
+    /// A key read from the environment.
+    pub(crate) fn new(key: String) -> ApiKey {
+        ApiKey(key)
+    }
+
     /// `text` with the key replaced.
-    fn scrub(&self, text: &str) -> String {
+    pub(crate) fn scrub(&self, text: &str) -> String {
         if self.0.is_empty() || !text.contains(&self.0) { text.to_owned() } else { text.replace(&self.0, REDACTED) }
     }
 
     /// The `Authorization` value, marked sensitive so no `Debug` of the
     /// request shows it.
-    fn bearer(&self) -> Option<HeaderValue> {
+    pub(crate) fn bearer(&self) -> Option<HeaderValue> {
         let mut v = HeaderValue::from_str(&format!("Bearer {}", self.0)).ok()?;
         v.set_sensitive(true);
         Some(v)
@@ -97,6 +107,8 @@ pub struct OpenAiChatAdapter {
     headers: HeaderMap,
     /// Built with the call timeout; one per arm, so connections are reused.
     client: reqwest::Client,
+    /// `clarification`; `None`: no reply is a clarification.
+    clarification: Option<ClarificationRule>,
 }
 
 impl OpenAiChatAdapter {
@@ -160,6 +172,7 @@ impl OpenAiChatAdapter {
             temperature,
             headers,
             client,
+            clarification: s.clarification()?,
         })
     }
 
@@ -250,8 +263,15 @@ impl Adapter for OpenAiChatAdapter {
             Err(e) => return self.transport_failure(&e, 0),
         };
         let status = response.status().as_u16();
+        let retry = http::retry_after(response.headers());
         match response.bytes().await {
-            Ok(body) => self.read_answer(status, &body),
+            Ok(body) => {
+                let mut r = http::apply_rule(self.clarification.as_ref(), request, self.read_answer(status, &body));
+                if r.class == AttemptClass::RateLimited {
+                    r.detail = http::with_retry_note(r.detail, retry);
+                }
+                r
+            }
             Err(e) => self.transport_failure(&e, status),
         }
     }
@@ -324,6 +344,7 @@ mod tests {
             temperature: None,
             headers: HeaderMap::new(),
             client: reqwest::Client::new(),
+            clarification: None,
         }
     }
 

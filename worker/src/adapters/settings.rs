@@ -11,6 +11,7 @@ use cohort_core::config::ArmConfig;
 use serde_json::{Map, Value};
 
 use super::AdapterError;
+use super::http::{ClarificationRule, MAX_CLARIFICATION_CHARS};
 
 /// One arm's settings, checked against the names an adapter knows.
 #[derive(Debug)]
@@ -98,6 +99,84 @@ impl<'a> Settings<'a> {
                 .ok_or_else(|| self.bad(field, "must be an array of strings")),
             Some(v) => Err(self.bad(field, format!("must be an array of strings, got {v}"))),
         }
+    }
+
+    /// A boolean, if set.
+    pub(crate) fn boolean(&self, field: &str) -> Result<Option<bool>, AdapterError> {
+        match self.map.get(field) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(v) => Err(self.bad(field, format!("must be true or false, got {v}"))),
+        }
+    }
+
+    /// The raw value of `field`, if set.
+    pub(crate) fn raw(&self, field: &str) -> Option<&Value> {
+        self.map.get(field)
+    }
+
+    /// The `clarification` rule (see [`ClarificationRule`]), `None` when
+    /// unset: no reply is then taken for a clarifying question.
+    pub(crate) fn clarification(&self) -> Result<Option<ClarificationRule>, AdapterError> {
+        const FIELD: &str = "clarification";
+        const KNOWN: [&str; 3] = ["max_chars", "ends_with_question", "phrases"];
+        let table = match self.map.get(FIELD) {
+            None => return Ok(None),
+            Some(Value::Object(t)) => t,
+            Some(v) => {
+                return Err(
+                    self.bad(FIELD, format!("must be a table (max_chars, ends_with_question, phrases), got {v}"))
+                );
+            }
+        };
+        if let Some(key) = table.keys().find(|k| !KNOWN.contains(&k.as_str())) {
+            return Err(self.bad(
+                &format!("{FIELD}.{key}"),
+                format!("unknown clarification setting (known: {})", KNOWN.join(", ")),
+            ));
+        }
+        let max_chars = match table.get("max_chars") {
+            None => {
+                return Err(self.bad(
+                    &format!("{FIELD}.max_chars"),
+                    "is required: replies longer than this are never clarifications",
+                ));
+            }
+            Some(v) => match v.as_u64() {
+                Some(n) if n >= 1 && n <= MAX_CLARIFICATION_CHARS as u64 => n as usize,
+                _ => {
+                    return Err(self.bad(
+                        &format!("{FIELD}.max_chars"),
+                        format!("must be a whole number from 1 to {MAX_CLARIFICATION_CHARS}, got {v}"),
+                    ));
+                }
+            },
+        };
+        let ends_with_question = match table.get("ends_with_question") {
+            None => true,
+            Some(Value::Bool(b)) => *b,
+            Some(v) => {
+                return Err(self.bad(&format!("{FIELD}.ends_with_question"), format!("must be true or false, got {v}")));
+            }
+        };
+        let phrases = match table.get("phrases") {
+            None => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|i| i.as_str().map(str::trim).filter(|p| !p.is_empty()).map(str::to_lowercase))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| self.bad(&format!("{FIELD}.phrases"), "must be an array of non-empty strings"))?,
+            Some(v) => {
+                return Err(self.bad(&format!("{FIELD}.phrases"), format!("must be an array of strings, got {v}")));
+            }
+        };
+        if !ends_with_question && phrases.is_empty() {
+            return Err(self.bad(
+                FIELD,
+                "needs ends_with_question = true or some phrases: length alone would turn short answers into clarification turns",
+            ));
+        }
+        Ok(Some(ClarificationRule { max_chars, ends_with_question, phrases }))
     }
 
     /// A table of string values, in key order; empty when unset.

@@ -298,6 +298,7 @@ mod tests {
             question_id: "q".into(),
             attempt,
             conversation: vec![super::super::Turn { role: "user".into(), text: "Why?".into() }],
+            deadline: None,
         }
     }
 

@@ -1,0 +1,638 @@
+//! `http_json`: a system under test behind any HTTP JSON API, described by
+//! its settings: a request template, JSON pointers (RFC 6901) to what the
+//! answer holds, and optionally a job URL to poll for asynchronous APIs.
+//!
+//! The request body is the `body` template with values substituted, never
+//! text pasted into JSON: a string value equal to `"{{conversation}}"`
+//! becomes the conversation (an array of `{role, content}` objects, roles
+//! `user` and `assistant`), and every `{{prompt}}` inside a string value
+//! becomes the exact prompt (the first user turn). The template is a
+//! `serde_json::Value` and the prompt is put in as a string, so quotes,
+//! backslashes, newlines and even a literal `{{prompt}}` in the prompt
+//! arrive as written; the prompt's own text is never scanned again.
+//!
+//! Header values may name environment variables as `${ENV:NAME}`, read
+//! once when the adapter is built (an unset one stops the worker before
+//! any run is leased); the values are sent marked sensitive and scrubbed
+//! from every detail, and the settings (which are recorded) hold only the
+//! names. An `authorization`-like header must come from the environment.
+//!
+//! Reading a 2xx answer (the create answer, or the last poll):
+//! - `refusal_pointer` (optional): a non-blank string, or `true`, is
+//!   `refused` (the string, else the output, kept as the text);
+//! - `output_pointer`: a string; found nothing (or not a string) is
+//!   `malformed`, blank is `empty_content`;
+//! - `clarification_pointer` (optional): a non-blank string is the
+//!   clarifying question, `true` means the output is one; else the
+//!   `clarification` rule, when configured, decides (see
+//!   [`super::ClarificationRule`]). A clarification needs `{{conversation}}`
+//!   in the body: the follow-up must carry the exchange;
+//! - `citations_pointer` (optional): an array of URL strings, or of objects
+//!   with `url` (and `title`, `snippet`): the URLs become the citations, and
+//!   entries with snippet text become system sources (never invented);
+//! - `version_pointer`: the observed version; found nothing is "not
+//!   disclosed", never the requested model;
+//! - `usage_input_pointer` / `usage_output_pointer`: token counts.
+//!
+//! Polling (all of `job_id_pointer`, `poll_url`, `status_pointer`,
+//! `done_values` together): the job id is read from the create answer and
+//! put into `poll_url`'s `{{job_id}}` (percent-encoded); the job URL is
+//! fetched with `GET` every `poll_interval_ms` until `status_pointer` reads
+//! one of `done_values` (the answer is then read from that body) or one of
+//! `failed_values` (`server_error`: the provider failed its own job, an
+//! outage retried under the cohort's policy). Outages on a poll are
+//! retried at the next interval; past `timeout_secs` or the run's deadline
+//! the attempt is a `timeout` naming the job id.
+//!
+//! Non-2xx answers are classified with [`cohort_core::http_class`] like
+//! every HTTP adapter.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cohort_core::config::ArmConfig;
+use cohort_core::http_class;
+use cohort_core::taxonomy::AttemptClass;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Value, json};
+
+use super::http::{self, Budget, ClarificationRule, Secrets};
+use super::openai_responses::check_url;
+use super::settings::Settings;
+use super::{Adapter, AdapterError, AdapterRequest, AdapterResponse, Reply, TokenUsage};
+use crate::score::SystemSource;
+
+/// The longest one call may take, polling included, by default.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Time between polls by default.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(2);
+
+const KNOWN_SETTINGS: [&str; 19] = [
+    "url",
+    "method",
+    "headers",
+    "body",
+    "output_pointer",
+    "citations_pointer",
+    "version_pointer",
+    "usage_input_pointer",
+    "usage_output_pointer",
+    "clarification_pointer",
+    "refusal_pointer",
+    "clarification",
+    "job_id_pointer",
+    "poll_url",
+    "status_pointer",
+    "done_values",
+    "failed_values",
+    "poll_interval_ms",
+    "timeout_secs",
+];
+
+const PROMPT: &str = "{{prompt}}";
+const CONVERSATION: &str = "{{conversation}}";
+const JOB_ID: &str = "{{job_id}}";
+
+/// Header names whose values are credentials: they must come from the
+/// environment, since settings are recorded.
+const SECRET_HEADERS: [&str; 5] = ["authorization", "proxy-authorization", "x-api-key", "api-key", "cookie"];
+
+/// How a job is polled.
+#[derive(Debug, Clone)]
+struct Polling {
+    job_id_pointer: String,
+    /// With `{{job_id}}` in it.
+    poll_url: String,
+    status_pointer: String,
+    done_values: Vec<String>,
+    failed_values: Vec<String>,
+    interval: Duration,
+}
+
+/// An arm behind an HTTP JSON API.
+#[derive(Debug)]
+pub struct HttpJsonAdapter {
+    url: String,
+    method: reqwest::Method,
+    headers: HeaderMap,
+    body: Value,
+    output_pointer: String,
+    citations_pointer: Option<String>,
+    version_pointer: Option<String>,
+    usage_input_pointer: Option<String>,
+    usage_output_pointer: Option<String>,
+    clarification_pointer: Option<String>,
+    refusal_pointer: Option<String>,
+    clarification: Option<ClarificationRule>,
+    polling: Option<Polling>,
+    timeout: Duration,
+    secrets: Secrets,
+    client: reqwest::Client,
+}
+
+impl HttpJsonAdapter {
+    /// The adapter of `arm`; reads `${ENV:NAME}` header values now.
+    pub fn from_arm(arm: &ArmConfig) -> Result<HttpJsonAdapter, AdapterError> {
+        HttpJsonAdapter::with_env(arm, |var| std::env::var(var).ok())
+    }
+
+    /// [`HttpJsonAdapter::from_arm`] with `env` looking up environment
+    /// variables.
+    pub fn with_env(arm: &ArmConfig, env: impl Fn(&str) -> Option<String>) -> Result<HttpJsonAdapter, AdapterError> {
+        let s = Settings::new(arm, "http_json", &KNOWN_SETTINGS)?;
+        let url = s.required_string("url")?;
+        check_url(&s, "url", &url)?;
+        let method = match s.string("method")?.as_deref().map(str::to_ascii_uppercase).as_deref() {
+            None | Some("POST") => reqwest::Method::POST,
+            Some("PUT") => reqwest::Method::PUT,
+            Some("PATCH") => reqwest::Method::PATCH,
+            Some(other) => {
+                return Err(s.bad(
+                    "method",
+                    format!("must be POST, PUT or PATCH (the prompt goes in the body), got {other:?}"),
+                ));
+            }
+        };
+        let mut secrets = Secrets::default();
+        let mut headers = HeaderMap::new();
+        for (name, template) in s.string_table("headers")? {
+            let header = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| s.bad("headers", format!("{name:?} is not a header name")))?;
+            let (value, from_env) = resolve_env(&s, &name, &template, &env, &mut secrets)?;
+            if SECRET_HEADERS.contains(&header.as_str()) && !from_env {
+                return Err(s.bad(
+                    "headers",
+                    format!("{name}: a credential must be read from the environment as ${{ENV:NAME}} (settings are recorded)"),
+                ));
+            }
+            let mut value = HeaderValue::from_str(&value)
+                .map_err(|_| s.bad("headers", format!("{name}: not a valid header value")))?;
+            value.set_sensitive(from_env);
+            headers.insert(header, value);
+        }
+        let body = s.raw("body").cloned().ok_or_else(|| s.bad("body", "is required: the request's JSON template"))?;
+        let (has_prompt, has_conversation) = placeholders(&body);
+        if !has_prompt && !has_conversation {
+            return Err(s.bad("body", "must hold \"{{prompt}}\" in a string or \"{{conversation}}\" as a value"));
+        }
+        let pointer = |field: &str| -> Result<Option<String>, AdapterError> {
+            match s.raw(field) {
+                None => Ok(None),
+                Some(Value::String(p)) if p.is_empty() || p.starts_with('/') => Ok(Some(p.clone())),
+                Some(v) => {
+                    Err(s
+                        .bad(field, format!("must be a JSON pointer (RFC 6901: \"\" or starting with \"/\"), got {v}")))
+                }
+            }
+        };
+        let output_pointer = pointer("output_pointer")?.ok_or_else(|| s.bad("output_pointer", "is required"))?;
+        let clarification_pointer = pointer("clarification_pointer")?;
+        let clarification = s.clarification()?;
+        if (clarification_pointer.is_some() || clarification.is_some()) && !has_conversation {
+            return Err(s.bad(
+                "body",
+                "a clarification (clarification_pointer or clarification) needs \"{{conversation}}\" in the body: the follow-up must carry the exchange",
+            ));
+        }
+        let poll_fields = ["job_id_pointer", "poll_url", "status_pointer", "done_values"];
+        let set: Vec<&str> = poll_fields.iter().copied().filter(|f| s.raw(f).is_some()).collect();
+        let polling = if set.is_empty() {
+            for f in ["failed_values", "poll_interval_ms"] {
+                if s.raw(f).is_some() {
+                    return Err(
+                        s.bad(f, "is used only with polling (job_id_pointer, poll_url, status_pointer, done_values)")
+                    );
+                }
+            }
+            None
+        } else {
+            if let Some(missing) = poll_fields.iter().find(|f| !set.contains(f)) {
+                return Err(s.bad(
+                    missing,
+                    format!("is required with {} (polling needs all of {})", set.join(", "), poll_fields.join(", ")),
+                ));
+            }
+            let poll_url = s.required_string("poll_url")?;
+            if !poll_url.contains(JOB_ID) {
+                return Err(s.bad("poll_url", "must hold {{job_id}}"));
+            }
+            check_url(&s, "poll_url", &poll_url.replace(JOB_ID, "job"))?;
+            let done_values = s.strings("done_values")?;
+            if done_values.is_empty() {
+                return Err(s.bad("done_values", "must name at least one status"));
+            }
+            let interval = match s.whole("poll_interval_ms")? {
+                None => DEFAULT_POLL_INTERVAL,
+                Some(ms) if (10..=600_000).contains(&ms) => Duration::from_millis(ms),
+                Some(ms) => return Err(s.bad("poll_interval_ms", format!("must be from 10 to 600000, got {ms}"))),
+            };
+            Some(Polling {
+                job_id_pointer: pointer("job_id_pointer")?.unwrap_or_default(),
+                poll_url,
+                status_pointer: pointer("status_pointer")?.unwrap_or_default(),
+                done_values,
+                failed_values: s.strings("failed_values")?,
+                interval,
+            })
+        };
+        let client = reqwest::Client::builder()
+            .build()
+            .map_err(|e| s.bad("url", format!("cannot build the HTTP client: {e}")))?;
+        Ok(HttpJsonAdapter {
+            url,
+            method,
+            headers,
+            body,
+            output_pointer,
+            citations_pointer: pointer("citations_pointer")?,
+            version_pointer: pointer("version_pointer")?,
+            usage_input_pointer: pointer("usage_input_pointer")?,
+            usage_output_pointer: pointer("usage_output_pointer")?,
+            clarification_pointer,
+            refusal_pointer: pointer("refusal_pointer")?,
+            clarification,
+            polling,
+            timeout: s.seconds("timeout_secs", DEFAULT_TIMEOUT)?,
+            secrets,
+            client,
+        })
+    }
+
+    /// The request body for `request`: the template with its values
+    /// substituted.
+    pub fn request_body(&self, request: &AdapterRequest) -> Value {
+        let prompt = request.conversation.first().map(|t| t.text.as_str()).unwrap_or("");
+        let conversation: Vec<Value> = request
+            .conversation
+            .iter()
+            .map(|t| {
+                let role = if t.role == "system_under_test" { "assistant" } else { "user" };
+                json!({"role": role, "content": t.text})
+            })
+            .collect();
+        substitute(&self.body, prompt, &Value::Array(conversation))
+    }
+
+    async fn exchange(
+        &self,
+        request: reqwest::RequestBuilder,
+        budget: &Budget,
+    ) -> Result<(u16, HeaderMap, Vec<u8>), AdapterResponse> {
+        let left = budget.left();
+        if left.is_zero() {
+            return Err(http::failure(AttemptClass::Timeout, 0, format!("{} passed", budget.describe(self.timeout))));
+        }
+        let transport = |e: &reqwest::Error, status| {
+            let mut r = http::transport_failure(e, status, &self.secrets);
+            if r.class == AttemptClass::Timeout {
+                r.detail = http_class::truncate_detail(&format!(
+                    "no answer within {}: {}",
+                    budget.describe(self.timeout),
+                    r.detail
+                ));
+            }
+            r
+        };
+        let response = match request.headers(self.headers.clone()).timeout(left).send().await {
+            Ok(r) => r,
+            Err(e) => return Err(transport(&e, 0)),
+        };
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        match response.bytes().await {
+            Ok(body) => Ok((status, headers, body.to_vec())),
+            Err(e) => Err(transport(&e, status)),
+        }
+    }
+
+    /// Polls job `id` until a done or failed status or the budget's end.
+    async fn poll(&self, polling: &Polling, id: &str, budget: &Budget) -> Result<(u16, Value), AdapterResponse> {
+        let url = polling.poll_url.replace(JOB_ID, &encode_component(id));
+        let mut outages = 0u32;
+        let mut last_outage = String::new();
+        let mut wait = polling.interval;
+        let timed_out = |outages: u32, last: &str| {
+            let mut detail = format!("job {id} still running at {}", budget.describe(self.timeout));
+            if outages > 0 {
+                detail.push_str(&format!("; {outages} poll(s) met an outage, the last: {last}"));
+            }
+            http::failure(AttemptClass::Timeout, 0, detail)
+        };
+        loop {
+            let left = budget.left();
+            if left <= wait {
+                tokio::time::sleep(left).await;
+                return Err(timed_out(outages, &last_outage));
+            }
+            tokio::time::sleep(wait).await;
+            wait = polling.interval;
+            let (status, headers, body) = match self.exchange(self.client.get(&url), budget).await {
+                Ok(x) => x,
+                Err(r) if r.class == AttemptClass::Timeout => return Err(timed_out(outages, &last_outage)),
+                Err(r) => {
+                    outages += 1;
+                    last_outage = r.detail;
+                    continue;
+                }
+            };
+            if !(200..300).contains(&status) {
+                let r = http::http_failure(status, &headers, &body, &self.secrets);
+                if matches!(r.class, AttemptClass::ServerError | AttemptClass::RateLimited | AttemptClass::EmptyContent)
+                {
+                    outages += 1;
+                    last_outage = r.detail;
+                    wait = wait.max(http::retry_after(&headers).unwrap_or_default());
+                    continue;
+                }
+                return Err(with_job(r, id));
+            }
+            let parsed = http_class::parse_json(&body).map_err(|(c, d)| with_job(http::failure(c, status, d), id))?;
+            match job_status(polling, &parsed) {
+                JobStatus::Done => return Ok((status, parsed)),
+                JobStatus::Failed(s) => {
+                    return Err(http::failure(
+                        AttemptClass::ServerError,
+                        status,
+                        self.secrets.scrub(&format!("job {id} failed: status {s:?}")),
+                    ));
+                }
+                JobStatus::Running => {}
+                JobStatus::Unreadable => {
+                    return Err(http::failure(
+                        AttemptClass::Malformed,
+                        status,
+                        format!("job {id}: status_pointer {} found no string status", polling.status_pointer),
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Classifies and reads a 2xx answer.
+    pub fn read_answer(&self, http_status: u16, body: &Value) -> AdapterResponse {
+        let text_at = |p: &Option<String>| p.as_deref().and_then(|p| body.pointer(p));
+        let output = body.pointer(&self.output_pointer).and_then(Value::as_str);
+        let mut r = http::failure(AttemptClass::Ok, http_status, String::new());
+        r.observed_version = text_at(&self.version_pointer)
+            .and_then(|v| match v {
+                Value::String(s) => Some(s.trim().to_owned()),
+                Value::Number(n) => Some(n.to_string()),
+                _ => None,
+            })
+            .filter(|v| !v.is_empty());
+        r.usage = text_at(&self.usage_input_pointer).and_then(Value::as_u64).map(|input_tokens| TokenUsage {
+            input_tokens,
+            output_tokens: text_at(&self.usage_output_pointer).and_then(Value::as_u64).unwrap_or(0),
+        });
+        match self.citations(body) {
+            Ok((citations, sources)) => {
+                r.citations = citations;
+                r.sources = sources;
+            }
+            Err(detail) => {
+                r.class = AttemptClass::Malformed;
+                r.detail = detail;
+                return r;
+            }
+        }
+        match text_at(&self.refusal_pointer) {
+            Some(Value::String(why)) if !why.trim().is_empty() => {
+                r.class = AttemptClass::Refused;
+                r.detail = "the system refused (refusal_pointer)".to_owned();
+                r.reply = Reply::Output(self.secrets.scrub(why));
+                return r;
+            }
+            Some(Value::Bool(true)) => {
+                r.class = AttemptClass::Refused;
+                r.detail = "the system refused (refusal_pointer)".to_owned();
+                r.reply =
+                    output.filter(|t| !t.trim().is_empty()).map_or(Reply::Nothing, |t| Reply::Output(t.to_owned()));
+                return r;
+            }
+            _ => {}
+        }
+        if let Some(Value::String(q)) = text_at(&self.clarification_pointer)
+            && !q.trim().is_empty()
+        {
+            r.reply = Reply::Clarification(q.clone());
+            return r;
+        }
+        let Some(text) = output else {
+            r.class = AttemptClass::Malformed;
+            r.detail = format!("output_pointer {} found no string in the answer", self.output_pointer);
+            return r;
+        };
+        if text.trim().is_empty() {
+            r.class = AttemptClass::EmptyContent;
+            r.detail = "a 2xx answer with blank output".to_owned();
+            return r;
+        }
+        r.reply = if text_at(&self.clarification_pointer) == Some(&Value::Bool(true)) {
+            Reply::Clarification(text.to_owned())
+        } else {
+            Reply::Output(text.to_owned())
+        };
+        r
+    }
+
+    /// The citation URLs and the system sources with text, or why the
+    /// configured pointer's value is not a citation list.
+    fn citations(&self, body: &Value) -> Result<(Vec<String>, Vec<SystemSource>), String> {
+        let Some(pointer) = &self.citations_pointer else { return Ok((Vec::new(), Vec::new())) };
+        let items = match body.pointer(pointer) {
+            None | Some(Value::Null) => return Ok((Vec::new(), Vec::new())),
+            Some(Value::Array(items)) => items,
+            Some(_) => return Err(format!("citations_pointer {pointer} found something that is not an array")),
+        };
+        let (mut urls, mut sources) = (Vec::new(), Vec::new());
+        let text = |v: &Value, k: &str| {
+            v.get(k).and_then(Value::as_str).map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned)
+        };
+        for item in items {
+            let url = match item {
+                Value::String(u) => Some(u.trim().to_owned()).filter(|u| !u.is_empty()),
+                Value::Object(_) => text(item, "url"),
+                _ => None,
+            };
+            let Some(url) = url else { continue };
+            if let Some(snippet) = text(item, "snippet") {
+                sources.push(SystemSource {
+                    url: url.clone(),
+                    title: text(item, "title"),
+                    snippet,
+                    published_at: text(item, "date"),
+                });
+            }
+            if !urls.contains(&url) {
+                urls.push(url);
+            }
+        }
+        Ok((urls, sources))
+    }
+}
+
+#[async_trait]
+impl Adapter for HttpJsonAdapter {
+    async fn call(&self, request: &AdapterRequest) -> AdapterResponse {
+        let budget = Budget::of(request, self.timeout);
+        let create = self.client.request(self.method.clone(), &self.url).json(&self.request_body(request));
+        let (status, headers, body) = match self.exchange(create, &budget).await {
+            Ok(x) => x,
+            Err(r) => return r,
+        };
+        if !(200..300).contains(&status) {
+            return http::http_failure(status, &headers, &body, &self.secrets);
+        }
+        let parsed = match http_class::parse_json(&body) {
+            Ok(v) => v,
+            Err((class, detail)) => return http::failure(class, status, detail),
+        };
+        let (status, answer) = match &self.polling {
+            None => (status, parsed),
+            Some(polling) if matches!(job_status(polling, &parsed), JobStatus::Done) => (status, parsed),
+            Some(polling) => {
+                let id = match parsed.pointer(&polling.job_id_pointer) {
+                    Some(Value::String(id)) if !id.trim().is_empty() => id.trim().to_owned(),
+                    Some(Value::Number(n)) => n.to_string(),
+                    _ => {
+                        return http::failure(
+                            AttemptClass::Malformed,
+                            status,
+                            format!("job_id_pointer {} found no job id in the answer", polling.job_id_pointer),
+                        );
+                    }
+                };
+                match self.poll(polling, &id, &budget).await {
+                    Ok(x) => x,
+                    Err(r) => return r,
+                }
+            }
+        };
+        let response = self.read_answer(status, &answer);
+        if self.clarification_pointer.is_some() {
+            // The API says itself whether it asks: no rule second-guesses it.
+            return response;
+        }
+        http::apply_rule(self.clarification.as_ref(), request, response)
+    }
+}
+
+enum JobStatus {
+    Done,
+    Failed(String),
+    Running,
+    Unreadable,
+}
+
+fn job_status(polling: &Polling, body: &Value) -> JobStatus {
+    match body.pointer(&polling.status_pointer).and_then(Value::as_str) {
+        None => JobStatus::Unreadable,
+        Some(s) if polling.done_values.iter().any(|d| d == s) => JobStatus::Done,
+        Some(s) if polling.failed_values.iter().any(|f| f == s) => JobStatus::Failed(s.to_owned()),
+        Some(_) => JobStatus::Running,
+    }
+}
+
+/// A header template with every `${ENV:NAME}` replaced by the variable's
+/// value (an unset one is an error naming it); also says whether any was.
+fn resolve_env(
+    s: &Settings<'_>,
+    name: &str,
+    template: &str,
+    env: &impl Fn(&str) -> Option<String>,
+    secrets: &mut Secrets,
+) -> Result<(String, bool), AdapterError> {
+    let mut out = String::new();
+    let mut rest = template;
+    let mut from_env = false;
+    while let Some(start) = rest.find("${ENV:") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 6..];
+        let Some(end) = after.find('}') else {
+            return Err(s.bad("headers", format!("{name}: ${{ENV: without a closing }}")));
+        };
+        let var = &after[..end];
+        if var.is_empty() || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(s.bad("headers", format!("{name}: {var:?} is not an environment variable name")));
+        }
+        match env(var) {
+            Some(v) if !v.trim().is_empty() => {
+                secrets.add(v.trim());
+                out.push_str(v.trim());
+            }
+            _ => return Err(s.bad("headers", format!("{name}: the environment variable {var} is not set"))),
+        }
+        from_env = true;
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    Ok((out, from_env))
+}
+
+/// Whether `template` holds `{{prompt}}` in a string and `{{conversation}}`
+/// as a value.
+fn placeholders(template: &Value) -> (bool, bool) {
+    match template {
+        Value::String(s) => (s.contains(PROMPT), s == CONVERSATION),
+        Value::Array(items) => items.iter().map(placeholders).fold((false, false), |a, b| (a.0 || b.0, a.1 || b.1)),
+        Value::Object(m) => m.values().map(placeholders).fold((false, false), |a, b| (a.0 || b.0, a.1 || b.1)),
+        _ => (false, false),
+    }
+}
+
+/// `template` with its placeholders replaced by values (keys untouched).
+fn substitute(template: &Value, prompt: &str, conversation: &Value) -> Value {
+    match template {
+        Value::String(s) if s == CONVERSATION => conversation.clone(),
+        // One pass over the template's own text: the prompt is inserted,
+        // never scanned for placeholders itself.
+        Value::String(s) => Value::String(s.replace(PROMPT, prompt)),
+        Value::Array(items) => Value::Array(items.iter().map(|v| substitute(v, prompt, conversation)).collect()),
+        Value::Object(m) => {
+            Value::Object(m.iter().map(|(k, v)| (k.clone(), substitute(v, prompt, conversation))).collect())
+        }
+        other => other.clone(),
+    }
+}
+
+/// `id` percent-encoded for a URL (path segment or query value).
+fn encode_component(id: &str) -> String {
+    let mut out = String::with_capacity(id.len());
+    for b in id.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn with_job(mut r: AdapterResponse, id: &str) -> AdapterResponse {
+    r.detail = http_class::truncate_detail(&format!("job {id}: {}", r.detail));
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The prompt goes in as a value: a prompt holding quotes, backslashes
+    /// and `{{prompt}}` itself arrives as written, and the conversation
+    /// replaces only a whole `"{{conversation}}"` value.
+    #[test]
+    fn substitution_is_by_value() {
+        let template =
+            json!({"q": "Q: {{prompt}}", "raw": "{{prompt}}", "msgs": "{{conversation}}", "n": 3, "{{prompt}}": "k"});
+        let prompt = "say \"hi\" \\ {{prompt}} {{conversation}}";
+        let conv = json!([{"role": "user", "content": prompt}]);
+        let body = substitute(&template, prompt, &conv);
+        assert_eq!(body["q"], format!("Q: {prompt}"));
+        assert_eq!(body["raw"], prompt);
+        assert_eq!(body["msgs"], conv);
+        assert_eq!(body["n"], 3);
+        assert_eq!(body["{{prompt}}"], "k", "keys are not substituted");
+        assert_eq!(placeholders(&template), (true, true));
+    }
+}

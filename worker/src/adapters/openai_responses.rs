@@ -1,0 +1,574 @@
+//! `openai_responses`: a system under test behind OpenAI's Responses API
+//! (`POST {base_url}/responses`), the API of the deep-research models
+//! (`o3-deep-research`, `o4-mini-deep-research`) with a web-search tool.
+//!
+//! One call creates one response with the whole conversation as `input`
+//! (a list of `user` / `assistant` messages: the follow-up after a
+//! clarification carries the exchange itself, so it needs no stored
+//! state and sends exactly what the record keeps; `previous_response_id`
+//! is not used). With `background: true` the create call answers at once
+//! with `status: queued`, and the adapter polls `GET {base_url}/responses/{id}`
+//! every `poll_interval_ms` until a terminal status, within the call's
+//! budget: `timeout_secs` or the run's deadline, whichever comes first.
+//! When the budget runs out the attempt is a `timeout` whose detail names
+//! the response id (so the record says which response was abandoned), and
+//! the adapter asks the API to cancel it (best effort; the detail says
+//! whether that worked). A poll that meets an outage (connection error,
+//! 5xx, 429) is retried at the next interval: a long research job is not
+//! lost to one bad poll; a 401/403/404 on a poll ends the attempt.
+//!
+//! How a terminal response is read (SPEC section 4):
+//! - `completed`: the output is the `output_text` parts of the `message`
+//!   items, concatenated (parts of one message directly, messages separated
+//!   by a blank line); `reasoning` and `web_search_call` items are not
+//!   output. No text and a `refusal` part is `refused` (its text kept); no
+//!   text at all is `empty_content`.
+//! - `incomplete`: `incomplete_details.reason` `content_filter` is
+//!   `refused` (the partial text kept); `max_output_tokens` (and any other
+//!   reason) is `client_error`, so the run is `failed` with the partial text
+//!   kept but never scored: the cap is our setting, and a retry under the
+//!   same cap would only spend again.
+//! - `failed`: `error.code` `rate_limit_exceeded` is `rate_limited`,
+//!   `insufficient_quota` `quota_exhausted`, a code or message naming a
+//!   usage policy (`invalid_prompt` flagged as such, `*_policy`) `refused`,
+//!   `invalid_prompt` otherwise `client_error`, anything else
+//!   `server_error` (the provider failed its own job: an outage, retried
+//!   under the cohort's policy).
+//! - `cancelled` (not by us): `client_error`.
+//!
+//! Citations: every `url_citation` annotation's `url`, in order, each once.
+//! Their titles and spans are not made into system sources: a system
+//! source is evidence for the judge and the reviewers, and the span is the
+//! system's own text (a claim would be checked against itself), the title
+//! no evidence at all; the cited URLs are captured like any other.
+//! The observed version is the body's `model` (the served snapshot, e.g.
+//! `o3-deep-research-2025-06-26`), usage `usage.input_tokens` /
+//! `output_tokens`. Non-2xx answers are classified with
+//! [`cohort_core::http_class`] like `openai_chat` (a 429's `Retry-After` is
+//! noted in the detail); the key is scrubbed from every detail.
+//!
+//! Settings (nothing else is accepted; docs/adapters.md):
+//!
+//! | setting | default | meaning |
+//! |---|---|---|
+//! | `base_url` | `https://api.openai.com/v1` | the API root |
+//! | `model` | required | the model requested |
+//! | `api_key_env` | none | the environment variable holding the key (bearer) |
+//! | `tools` | `[{ type = "web_search_preview" }]` | the tools sent, as given |
+//! | `background` | true for a model whose name contains `deep-research`, else false | create in background mode and poll |
+//! | `poll_interval_ms` | 5000 | time between polls (at least 10) |
+//! | `timeout_secs` | 3600 | the longest one call may take, polling included |
+//! | `max_output_tokens` | unset | sent as `max_output_tokens` |
+//! | `reasoning_effort` | unset | sent as `reasoning.effort` (`minimal`, `low`, `medium`, `high`) |
+//! | `extra_headers` | none | headers sent with every call (recorded: no secrets) |
+//! | `clarification` | off | the clarification rule ([`super::ClarificationRule`]) |
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use cohort_core::config::ArmConfig;
+use cohort_core::http_class;
+use cohort_core::taxonomy::AttemptClass;
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Value, json};
+
+use super::http::{self, Budget, ClarificationRule, Secrets};
+use super::openai_chat::ApiKey;
+use super::settings::Settings;
+use super::{Adapter, AdapterError, AdapterRequest, AdapterResponse, Reply, TokenUsage};
+
+/// The longest one call may take, polling included, by default: deep
+/// research takes minutes to tens of minutes.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// Time between polls by default.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(5);
+
+const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+
+const KNOWN_SETTINGS: [&str; 11] = [
+    "base_url",
+    "model",
+    "api_key_env",
+    "tools",
+    "background",
+    "poll_interval_ms",
+    "timeout_secs",
+    "max_output_tokens",
+    "reasoning_effort",
+    "extra_headers",
+    "clarification",
+];
+
+const REASONING_EFFORTS: [&str; 4] = ["minimal", "low", "medium", "high"];
+
+/// An arm behind the Responses API.
+#[derive(Debug)]
+pub struct OpenAiResponsesAdapter {
+    /// `{base_url}/responses`.
+    endpoint: String,
+    model: String,
+    api_key: Option<ApiKey>,
+    tools: Vec<Value>,
+    background: bool,
+    poll_interval: Duration,
+    timeout: Duration,
+    max_output_tokens: Option<u64>,
+    reasoning_effort: Option<String>,
+    headers: HeaderMap,
+    clarification: Option<ClarificationRule>,
+    secrets: Secrets,
+    /// No client-wide timeout: every request gets what is left of the
+    /// call's budget.
+    client: reqwest::Client,
+}
+
+impl OpenAiResponsesAdapter {
+    /// The adapter of `arm`; reads the key from `api_key_env` now.
+    pub fn from_arm(arm: &ArmConfig) -> Result<OpenAiResponsesAdapter, AdapterError> {
+        OpenAiResponsesAdapter::with_env(arm, |var| std::env::var(var).ok())
+    }
+
+    /// [`OpenAiResponsesAdapter::from_arm`] with `env` looking up
+    /// environment variables.
+    pub fn with_env(
+        arm: &ArmConfig,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<OpenAiResponsesAdapter, AdapterError> {
+        let s = Settings::new(arm, "openai_responses", &KNOWN_SETTINGS)?;
+        let base_url = s.string("base_url")?.unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
+        check_url(&s, "base_url", &base_url)?;
+        let model = s.required_string("model")?;
+        let mut secrets = Secrets::default();
+        let api_key = match s.string("api_key_env")? {
+            None => None,
+            Some(var) => match env(&var) {
+                Some(key) if !key.trim().is_empty() => {
+                    secrets.add(key.trim());
+                    Some(ApiKey::new(key.trim().to_owned()))
+                }
+                _ => return Err(s.bad("api_key_env", format!("the environment variable {var} is not set"))),
+            },
+        };
+        let tools = match s.raw("tools") {
+            None => vec![json!({"type": "web_search_preview"})],
+            Some(Value::Array(items)) => {
+                for (i, t) in items.iter().enumerate() {
+                    if t.get("type").and_then(Value::as_str).is_none_or(|ty| ty.trim().is_empty()) {
+                        return Err(s.bad("tools", format!("item {i}: must be a table with a `type`, got {t}")));
+                    }
+                }
+                items.clone()
+            }
+            Some(v) => return Err(s.bad("tools", format!("must be an array of tool tables, got {v}"))),
+        };
+        // Deep-research models only run in background mode in practice (a
+        // foreground call would hold one connection for up to an hour);
+        // the rule is the model's name, and the setting overrides it.
+        let background = s.boolean("background")?.unwrap_or_else(|| model.contains("deep-research"));
+        let poll_interval = match s.whole("poll_interval_ms")? {
+            None => DEFAULT_POLL_INTERVAL,
+            Some(ms) if (10..=600_000).contains(&ms) => Duration::from_millis(ms),
+            Some(ms) => return Err(s.bad("poll_interval_ms", format!("must be from 10 to 600000, got {ms}"))),
+        };
+        let reasoning_effort = s.string("reasoning_effort")?;
+        if let Some(e) = &reasoning_effort
+            && !REASONING_EFFORTS.contains(&e.as_str())
+        {
+            return Err(
+                s.bad("reasoning_effort", format!("must be one of {}, got {e:?}", REASONING_EFFORTS.join(", ")))
+            );
+        }
+        let headers = extra_headers(&s)?;
+        let client = reqwest::Client::builder()
+            .build()
+            .map_err(|e| s.bad("base_url", format!("cannot build the HTTP client: {e}")))?;
+        Ok(OpenAiResponsesAdapter {
+            endpoint: format!("{}/responses", base_url.trim_end_matches('/')),
+            model,
+            api_key,
+            tools,
+            background,
+            poll_interval,
+            timeout: s.seconds("timeout_secs", DEFAULT_TIMEOUT)?,
+            max_output_tokens: s.whole("max_output_tokens")?,
+            reasoning_effort,
+            headers,
+            clarification: s.clarification()?,
+            secrets,
+            client,
+        })
+    }
+
+    /// The JSON body that creates a response for `request`'s conversation.
+    pub fn request_body(&self, request: &AdapterRequest) -> Value {
+        let input: Vec<Value> = request
+            .conversation
+            .iter()
+            .map(|t| {
+                let role = if t.role == "system_under_test" { "assistant" } else { "user" };
+                json!({"role": role, "content": t.text})
+            })
+            .collect();
+        let mut body = json!({"model": self.model, "input": input, "tools": self.tools});
+        if self.background {
+            // Background responses must be stored (the API refuses
+            // `background` with `store: false`): polling reads them back.
+            body["background"] = json!(true);
+            body["store"] = json!(true);
+        }
+        if let Some(max) = self.max_output_tokens {
+            body["max_output_tokens"] = json!(max);
+        }
+        if let Some(effort) = &self.reasoning_effort {
+            body["reasoning"] = json!({"effort": effort});
+        }
+        body
+    }
+
+    fn headers(&self) -> HeaderMap {
+        let mut headers = self.headers.clone();
+        if let Some(bearer) = self.api_key.as_ref().and_then(ApiKey::bearer) {
+            headers.insert(AUTHORIZATION, bearer);
+        }
+        headers
+    }
+
+    /// One exchange within `budget`: the status, headers and body, or the
+    /// attempt a transport failure makes.
+    async fn exchange(
+        &self,
+        request: reqwest::RequestBuilder,
+        budget: &Budget,
+    ) -> Result<(u16, HeaderMap, Vec<u8>), AdapterResponse> {
+        let left = budget.left();
+        if left.is_zero() {
+            return Err(http::failure(AttemptClass::Timeout, 0, format!("{} passed", budget.describe(self.timeout))));
+        }
+        let response = match request.headers(self.headers()).timeout(left).send().await {
+            Ok(r) => r,
+            Err(e) => return Err(self.transport(&e, 0, budget)),
+        };
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        match response.bytes().await {
+            Ok(body) => Ok((status, headers, body.to_vec())),
+            Err(e) => Err(self.transport(&e, status, budget)),
+        }
+    }
+
+    fn transport(&self, e: &reqwest::Error, status: u16, budget: &Budget) -> AdapterResponse {
+        let mut r = http::transport_failure(e, status, &self.secrets);
+        if r.class == AttemptClass::Timeout {
+            r.detail = http_class::truncate_detail(&format!(
+                "no answer within {}: {}",
+                budget.describe(self.timeout),
+                r.detail
+            ));
+        }
+        r
+    }
+
+    /// Polls response `id` until a terminal status or the budget's end.
+    async fn poll(&self, id: &str, budget: &Budget) -> AdapterResponse {
+        let url = format!("{}/{}", self.endpoint, encode_segment(id));
+        let mut outages = 0u32;
+        let mut last_outage = String::new();
+        let mut wait = self.poll_interval;
+        loop {
+            let left = budget.left();
+            if left <= wait {
+                tokio::time::sleep(left).await;
+                return self.abandon(id, budget, outages, &last_outage).await;
+            }
+            tokio::time::sleep(wait).await;
+            wait = self.poll_interval;
+            let (status, headers, body) = match self.exchange(self.client.get(&url), budget).await {
+                Ok(x) => x,
+                Err(r) if r.class == AttemptClass::Timeout => {
+                    return self.abandon(id, budget, outages, &last_outage).await;
+                }
+                Err(r) => {
+                    outages += 1;
+                    last_outage = r.detail;
+                    continue;
+                }
+            };
+            if !(200..300).contains(&status) {
+                let r = http::http_failure(status, &headers, &body, &self.secrets);
+                if matches!(r.class, AttemptClass::ServerError | AttemptClass::RateLimited | AttemptClass::EmptyContent)
+                {
+                    outages += 1;
+                    last_outage = r.detail;
+                    wait = wait.max(http::retry_after(&headers).unwrap_or_default());
+                    continue;
+                }
+                return with_id(r, id);
+            }
+            let parsed = match http_class::parse_json(&body) {
+                Ok(v) => v,
+                Err((class, detail)) => return with_id(http::failure(class, status, detail), id),
+            };
+            match parsed.get("status").and_then(Value::as_str) {
+                Some("queued" | "in_progress") => continue,
+                _ => return self.read_response(status, &parsed),
+            }
+        }
+    }
+
+    /// The attempt when the budget ran out while response `id` was still
+    /// running: a `timeout` naming the id, after a cancel request.
+    async fn abandon(&self, id: &str, budget: &Budget, outages: u32, last_outage: &str) -> AdapterResponse {
+        // The cancel gets a short bound of its own: the worker's deadline
+        // is close, and an uncancelled response only costs, it is never
+        // read again.
+        let cancel = self
+            .client
+            .post(format!("{}/{}/cancel", self.endpoint, encode_segment(id)))
+            .headers(self.headers())
+            .timeout(budget.margin / 2)
+            .send()
+            .await;
+        let cancelled = match cancel {
+            Ok(r) if r.status().is_success() => "cancel requested".to_owned(),
+            Ok(r) => format!("cancel refused with HTTP {}", r.status().as_u16()),
+            Err(e) => format!("cancel failed: {}", self.secrets.scrub(&http_class::error_chain(&e))),
+        };
+        let mut detail = format!("response {id} still running at {}; {cancelled}", budget.describe(self.timeout));
+        if outages > 0 {
+            detail.push_str(&format!("; {outages} poll(s) met an outage, the last: {last_outage}"));
+        }
+        http::failure(AttemptClass::Timeout, 0, detail)
+    }
+
+    /// Classifies and reads a 2xx Responses API body in a terminal status
+    /// (or a foreground answer).
+    pub fn read_response(&self, http_status: u16, body: &Value) -> AdapterResponse {
+        let id = body.get("id").and_then(Value::as_str).unwrap_or("(no id)");
+        let Some(status) = body.get("status").and_then(Value::as_str) else {
+            return http::failure(AttemptClass::Malformed, http_status, format!("response {id} has no status"));
+        };
+        let Some(output) = body.get("output").and_then(Value::as_array).or_else(|| {
+            // A failed or cancelled response may carry no output at all.
+            matches!(status, "failed" | "cancelled").then_some(&EMPTY)
+        }) else {
+            return http::failure(AttemptClass::Malformed, http_status, format!("response {id} has no output array"));
+        };
+        let read = read_output(output);
+        let observed_version = body.get("model").and_then(Value::as_str).map(str::trim).filter(|m| !m.is_empty());
+        let usage = body.get("usage").and_then(|u| {
+            Some(TokenUsage {
+                input_tokens: u.get("input_tokens")?.as_u64()?,
+                output_tokens: u.get("output_tokens").and_then(Value::as_u64).unwrap_or(0),
+            })
+        });
+        let (class, detail, text) = match status {
+            "completed" if !read.text.trim().is_empty() => (AttemptClass::Ok, String::new(), Some(read.text)),
+            "completed" => match read.refusal {
+                Some(r) => (AttemptClass::Refused, format!("response {id} refused"), Some(r)),
+                None => (AttemptClass::EmptyContent, format!("response {id} completed with no output text"), None),
+            },
+            "incomplete" => {
+                let reason = body.pointer("/incomplete_details/reason").and_then(Value::as_str).unwrap_or("not given");
+                let partial = Some(read.text).filter(|t| !t.trim().is_empty()).or(read.refusal);
+                if reason == "content_filter" {
+                    (AttemptClass::Refused, format!("response {id} incomplete: content_filter"), partial)
+                } else {
+                    (AttemptClass::ClientError, format!("response {id} incomplete: {reason}"), partial)
+                }
+            }
+            "failed" => {
+                let code = body.pointer("/error/code").and_then(Value::as_str).unwrap_or("");
+                let message = body.pointer("/error/message").and_then(Value::as_str).unwrap_or("");
+                let class = failed_class(code, message);
+                let detail = self.secrets.scrub(&format!("response {id} failed: {code}: {message}"));
+                (class, detail, None)
+            }
+            "cancelled" => (AttemptClass::ClientError, format!("response {id} was cancelled (not by cohort)"), None),
+            other => (AttemptClass::Malformed, format!("response {id} has an unknown status {other:?}"), None),
+        };
+        AdapterResponse {
+            class,
+            http_status,
+            detail: http_class::truncate_detail(&detail),
+            reply: text.map_or(Reply::Nothing, Reply::Output),
+            observed_version: observed_version.map(str::to_owned),
+            usage,
+            citations: read.citations,
+            sources: Vec::new(),
+        }
+    }
+}
+
+static EMPTY: Vec<Value> = Vec::new();
+
+#[async_trait]
+impl Adapter for OpenAiResponsesAdapter {
+    async fn call(&self, request: &AdapterRequest) -> AdapterResponse {
+        let budget = Budget::of(request, self.timeout);
+        let create = self.client.post(&self.endpoint).json(&self.request_body(request));
+        let (status, headers, body) = match self.exchange(create, &budget).await {
+            Ok(x) => x,
+            Err(r) => return r,
+        };
+        if !(200..300).contains(&status) {
+            return http::http_failure(status, &headers, &body, &self.secrets);
+        }
+        let parsed = match http_class::parse_json(&body) {
+            Ok(v) => v,
+            Err((class, detail)) => return http::failure(class, status, detail),
+        };
+        let response = match parsed.get("status").and_then(Value::as_str) {
+            Some("queued" | "in_progress") => match parsed.get("id").and_then(Value::as_str) {
+                Some(id) if !id.trim().is_empty() => self.poll(id, &budget).await,
+                _ => http::failure(AttemptClass::Malformed, status, "a running response without an id".to_owned()),
+            },
+            _ => self.read_response(status, &parsed),
+        };
+        http::apply_rule(self.clarification.as_ref(), request, response)
+    }
+}
+
+/// What the `output` items hold.
+#[derive(Debug, Default)]
+struct Output {
+    text: String,
+    refusal: Option<String>,
+    citations: Vec<String>,
+}
+
+fn read_output(items: &[Value]) -> Output {
+    let mut out = Output::default();
+    let mut refusals = Vec::new();
+    for item in items.iter().filter(|i| i.get("type").and_then(Value::as_str) == Some("message")) {
+        let mut message = String::new();
+        for part in item.get("content").and_then(Value::as_array).into_iter().flatten() {
+            match part.get("type").and_then(Value::as_str) {
+                Some("output_text") => {
+                    message.push_str(part.get("text").and_then(Value::as_str).unwrap_or(""));
+                    for a in part.get("annotations").and_then(Value::as_array).into_iter().flatten() {
+                        if a.get("type").and_then(Value::as_str) != Some("url_citation") {
+                            continue;
+                        }
+                        if let Some(url) = a.get("url").and_then(Value::as_str).map(str::trim).filter(|u| !u.is_empty())
+                            && !out.citations.iter().any(|c| c == url)
+                        {
+                            out.citations.push(url.to_owned());
+                        }
+                    }
+                }
+                Some("refusal") => {
+                    if let Some(r) = part.get("refusal").and_then(Value::as_str).filter(|r| !r.trim().is_empty()) {
+                        refusals.push(r.to_owned());
+                    }
+                }
+                _ => {}
+            }
+        }
+        if !message.is_empty() {
+            if !out.text.is_empty() {
+                out.text.push_str("\n\n");
+            }
+            out.text.push_str(&message);
+        }
+    }
+    out.refusal = (!refusals.is_empty()).then(|| refusals.join("\n\n"));
+    out
+}
+
+/// The class of a `failed` response's `error`.
+fn failed_class(code: &str, message: &str) -> AttemptClass {
+    let lower = message.to_ascii_lowercase();
+    if code == "rate_limit_exceeded" {
+        AttemptClass::RateLimited
+    } else if code == "insufficient_quota" || lower.contains("insufficient_quota") {
+        AttemptClass::QuotaExhausted
+    } else if code.ends_with("_policy") || lower.contains("usage polic") || lower.contains("flagged") {
+        AttemptClass::Refused
+    } else if code == "invalid_prompt" {
+        AttemptClass::ClientError
+    } else {
+        AttemptClass::ServerError
+    }
+}
+
+/// `r` with the response id in its detail.
+fn with_id(mut r: AdapterResponse, id: &str) -> AdapterResponse {
+    r.detail = http_class::truncate_detail(&format!("response {id}: {}", r.detail));
+    r
+}
+
+/// `id` as one URL path segment (an id is the provider's text).
+fn encode_segment(id: &str) -> String {
+    let mut out = String::with_capacity(id.len());
+    for b in id.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// An http(s) URL with a host and no credentials or query (settings are
+/// recorded).
+pub(crate) fn check_url(s: &Settings<'_>, field: &str, value: &str) -> Result<url::Url, AdapterError> {
+    let parsed = url::Url::parse(value).map_err(|e| s.bad(field, format!("not a URL: {e}")))?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+        return Err(s.bad(field, "must be an http:// or https:// URL with a host"));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(s.bad(field, "must carry no credentials (settings are recorded): name the key's variable instead"));
+    }
+    if field == "base_url" && parsed.query().is_some() {
+        return Err(s.bad(field, "must carry no query"));
+    }
+    Ok(parsed)
+}
+
+/// `extra_headers`: plain values, never `authorization` (set from
+/// `api_key_env`).
+fn extra_headers(s: &Settings<'_>) -> Result<HeaderMap, AdapterError> {
+    let mut headers = HeaderMap::new();
+    for (name, value) in s.string_table("extra_headers")? {
+        let header = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| s.bad("extra_headers", format!("{name:?} is not a header name")))?;
+        if header == AUTHORIZATION {
+            return Err(s.bad(
+                "extra_headers",
+                "authorization is set from api_key_env (settings are recorded: no secrets here)",
+            ));
+        }
+        let value = HeaderValue::from_str(&value)
+            .map_err(|_| s.bad("extra_headers", format!("{name}: not a valid header value")))?;
+        headers.insert(header, value);
+    }
+    Ok(headers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ids are sent as one path segment, whatever they hold.
+    #[test]
+    fn ids_are_one_segment() {
+        assert_eq!(encode_segment("resp_68af4030592c8193"), "resp_68af4030592c8193");
+        assert_eq!(encode_segment("a/../b?c"), "a%2F..%2Fb%3Fc");
+    }
+
+    /// A failed response's error code picks its class.
+    #[test]
+    fn failed_codes() {
+        assert_eq!(failed_class("rate_limit_exceeded", ""), AttemptClass::RateLimited);
+        assert_eq!(failed_class("server_error", "The model failed"), AttemptClass::ServerError);
+        assert_eq!(failed_class("bio_policy", ""), AttemptClass::Refused);
+        assert_eq!(
+            failed_class("invalid_prompt", "flagged as potentially violating our usage policy"),
+            AttemptClass::Refused
+        );
+        assert_eq!(failed_class("invalid_prompt", "input too long"), AttemptClass::ClientError);
+        assert_eq!(failed_class("vector_store_timeout", ""), AttemptClass::ServerError);
+    }
+}
