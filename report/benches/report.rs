@@ -78,7 +78,7 @@ fn measure(dir: &Path) {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let (cohort, manifest, manifest_sha256) = load_frozen(dir).unwrap();
     let manifest_bytes = fs::read(dir.join("manifest.json")).unwrap();
-    let frozen = FrozenCohort { cohort, manifest, manifest_sha256 };
+    let frozen = FrozenCohort { cohort, manifest, manifest_sha256, review: None };
     let ledger: Arc<dyn Ledger> = Arc::new(SqliteLedger::open(&dir.join("ledger.sqlite")).unwrap());
     let artifacts = ArtifactStore::local(dir.join("artifacts"));
     let options = ReportOptions {

@@ -478,6 +478,7 @@ pub fn summarise(frozen: &FrozenCohort, gathered: &Gathered, draws: u32) -> Summ
         completions_by_hour: completions_by_hour(gathered, status.window_start_ms, config.window_hours),
         files: Vec::new(),
         notes,
+        review: crate::review::summarise_review(frozen, frozen.review.as_ref(), draws),
     }
 }
 

@@ -53,6 +53,9 @@ pub struct FrozenCohort {
     pub cohort: ValidatedCohort,
     pub manifest: Manifest,
     pub manifest_sha256: String,
+    /// The human review imported for the cohort (`review::load`), when
+    /// there is one: the report's review section is computed from it.
+    pub review: Option<crate::review::ReviewInput>,
 }
 
 /// Where the claim and trace lines go while records are read: whole

@@ -353,6 +353,7 @@ impl Page<'_> {
         self.arms()?;
         self.categories()?;
         self.comparisons()?;
+        self.out.push_str(&crate::review::render::html(self.summary.review.as_ref()));
         self.failures()?;
         self.time_cost()?;
         self.plots(plots)?;
@@ -1712,6 +1713,7 @@ pub mod testing {
             ]),
             files: vec![FileEntry { name: "summary.json".into(), sha256: "78".repeat(32), bytes: 1234 }],
             notes: vec!["drill-downs are cut at 2 runs per arm <by design>".into()],
+            review: None,
         };
         let runs = vec![
             run(HOSTILE_RUN, 0, "q1", ALPHA, "deep_research", "completed"),

@@ -21,6 +21,7 @@ pub mod html;
 pub mod markdown;
 pub mod model;
 pub mod plots;
+pub mod review;
 pub mod verify;
 pub mod write;
 

@@ -163,6 +163,7 @@ fn render(o: &mut String, s: &Summary) -> std::fmt::Result {
         writeln!(o)?;
     }
 
+    o.push_str(&crate::review::render::markdown(s.review.as_ref()));
     writeln!(o, "## Failure taxonomy\n")?;
     writeln!(o, "Every attempt by class (retried outages included; discarded stale reports excluded).\n")?;
     let classes: std::collections::BTreeSet<&String> = s.attempts_by_class.values().flat_map(|m| m.keys()).collect();

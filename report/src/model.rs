@@ -50,6 +50,11 @@ pub struct Summary {
     pub files: Vec<FileEntry>,
     /// Things the reader should know (drill-down cut, records unreadable...).
     pub notes: Vec<String>,
+    /// Human review (seed 004): `None` when no review was imported (the
+    /// writers then say claim fidelity, precision and coverage are
+    /// unmeasured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<crate::review::ReviewSummary>,
 }
 
 /// What is simulated, so every renderer labels it SIMULATED.

@@ -188,7 +188,7 @@ async fn build(dir: &Path) -> (FrozenCohort, Vec<u8>, Arc<dyn Ledger>, ArtifactS
         assert!(ledger.finish("w", &lease, &result, at + 500).await.unwrap(), "{}", grant.run_id);
     }
     ledger.abort("test: q4:b:1 never ran", t0 + 60_000).await.unwrap();
-    let frozen = FrozenCohort { cohort, manifest, manifest_sha256 };
+    let frozen = FrozenCohort { cohort, manifest, manifest_sha256, review: None };
     (frozen, manifest_bytes, ledger, artifacts)
 }
 

@@ -67,8 +67,12 @@ pub async fn report(
         .with_context(|| format!("cannot read {}", dir.join(manifest::FILE).display()))?;
     let ledger = local::open_ledger(&frozen, store).await?;
     let artifacts = local::artifact_store(&frozen, store);
-    let frozen =
-        FrozenCohort { cohort: frozen.cohort, manifest: frozen.manifest, manifest_sha256: frozen.manifest_sha256 };
+    let frozen = FrozenCohort {
+        review: cohort_report::review::load(dir)?,
+        cohort: frozen.cohort,
+        manifest: frozen.manifest,
+        manifest_sha256: frozen.manifest_sha256,
+    };
     let options = ReportOptions {
         draws,
         now: SystemTime::now(),
@@ -122,8 +126,12 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
         let frozen = local::load(&cohort_dir)?;
         let ledger = local::open_ledger(&frozen, &args.store).await?;
         let artifacts = local::artifact_store(&frozen, &args.store);
-        let frozen =
-            FrozenCohort { cohort: frozen.cohort, manifest: frozen.manifest, manifest_sha256: frozen.manifest_sha256 };
+        let frozen = FrozenCohort {
+            review: cohort_report::review::load(&cohort_dir)?,
+            cohort: frozen.cohort,
+            manifest: frozen.manifest,
+            manifest_sha256: frozen.manifest_sha256,
+        };
         match cohort_report::verify_report(&args.report, &cohort_dir, &frozen, &ledger, &artifacts).await {
             Ok(outcome) => Ok(outcome),
             // A tampered record is a finding of verification, not a failure

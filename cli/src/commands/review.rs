@@ -1,0 +1,111 @@
+//! `cohort review export` and `cohort review import` (seed 004, human
+//! review; docs/review.md). `cohort-report`'s `review` module does the
+//! work; this module parses, shows progress and prints.
+
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+use cohort_report::review::{ReviewError, export, import};
+
+use super::local::{self, StoreArgs};
+
+/// The exit code for bad input or a refused step (nothing was written).
+pub const EXIT_REFUSED: u8 = 2;
+
+#[derive(Debug, clap::Args)]
+pub struct ExportArgs {
+    /// The cohort directory.
+    pub dir: PathBuf,
+    /// The reviewers' ids, comma-separated (at least two: seed 004 has two
+    /// independent reviewers). Each gets a folder with items.csv and
+    /// items.jsonl.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub reviewers: Vec<String>,
+    /// The export folder (default: DIR/review/<UTC timestamp>); written
+    /// once, refused when it exists.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ImportArgs {
+    /// The cohort directory.
+    pub dir: PathBuf,
+    /// Reviewers' filled items.csv / items.jsonl (the reviewer id is in
+    /// the file) and the adjudication file (item_id, final_label, reason,
+    /// rationale, adjudicator). All are checked before any is kept.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+}
+
+pub fn export(args: ExportArgs) -> anyhow::Result<()> {
+    let frozen = local::load(&args.dir)?;
+    let runtime = super::runtime()?;
+    let ledger = runtime.block_on(local::open_ledger(&frozen, &args.store))?;
+    let artifacts = local::artifact_store(&frozen, &args.store);
+    let bar = indicatif::ProgressBar::new(0).with_style(
+        indicatif::ProgressStyle::with_template("{msg} {bar:30} {pos}/{len} outputs")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    bar.set_message("reading outputs");
+    let options =
+        export::ExportOptions { reviewers: args.reviewers.clone(), out: args.out.clone(), now: SystemTime::now() };
+    let progress = |done: u64, total: u64| {
+        bar.set_length(total);
+        bar.set_position(done);
+    };
+    let result = runtime.block_on(export::export(
+        &args.dir,
+        &frozen.cohort,
+        &frozen.manifest_sha256,
+        &ledger,
+        &artifacts,
+        &options,
+        &progress,
+    ));
+    bar.finish_and_clear();
+    let written = refused_or(result)?;
+    super::emit(&format!(
+        "exported {} item(s) for {} reviewer(s): {} output(s), {} claim(s), {} claim-citation pair(s)\n\
+         folder: {}\nthe blinding codes are in {} (keep it from the reviewers)\n",
+        written.items,
+        args.reviewers.len(),
+        written.outputs,
+        written.claims,
+        written.pairs,
+        written.folder.display(),
+        cohort_report::review::state_dir(&args.dir).join(cohort_report::review::BLINDING_FILE).display()
+    ));
+    Ok(())
+}
+
+pub fn import(args: ImportArgs) -> anyhow::Result<()> {
+    let imported = refused_or(import::import(&args.dir, &args.files))?;
+    let mut text = String::new();
+    for r in &imported.reviewers {
+        text.push_str(&format!("imported reviewer {r}'s labels\n"));
+    }
+    if imported.adjudication {
+        text.push_str("imported the adjudication\n");
+    }
+    for p in &imported.stored {
+        text.push_str(&format!("kept: {}\n", p.display()));
+    }
+    text.push_str("run `cohort report DIR` for the review metrics\n");
+    super::emit(&text);
+    Ok(())
+}
+
+/// Prints a refusal or bad input and exits [`EXIT_REFUSED`].
+fn refused_or<T>(result: Result<T, ReviewError>) -> anyhow::Result<T> {
+    match result {
+        Ok(v) => Ok(v),
+        Err(e @ (ReviewError::BadInput { .. } | ReviewError::BadFile { .. } | ReviewError::Refused(_))) => {
+            eprintln!("error: {e}; nothing was written");
+            Err(super::Exit(EXIT_REFUSED).into())
+        }
+        Err(e) => Err(e.into()),
+    }
+}

@@ -1,0 +1,537 @@
+//! `cohort review import`: reviewers' filled files and the adjudication
+//! file, checked against the export, then kept byte for byte (write-once)
+//! under `DIR/.cohort/review/imported/`. Every file of one call is checked
+//! before anything is written: bad input names file, line, column and
+//! field, and writes nothing.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use super::table::{Row, parse_csv, parse_jsonl};
+use super::{CLAIM_LABELS, ExportIndex, IMPORTED_DIR, ItemKind, PAIR_REASONS, PART_SEPARATOR, ReviewError, state_dir};
+
+/// A reviewer's decision on one exported claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimDecision {
+    /// One of [`CLAIM_LABELS`], with the reason (required for unverifiable).
+    Label { label: String, reason: String },
+    /// Advice, opinion or an uncertainty statement (the reviewer's words).
+    NotFactual(String),
+    /// A repeated paraphrase of another claim item of the same answer.
+    Merged(String),
+    /// Split into distinct assertions, each labelled: (text, label, reason).
+    Split(Vec<(String, String, String)>),
+}
+
+/// An uncited factual claim a reviewer found and added.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddedClaim {
+    /// `added:<reviewer>:<the id the reviewer gave, or the line>`.
+    pub unit: String,
+    pub output: String,
+    pub text: String,
+    pub label: String,
+    pub reason: String,
+}
+
+/// One reviewer's labels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReviewerLabels {
+    pub reviewer: String,
+    pub file: String,
+    pub claims: BTreeMap<String, ClaimDecision>,
+    /// Pair item -> (supports, reason when not).
+    pub pairs: BTreeMap<String, (bool, String)>,
+    /// Uncertainty item -> (score 0/1/2, abstained).
+    pub uncertainty: BTreeMap<String, (u8, bool)>,
+    pub added: Vec<AddedClaim>,
+}
+
+/// The third person's decisions: item (or unit) id -> (final label,
+/// reason, rationale).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Adjudication {
+    pub file: String,
+    pub adjudicator: String,
+    pub decisions: BTreeMap<String, (String, String, String)>,
+}
+
+/// What one call imported.
+#[derive(Debug, Clone)]
+pub struct Imported {
+    pub reviewers: Vec<String>,
+    pub adjudication: bool,
+    pub stored: Vec<PathBuf>,
+}
+
+enum Parsed {
+    Reviewer(ReviewerLabels),
+    Adjudication(Adjudication),
+}
+
+/// Imports `files` for the cohort in `cohort_dir` (see the module docs).
+pub fn import(cohort_dir: &Path, files: &[PathBuf]) -> Result<Imported, ReviewError> {
+    let state = state_dir(cohort_dir);
+    let index_path = state.join(super::EXPORT_FILE);
+    let index_bytes = std::fs::read(&index_path).map_err(|e| {
+        ReviewError::io(
+            format!("{} (export the review first: `cohort review export DIR --reviewers A,B`)", index_path.display()),
+            e,
+        )
+    })?;
+    let index: ExportIndex = serde_json::from_slice(&index_bytes).map_err(|e| ReviewError::BadFile {
+        file: index_path.display().to_string(),
+        message: format!("is not a review export index ({e})"),
+    })?;
+    let imported_dir = state.join(IMPORTED_DIR);
+    let mut planned: Vec<(PathBuf, Vec<u8>, PathBuf, Parsed)> = Vec::new();
+    let mut names = BTreeSet::new();
+    for path in files {
+        let bytes = std::fs::read(path).map_err(|e| ReviewError::io(path.display().to_string(), e))?;
+        let parsed = parse_file(&path.display().to_string(), &bytes, extension(path)?, &index)?;
+        let stored = match &parsed {
+            Parsed::Reviewer(r) => format!("reviewer-{}.{}", r.reviewer, extension(path)?),
+            Parsed::Adjudication(_) => format!("adjudication.{}", extension(path)?),
+        };
+        let base = stored.rsplit_once('.').map_or(stored.clone(), |(b, _)| b.to_owned());
+        if !names.insert(base.clone()) {
+            return Err(ReviewError::Refused(format!(
+                "{}: two files of this call are both {base}: import one file per reviewer",
+                path.display()
+            )));
+        }
+        for ext in ["csv", "jsonl"] {
+            let existing = imported_dir.join(format!("{base}.{ext}"));
+            if existing.exists() {
+                let who = match &parsed {
+                    Parsed::Reviewer(r) => format!("reviewer {}'s labels were", r.reviewer),
+                    Parsed::Adjudication(_) => "the adjudication was".to_owned(),
+                };
+                return Err(ReviewError::Refused(format!(
+                    "{}: {who} already imported ({}); imported ratings are kept as they are (seed 004 keeps both original ratings). \
+                     To review again, start a new review round: move {} aside and run `cohort review export` again",
+                    path.display(),
+                    existing.display(),
+                    state.display()
+                )));
+            }
+        }
+        planned.push((path.clone(), bytes, imported_dir.join(stored), parsed));
+    }
+    std::fs::create_dir_all(&imported_dir).map_err(|e| ReviewError::io(imported_dir.display().to_string(), e))?;
+    let mut out = Imported { reviewers: Vec::new(), adjudication: false, stored: Vec::new() };
+    for (_, bytes, target, parsed) in planned {
+        super::export::write_once(&target, &bytes)?;
+        match parsed {
+            Parsed::Reviewer(r) => out.reviewers.push(r.reviewer),
+            Parsed::Adjudication(_) => out.adjudication = true,
+        }
+        out.stored.push(target);
+    }
+    Ok(out)
+}
+
+/// Reads the files kept under `imported/` (reviewers in name order).
+pub fn read_imported(
+    dir: &Path,
+    index: &ExportIndex,
+) -> Result<(Vec<ReviewerLabels>, Option<Adjudication>), ReviewError> {
+    let mut entries: Vec<PathBuf> = match std::fs::read_dir(dir) {
+        Ok(d) => d.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_file()).collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((Vec::new(), None)),
+        Err(e) => return Err(ReviewError::io(dir.display().to_string(), e)),
+    };
+    entries.sort();
+    let (mut reviewers, mut adjudication) = (Vec::new(), None);
+    for path in entries {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if name.starts_with('.') {
+            continue;
+        }
+        let bytes = std::fs::read(&path).map_err(|e| ReviewError::io(path.display().to_string(), e))?;
+        match parse_file(&path.display().to_string(), &bytes, extension(&path)?, index)? {
+            Parsed::Reviewer(r) => reviewers.push(r),
+            Parsed::Adjudication(a) => adjudication = Some(a),
+        }
+    }
+    Ok((reviewers, adjudication))
+}
+
+fn extension(path: &Path) -> Result<&'static str, ReviewError> {
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("csv") => Ok("csv"),
+        Some("jsonl") => Ok("jsonl"),
+        _ => Err(ReviewError::BadFile {
+            file: path.display().to_string(),
+            message: "is neither .csv nor .jsonl: import the items.csv or items.jsonl a reviewer filled, or an adjudication .csv/.jsonl".into(),
+        }),
+    }
+}
+
+fn parse_file(file: &str, bytes: &[u8], ext: &str, index: &ExportIndex) -> Result<Parsed, ReviewError> {
+    let text = std::str::from_utf8(bytes).map_err(|e| ReviewError::BadFile {
+        file: file.into(),
+        message: format!("is not valid UTF-8 (invalid byte at offset {}): save it as UTF-8", e.valid_up_to()),
+    })?;
+    let table = if ext == "csv" { parse_csv(text) } else { parse_jsonl(text) };
+    let (header, rows) = table.map_err(|(line, column, message)| ReviewError::BadInput {
+        file: file.into(),
+        line,
+        column,
+        field: "(row)".into(),
+        message,
+    })?;
+    if header.iter().any(|h| h == "final_label") {
+        parse_adjudication(file, &rows, index).map(Parsed::Adjudication)
+    } else if header.iter().any(|h| h == "reviewer") {
+        parse_reviewer(file, &rows, index).map(Parsed::Reviewer)
+    } else {
+        Err(ReviewError::BadFile {
+            file: file.into(),
+            message: "has neither a `reviewer` column (a reviewer's items file) nor a `final_label` column (an adjudication file)"
+                .into(),
+        })
+    }
+}
+
+fn bad(file: &str, row: &Row, field: &str, message: String) -> ReviewError {
+    ReviewError::BadInput { file: file.into(), line: row.line, column: row.column(field), field: field.into(), message }
+}
+
+fn check_label(file: &str, row: &Row, label: &str, reason: &str) -> Result<(), ReviewError> {
+    if !CLAIM_LABELS.contains(&label) {
+        return Err(bad(
+            file,
+            row,
+            "label",
+            format!("\"{label}\" is not a claim label: use one of {}", CLAIM_LABELS.join(", ")),
+        ));
+    }
+    if label == "unverifiable" && reason.is_empty() {
+        return Err(bad(
+            file,
+            row,
+            "reason",
+            "an unverifiable claim needs its specific reason (seed 004: inaccessible source, missing record, untestable claim...)".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn yes_no(file: &str, row: &Row, field: &str) -> Result<Option<bool>, ReviewError> {
+    match row.get(field).to_ascii_lowercase().as_str() {
+        "" => Ok(None),
+        "yes" | "y" | "true" | "1" => Ok(Some(true)),
+        "no" | "n" | "false" | "0" => Ok(Some(false)),
+        other => Err(bad(file, row, field, format!("\"{other}\" is not yes or no"))),
+    }
+}
+
+fn parse_reviewer(file: &str, rows: &[Row], index: &ExportIndex) -> Result<ReviewerLabels, ReviewError> {
+    let items: BTreeMap<&str, &super::ExportedItem> = index.items.iter().map(|i| (i.item_id.as_str(), i)).collect();
+    let outputs: BTreeSet<&str> = index.items.iter().map(|i| i.output.as_str()).collect();
+    let mut out = ReviewerLabels {
+        reviewer: String::new(),
+        file: file.into(),
+        claims: BTreeMap::new(),
+        pairs: BTreeMap::new(),
+        uncertainty: BTreeMap::new(),
+        added: Vec::new(),
+    };
+    for row in rows {
+        let reviewer = row.get("reviewer");
+        if reviewer.is_empty() {
+            return Err(bad(file, row, "reviewer", "empty: every row names its reviewer (as exported)".into()));
+        }
+        if out.reviewer.is_empty() {
+            if !index.reviewers.iter().any(|r| r == reviewer) {
+                return Err(bad(
+                    file,
+                    row,
+                    "reviewer",
+                    format!("\"{reviewer}\" is not a reviewer of this export ({})", index.reviewers.join(", ")),
+                ));
+            }
+            out.reviewer = reviewer.to_owned();
+        } else if reviewer != out.reviewer {
+            return Err(bad(
+                file,
+                row,
+                "reviewer",
+                format!("\"{reviewer}\" differs from \"{}\" above: one file per reviewer", out.reviewer),
+            ));
+        }
+        let id = row.get("item_id");
+        let kind = row.get("kind");
+        if kind == "added" {
+            let output = row.get("output");
+            if !outputs.contains(output) {
+                return Err(bad(file, row, "output", format!("\"{output}\" is not an exported output code")));
+            }
+            let text = row.get("claim");
+            if text.is_empty() {
+                return Err(bad(file, row, "claim", "an added claim needs its wording".into()));
+            }
+            let (label, reason) = (row.get("label"), row.get("reason"));
+            check_label(file, row, label, reason)?;
+            let local = if id.is_empty() { format!("line{}", row.line) } else { id.to_owned() };
+            out.added.push(AddedClaim {
+                unit: format!("added:{}:{local}", out.reviewer),
+                output: output.into(),
+                text: text.into(),
+                label: label.into(),
+                reason: reason.into(),
+            });
+            continue;
+        }
+        let Some(item) = items.get(id) else {
+            return Err(bad(
+                file,
+                row,
+                "item_id",
+                format!("\"{id}\" is not an exported item (an added claim has kind `added`)"),
+            ));
+        };
+        if kind != item.kind.as_str() {
+            return Err(bad(file, row, "kind", format!("item {id} is a {} item, not \"{kind}\"", item.kind.as_str())));
+        }
+        match item.kind {
+            ItemKind::Claim => {
+                let not_factual = row.get("not_factual");
+                let merge = row.get("merge_with");
+                let split = row.get("split");
+                let decision = if !not_factual.is_empty() && !matches!(not_factual, "no" | "n" | "false" | "0") {
+                    ClaimDecision::NotFactual(not_factual.into())
+                } else if !merge.is_empty() {
+                    let target = items.get(merge).filter(|t| t.kind == ItemKind::Claim && t.run_id == item.run_id);
+                    if target.is_none() || merge == id {
+                        return Err(bad(
+                            file,
+                            row,
+                            "merge_with",
+                            format!("\"{merge}\" is not another claim item of the same output {}", item.output),
+                        ));
+                    }
+                    ClaimDecision::Merged(merge.into())
+                } else if !split.is_empty() {
+                    let parts: Vec<&str> = split.split(PART_SEPARATOR).map(str::trim).collect();
+                    let labels: Vec<&str> = row.get("label").split(PART_SEPARATOR).map(str::trim).collect();
+                    let reasons_cell = row.get("reason");
+                    let reasons: Vec<&str> = if reasons_cell.is_empty() {
+                        vec![""; parts.len()]
+                    } else {
+                        reasons_cell.split(PART_SEPARATOR).map(str::trim).collect()
+                    };
+                    if parts.len() < 2 || parts.iter().any(|p| p.is_empty()) {
+                        return Err(bad(
+                            file,
+                            row,
+                            "split",
+                            format!("give at least two non-empty parts separated by `{PART_SEPARATOR}`"),
+                        ));
+                    }
+                    if labels.len() != parts.len() || reasons.len() != parts.len() {
+                        return Err(bad(
+                            file,
+                            row,
+                            "label",
+                            format!(
+                                "{} parts but {} labels and {} reasons: give one label (and reason, or none at all) per part, separated by `{PART_SEPARATOR}`",
+                                parts.len(),
+                                labels.len(),
+                                reasons.len()
+                            ),
+                        ));
+                    }
+                    for (l, r) in labels.iter().zip(&reasons) {
+                        check_label(file, row, l, r)?;
+                    }
+                    ClaimDecision::Split(
+                        parts
+                            .iter()
+                            .zip(&labels)
+                            .zip(&reasons)
+                            .map(|((p, l), r)| ((*p).to_owned(), (*l).to_owned(), (*r).to_owned()))
+                            .collect(),
+                    )
+                } else {
+                    let (label, reason) = (row.get("label"), row.get("reason"));
+                    if label.is_empty() {
+                        return Err(bad(
+                            file,
+                            row,
+                            "label",
+                            "empty: label the claim, or mark it not_factual, merge_with or split".into(),
+                        ));
+                    }
+                    check_label(file, row, label, reason)?;
+                    ClaimDecision::Label { label: label.into(), reason: reason.into() }
+                };
+                if out.claims.insert(id.into(), decision).is_some() {
+                    return Err(bad(file, row, "item_id", format!("item {id} appears twice")));
+                }
+            }
+            ItemKind::Pair => {
+                let Some(supports) = yes_no(file, row, "supports")? else {
+                    return Err(bad(
+                        file,
+                        row,
+                        "supports",
+                        "empty: does the cited source fully support the claim? yes or no".into(),
+                    ));
+                };
+                let reason = row.get("reason");
+                if !supports && !PAIR_REASONS.contains(&reason) {
+                    return Err(bad(
+                        file,
+                        row,
+                        "reason",
+                        format!(
+                            "\"{reason}\": a pair that does not support needs a reason among {}",
+                            PAIR_REASONS.join(", ")
+                        ),
+                    ));
+                }
+                let reason = if supports { String::new() } else { reason.to_owned() };
+                if out.pairs.insert(id.into(), (supports, reason)).is_some() {
+                    return Err(bad(file, row, "item_id", format!("item {id} appears twice")));
+                }
+            }
+            ItemKind::Uncertainty => {
+                let score = match row.get("uncertainty") {
+                    "0" => 0,
+                    "1" => 1,
+                    "2" => 2,
+                    other => {
+                        return Err(bad(
+                            file,
+                            row,
+                            "uncertainty",
+                            format!(
+                                "\"{other}\" is not an uncertainty score: 0 (invented certainty or a missed essential limitation), 1 (a required caveat omitted) or 2 (calibrated)"
+                            ),
+                        ));
+                    }
+                };
+                let abstained = yes_no(file, row, "abstained")?.unwrap_or(false);
+                if out.uncertainty.insert(id.into(), (score, abstained)).is_some() {
+                    return Err(bad(file, row, "item_id", format!("item {id} appears twice")));
+                }
+            }
+        }
+    }
+    if out.reviewer.is_empty() {
+        return Err(ReviewError::BadFile {
+            file: file.into(),
+            message: "has no rows: fill in the exported items".into(),
+        });
+    }
+    let missing: Vec<&str> = index
+        .items
+        .iter()
+        .filter(|i| match i.kind {
+            ItemKind::Claim => !out.claims.contains_key(&i.item_id),
+            ItemKind::Pair => !out.pairs.contains_key(&i.item_id),
+            ItemKind::Uncertainty => !out.uncertainty.contains_key(&i.item_id),
+        })
+        .map(|i| i.item_id.as_str())
+        .collect();
+    if !missing.is_empty() {
+        return Err(ReviewError::BadFile {
+            file: file.into(),
+            message: format!(
+                "{} exported item(s) have no row: {}{}; every item is labelled",
+                missing.len(),
+                missing.iter().take(10).copied().collect::<Vec<_>>().join(", "),
+                if missing.len() > 10 { ", ..." } else { "" }
+            ),
+        });
+    }
+    Ok(out)
+}
+
+/// The final labels an adjudicator may give, per kind of item.
+fn adjudication_labels(kind: Option<ItemKind>) -> Vec<String> {
+    match kind {
+        Some(ItemKind::Pair) => vec!["yes".into(), "no".into()],
+        Some(ItemKind::Uncertainty) => vec!["0".into(), "1".into(), "2".into()],
+        // Claims, split parts and added claims.
+        _ => CLAIM_LABELS.iter().map(|s| (*s).to_owned()).chain(["not_factual".into(), "merged".into()]).collect(),
+    }
+}
+
+fn parse_adjudication(file: &str, rows: &[Row], index: &ExportIndex) -> Result<Adjudication, ReviewError> {
+    let items: BTreeMap<&str, ItemKind> = index.items.iter().map(|i| (i.item_id.as_str(), i.kind)).collect();
+    let mut out = Adjudication { file: file.into(), adjudicator: String::new(), decisions: BTreeMap::new() };
+    for row in rows {
+        let id = row.get("item_id");
+        // A split part is `<claim item>.<n>`; an added claim `added:<reviewer>:<id>`.
+        let base = id.split_once('.').map_or(id, |(b, _)| b);
+        let kind = items.get(base).copied();
+        if kind.is_none() && !id.starts_with("added:") {
+            return Err(bad(
+                file,
+                row,
+                "item_id",
+                format!("\"{id}\" is not an exported item, split part or added claim"),
+            ));
+        }
+        let label = row.get("final_label");
+        let allowed = adjudication_labels(kind);
+        let split_choice = kind == Some(ItemKind::Claim) && label.starts_with("split:");
+        if !allowed.iter().any(|a| a == label) && !split_choice {
+            return Err(bad(
+                file,
+                row,
+                "final_label",
+                format!(
+                    "\"{label}\" is not a final label for {id}: use one of {}{}",
+                    allowed.join(", "),
+                    if kind == Some(ItemKind::Claim) {
+                        ", or split:<reviewer> to keep that reviewer's split"
+                    } else {
+                        ""
+                    }
+                ),
+            ));
+        }
+        let reason = row.get("reason");
+        if label == "unverifiable" && reason.is_empty() {
+            return Err(bad(file, row, "reason", "an unverifiable claim needs its specific reason".into()));
+        }
+        if kind == Some(ItemKind::Pair) && label == "no" && !PAIR_REASONS.contains(&reason) {
+            return Err(bad(
+                file,
+                row,
+                "reason",
+                format!("a pair that does not support needs a reason among {}", PAIR_REASONS.join(", ")),
+            ));
+        }
+        let rationale = row.get("rationale");
+        if rationale.is_empty() {
+            return Err(bad(
+                file,
+                row,
+                "rationale",
+                "empty: seed 004 asks for a written rationale per adjudication".into(),
+            ));
+        }
+        let adjudicator = row.get("adjudicator");
+        if adjudicator.is_empty() {
+            return Err(bad(file, row, "adjudicator", "empty: name the third person who adjudicated".into()));
+        }
+        if !index.reviewers.is_empty() && index.reviewers.iter().any(|r| r == adjudicator) {
+            return Err(bad(
+                file,
+                row,
+                "adjudicator",
+                format!("\"{adjudicator}\" is one of the reviewers: a third person adjudicates"),
+            ));
+        }
+        out.adjudicator = adjudicator.into();
+        if out.decisions.insert(id.into(), (label.into(), reason.into(), rationale.into())).is_some() {
+            return Err(bad(file, row, "item_id", format!("item {id} is adjudicated twice")));
+        }
+    }
+    Ok(out)
+}

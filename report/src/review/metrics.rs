@@ -1,0 +1,795 @@
+//! The review metrics of seed 004 ("Metrics and denominators", "Reviewer
+//! disagreement"), from the imported labels:
+//!
+//! - **claim fidelity** = fully supported / all factual claims after the
+//!   extraction check (split parts and added uncited claims in, claims
+//!   marked not factual or merged out; unverifiable and uncited claims stay
+//!   in; partially supported gets no credit);
+//! - **citation precision** = supporting claim-citation pairs / all emitted
+//!   pairs (identical pairs within one answer were exported once; broken,
+//!   fabricated, inaccessible and irrelevant stay in the denominator; pairs
+//!   of a claim finally marked not factual are not claim-citation pairs);
+//! - **citation coverage** = factual claims with at least one supporting
+//!   pair / all factual claims (a split part inherits its claim's pairs; an
+//!   added claim has none);
+//! - **uncertainty**: the 0/1/2 distribution and mean per arm, by group of
+//!   the uncertainty key, and abstentions on answerable questions apart.
+//!
+//! The final label of an item is the one both reviewers gave, else the
+//! adjudicator's; an item only one reviewer labelled (an added claim, a
+//! split part) keeps that label unless adjudicated and is counted as such.
+//! A disagreement without an adjudication leaves the rates it touches
+//! unmeasured: a final figure is never made from an unresolved label.
+//! Agreement is computed before adjudication with `cohort_core::agreement`.
+
+use std::collections::BTreeMap;
+
+use cohort_core::agreement::{Stat, Weights, agreement};
+use cohort_core::stats::{self, ClusterBootstrap, Estimand, Interval};
+use serde::{Deserialize, Serialize};
+
+use super::import::ClaimDecision;
+use super::{CLAIM_LABELS, ItemKind, ReviewInput};
+use crate::gather::FrozenCohort;
+use crate::model::{Rate, RateStatus};
+
+/// Agreement of two raters, as `summary.json` keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgreementView {
+    pub labels: Vec<String>,
+    /// matrix[i][j]: items the first reviewer labelled labels[i] and the
+    /// second labels[j].
+    pub matrix: Vec<Vec<u64>>,
+    pub items: u64,
+    pub raw_agreement: Stat,
+    pub kappa: Stat,
+    pub weights: Weights,
+}
+
+/// Agreement before adjudication.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReviewAgreement {
+    /// The two reviewers compared (the first two imported, by id).
+    pub reviewers: Vec<String>,
+    /// Nominal kappa over claims both labelled with one of the five labels.
+    pub claims: AgreementView,
+    /// Claims where the reviewers' extraction decisions differ (one split,
+    /// merged or marked not factual what the other labelled, or splits of
+    /// different sizes).
+    pub extraction_disagreements: u64,
+    /// Pair support (yes/no), nominal.
+    pub pairs: AgreementView,
+    /// Uncertainty scores 0/1/2: nominal, linear and quadratic weights.
+    pub uncertainty_nominal: AgreementView,
+    pub uncertainty_linear: AgreementView,
+    pub uncertainty_quadratic: AgreementView,
+}
+
+/// The 0/1/2 scores of a set of outputs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UncertaintyFigures {
+    /// Outputs with a final score.
+    pub outputs: u64,
+    /// scores[s] = outputs with final score s.
+    pub scores: [u64; 3],
+    /// Mean score (a Rate: numerator the sum, denominator the outputs).
+    pub mean: Rate,
+    /// Outputs whose score awaits adjudication.
+    pub unresolved: u64,
+}
+
+/// One arm's (or one arm-and-category's) review figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReviewFigures {
+    /// Final label -> factual claims, all five labels present.
+    pub labels: BTreeMap<String, u64>,
+    pub factual_claims: u64,
+    /// Factual claims only one reviewer labelled (added claims, parts of a
+    /// split only one made).
+    pub single_reviewer_claims: u64,
+    /// Claims marked not factual or merged (excluded).
+    pub excluded_claims: u64,
+    pub covered_claims: u64,
+    pub pairs: u64,
+    pub supporting_pairs: u64,
+    /// Reason -> non-supporting pairs.
+    pub pair_reasons: BTreeMap<String, u64>,
+    /// Items whose disagreement awaits adjudication.
+    pub unresolved_claims: u64,
+    pub unresolved_pairs: u64,
+    pub claim_fidelity: Rate,
+    pub citation_precision: Rate,
+    pub citation_coverage: Rate,
+    pub uncertainty: UncertaintyFigures,
+    /// By uncertainty-key group (`insufficient_evidence`, `disputed`,
+    /// `answerable`, or `not_in_key`).
+    pub uncertainty_by_group: BTreeMap<String, UncertaintyFigures>,
+    /// Completed outputs on questions the key calls answerable, and how
+    /// many of them every reviewer marked as an abstention.
+    pub answerable_outputs: u64,
+    pub abstentions_on_answerable: u64,
+}
+
+/// One arm's review.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArmReview {
+    pub arm: String,
+    pub figures: ReviewFigures,
+    pub categories: BTreeMap<String, ReviewFigures>,
+}
+
+/// Everything the report says about human review.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReviewSummary {
+    pub exported_at: String,
+    /// Reviewers of the export, and those whose labels were imported.
+    pub reviewers: Vec<String>,
+    pub imported_reviewers: Vec<String>,
+    pub adjudicator: Option<String>,
+    /// Per reviewer: label -> claims, before adjudication (both original
+    /// ratings published), plus `not_factual`, `merged`, `split`, `added`.
+    pub reviewer_counts: BTreeMap<String, BTreeMap<String, u64>>,
+    /// `None` with fewer than two reviewers imported.
+    pub agreement: Option<ReviewAgreement>,
+    pub adjudicated_items: u64,
+    pub unresolved_items: u64,
+    pub arms: Vec<ArmReview>,
+    pub notes: Vec<String>,
+}
+
+/// Per (arm, question) sums.
+#[derive(Debug, Clone, Default)]
+struct Cell {
+    labels: BTreeMap<String, u64>,
+    factual: u64,
+    single: u64,
+    excluded: u64,
+    covered: u64,
+    pairs: u64,
+    supporting: u64,
+    reasons: BTreeMap<String, u64>,
+    unresolved_claims: u64,
+    unresolved_pairs: u64,
+    unc: [u64; 3],
+    unc_by_group: BTreeMap<String, ([u64; 3], u64)>,
+    unc_unresolved: u64,
+    answerable: u64,
+    abstained: u64,
+}
+
+impl Cell {
+    fn add(&mut self, o: &Cell) {
+        for (k, v) in &o.labels {
+            *self.labels.entry(k.clone()).or_default() += v;
+        }
+        for (k, v) in &o.reasons {
+            *self.reasons.entry(k.clone()).or_default() += v;
+        }
+        for (k, (s, u)) in &o.unc_by_group {
+            let e = self.unc_by_group.entry(k.clone()).or_default();
+            (0..3).for_each(|i| e.0[i] += s[i]);
+            e.1 += u;
+        }
+        self.factual += o.factual;
+        self.single += o.single;
+        self.excluded += o.excluded;
+        self.covered += o.covered;
+        self.pairs += o.pairs;
+        self.supporting += o.supporting;
+        self.unresolved_claims += o.unresolved_claims;
+        self.unresolved_pairs += o.unresolved_pairs;
+        (0..3).for_each(|i| self.unc[i] += o.unc[i]);
+        self.unc_unresolved += o.unc_unresolved;
+        self.answerable += o.answerable;
+        self.abstained += o.abstained;
+    }
+}
+
+/// A claim unit's final state.
+enum Final {
+    Label { label: String, single: bool },
+    Excluded { not_factual: bool },
+    Unresolved,
+}
+
+/// The review section of a report; `None` when no review was imported.
+pub fn summarise_review(frozen: &FrozenCohort, input: Option<&ReviewInput>, draws: u32) -> Option<ReviewSummary> {
+    let input = input?;
+    let cohort = &frozen.cohort;
+    let questions: Vec<&str> = cohort.questions.iter().map(|q| q.id.as_str()).collect();
+    let q_index: BTreeMap<&str, usize> = questions.iter().enumerate().map(|(i, q)| (*q, i)).collect();
+    let arm_index: BTreeMap<&str, usize> =
+        cohort.config.arms.iter().enumerate().map(|(i, a)| (a.id.as_str(), i)).collect();
+    let key: BTreeMap<&str, &cohort_core::uncertainty_key::UncertaintyEntry> =
+        cohort.uncertainty_key.iter().flatten().map(|e| (e.question_id.as_str(), e)).collect();
+    let mut cells = vec![vec![Cell::default(); questions.len()]; cohort.config.arms.len()];
+
+    let mut reviewers: Vec<&super::import::ReviewerLabels> = input.reviewers.iter().collect();
+    reviewers.sort_by(|a, b| a.reviewer.cmp(&b.reviewer));
+    let (ra, rb) = (reviewers.first().copied(), reviewers.get(1).copied());
+    let empty = BTreeMap::new();
+    let adj = input.adjudication.as_ref().map_or(&empty, |a| &a.decisions);
+    let mut adjudicated_used = 0u64;
+    let mut unresolved_total = 0u64;
+
+    let (mut claim_a, mut claim_b) = (Vec::new(), Vec::new());
+    let (mut pair_a, mut pair_b) = (Vec::new(), Vec::new());
+    let (mut unc_a, mut unc_b) = (Vec::new(), Vec::new());
+    let mut extraction_disagreements = 0u64;
+    let label_index = |l: &str| CLAIM_LABELS.iter().position(|x| *x == l);
+
+    // Claim items: final units, and which claim items are finally excluded
+    // as not factual (their pairs are not claim-citation pairs) or covered.
+    let mut claim_units: BTreeMap<&str, Vec<Final>> = BTreeMap::new();
+    for item in input.index.items.iter().filter(|i| i.kind == ItemKind::Claim) {
+        let id = item.item_id.as_str();
+        let da = ra.and_then(|r| r.claims.get(id));
+        let db = rb.and_then(|r| r.claims.get(id));
+        let adjudicated = |unit: &str| -> Option<Final> {
+            let (label, ..) = adj.get(unit)?;
+            Some(match label.as_str() {
+                "not_factual" => Final::Excluded { not_factual: true },
+                "merged" => Final::Excluded { not_factual: false },
+                l => Final::Label { label: l.to_owned(), single: false },
+            })
+        };
+        let parts_of = |d: &ClaimDecision, single: bool| -> Vec<Final> {
+            match d {
+                ClaimDecision::Split(parts) => parts
+                    .iter()
+                    .enumerate()
+                    .map(|(k, (_, l, _))| {
+                        adjudicated(&format!("{id}.{}", k + 1)).unwrap_or(Final::Label { label: l.clone(), single })
+                    })
+                    .collect(),
+                ClaimDecision::Label { label, .. } => vec![Final::Label { label: label.clone(), single }],
+                ClaimDecision::NotFactual(_) => vec![Final::Excluded { not_factual: true }],
+                ClaimDecision::Merged(_) => vec![Final::Excluded { not_factual: false }],
+            }
+        };
+        let units: Vec<Final> = match (da, db) {
+            (Some(ClaimDecision::Label { label: la, .. }), Some(ClaimDecision::Label { label: lb, .. })) => {
+                if let (Some(a), Some(b)) = (label_index(la), label_index(lb)) {
+                    claim_a.push(a);
+                    claim_b.push(b);
+                }
+                if la == lb {
+                    vec![Final::Label { label: la.clone(), single: false }]
+                } else if let Some(f) = adjudicated(id) {
+                    adjudicated_used += 1;
+                    vec![f]
+                } else {
+                    vec![Final::Unresolved]
+                }
+            }
+            (Some(ClaimDecision::Split(pa)), Some(ClaimDecision::Split(pb))) if pa.len() == pb.len() => pa
+                .iter()
+                .zip(pb)
+                .enumerate()
+                .map(|(k, ((_, la, _), (_, lb, _)))| {
+                    if let (Some(a), Some(b)) = (label_index(la), label_index(lb)) {
+                        claim_a.push(a);
+                        claim_b.push(b);
+                    }
+                    if la == lb {
+                        Final::Label { label: la.clone(), single: false }
+                    } else if let Some(f) = adjudicated(&format!("{id}.{}", k + 1)) {
+                        adjudicated_used += 1;
+                        f
+                    } else {
+                        Final::Unresolved
+                    }
+                })
+                .collect(),
+            (Some(a), Some(b)) => {
+                let excluded = |d: &ClaimDecision| matches!(d, ClaimDecision::NotFactual(_) | ClaimDecision::Merged(_));
+                if excluded(a) && excluded(b) {
+                    let nf = matches!(a, ClaimDecision::NotFactual(_)) && matches!(b, ClaimDecision::NotFactual(_));
+                    vec![Final::Excluded { not_factual: nf }]
+                } else {
+                    extraction_disagreements += 1;
+                    match adj.get(id).map(|(l, ..)| l.as_str()) {
+                        Some(choice) if choice.starts_with("split:") => {
+                            adjudicated_used += 1;
+                            let who = &choice["split:".len()..];
+                            let chosen = if ra.is_some_and(|r| r.reviewer == who) { a } else { b };
+                            parts_of(chosen, true)
+                        }
+                        Some(_) => {
+                            adjudicated_used += 1;
+                            adjudicated(id).into_iter().collect()
+                        }
+                        None => vec![Final::Unresolved],
+                    }
+                }
+            }
+            (Some(d), None) | (None, Some(d)) => parts_of(d, true),
+            (None, None) => Vec::new(),
+        };
+        claim_units.insert(id, units);
+    }
+
+    // Pairs: final support per pair item.
+    let mut covered_claims: BTreeMap<&str, bool> = BTreeMap::new();
+    for item in input.index.items.iter().filter(|i| i.kind == ItemKind::Pair) {
+        let (Some(&a), Some(&q)) = (arm_index.get(item.arm.as_str()), q_index.get(item.question_id.as_str())) else {
+            continue;
+        };
+        let claim = item.claim_item.as_deref().unwrap_or_default();
+        let not_factual = claim_units
+            .get(claim)
+            .is_some_and(|u| !u.is_empty() && u.iter().all(|f| matches!(f, Final::Excluded { not_factual: true })));
+        if not_factual {
+            continue;
+        }
+        let pa = ra.and_then(|r| r.pairs.get(&item.item_id));
+        let pb = rb.and_then(|r| r.pairs.get(&item.item_id));
+        if let (Some(x), Some(y)) = (pa, pb) {
+            pair_a.push(usize::from(!x.0));
+            pair_b.push(usize::from(!y.0));
+        }
+        let decided: Option<(bool, String)> = match (pa, pb) {
+            (Some(x), Some(y)) if x.0 == y.0 && x.1 == y.1 => Some(x.clone()),
+            (Some(x), Some(y)) if x.0 == y.0 => {
+                // Both "no", reasons differ: the adjudicator names the reason.
+                match adj.get(&item.item_id) {
+                    Some((l, r, _)) => {
+                        adjudicated_used += 1;
+                        Some((l == "yes", r.clone()))
+                    }
+                    None => Some((false, "reviewers differ on the reason".into())),
+                }
+            }
+            (Some(_), Some(_)) => adj.get(&item.item_id).map(|(l, r, _)| {
+                adjudicated_used += 1;
+                (l == "yes", if l == "yes" { String::new() } else { r.clone() })
+            }),
+            (Some(x), None) | (None, Some(x)) => Some(x.clone()),
+            (None, None) => None,
+        };
+        let cell = &mut cells[a][q];
+        match decided {
+            Some((supports, reason)) => {
+                cell.pairs += 1;
+                if supports {
+                    cell.supporting += 1;
+                    covered_claims.insert(claim, true);
+                } else {
+                    *cell.reasons.entry(reason).or_default() += 1;
+                }
+            }
+            None => {
+                cell.pairs += 1;
+                cell.unresolved_pairs += 1;
+                unresolved_total += 1;
+            }
+        }
+    }
+
+    // Claim units into cells.
+    for item in input.index.items.iter().filter(|i| i.kind == ItemKind::Claim) {
+        let (Some(&a), Some(&q)) = (arm_index.get(item.arm.as_str()), q_index.get(item.question_id.as_str())) else {
+            continue;
+        };
+        let covered = covered_claims.get(item.item_id.as_str()).copied().unwrap_or(false);
+        for unit in claim_units.get(item.item_id.as_str()).into_iter().flatten() {
+            let cell = &mut cells[a][q];
+            match unit {
+                Final::Label { label, single } => {
+                    cell.factual += 1;
+                    *cell.labels.entry(label.clone()).or_default() += 1;
+                    cell.single += u64::from(*single);
+                    cell.covered += u64::from(covered);
+                }
+                Final::Excluded { .. } => cell.excluded += 1,
+                Final::Unresolved => {
+                    cell.factual += 1;
+                    cell.unresolved_claims += 1;
+                    unresolved_total += 1;
+                }
+            }
+        }
+    }
+    // Added claims: one reviewer's, uncited (never covered).
+    let by_output: BTreeMap<&str, &super::ExportedItem> =
+        input.index.items.iter().filter(|i| i.kind == ItemKind::Uncertainty).map(|i| (i.output.as_str(), i)).collect();
+    for r in &reviewers {
+        for added in &r.added {
+            let Some(item) = by_output.get(added.output.as_str()) else { continue };
+            let (Some(&a), Some(&q)) = (arm_index.get(item.arm.as_str()), q_index.get(item.question_id.as_str()))
+            else {
+                continue;
+            };
+            let cell = &mut cells[a][q];
+            let label = match adj.get(&added.unit) {
+                Some((l, ..)) => {
+                    adjudicated_used += 1;
+                    l.clone()
+                }
+                None => added.label.clone(),
+            };
+            if label == "not_factual" || label == "merged" {
+                cell.excluded += 1;
+            } else {
+                cell.factual += 1;
+                cell.single += 1;
+                *cell.labels.entry(label).or_default() += 1;
+            }
+        }
+    }
+    // Uncertainty per output.
+    for item in input.index.items.iter().filter(|i| i.kind == ItemKind::Uncertainty) {
+        let (Some(&a), Some(&q)) = (arm_index.get(item.arm.as_str()), q_index.get(item.question_id.as_str())) else {
+            continue;
+        };
+        let ua = ra.and_then(|r| r.uncertainty.get(&item.item_id));
+        let ub = rb.and_then(|r| r.uncertainty.get(&item.item_id));
+        if let (Some(x), Some(y)) = (ua, ub) {
+            unc_a.push(usize::from(x.0));
+            unc_b.push(usize::from(y.0));
+        }
+        let score = match (ua, ub) {
+            (Some(x), Some(y)) if x.0 == y.0 => Some(x.0),
+            (Some(_), Some(_)) => adj.get(&item.item_id).and_then(|(l, ..)| {
+                adjudicated_used += 1;
+                l.parse::<u8>().ok()
+            }),
+            (Some(x), None) | (None, Some(x)) => Some(x.0),
+            (None, None) => None,
+        };
+        let group = key.get(item.question_id.as_str()).map_or("not_in_key", |e| e.group()).to_owned();
+        let cell = &mut cells[a][q];
+        let g = cell.unc_by_group.entry(group).or_default();
+        match score {
+            Some(s) => {
+                cell.unc[usize::from(s.min(2))] += 1;
+                g.0[usize::from(s.min(2))] += 1;
+            }
+            None => {
+                cell.unc_unresolved += 1;
+                g.1 += 1;
+                unresolved_total += 1;
+            }
+        }
+        if key.get(item.question_id.as_str()).is_some_and(|e| e.answerable) {
+            cell.answerable += 1;
+            let all = [ua, ub].into_iter().flatten().collect::<Vec<_>>();
+            if !all.is_empty() && all.iter().all(|x| x.1) {
+                cell.abstained += 1;
+            }
+        }
+    }
+
+    // Rates on the report's draws (same seed and count, so the same resamples).
+    let categories = &cohort.config.categories;
+    let q_category: Vec<&str> = cohort.questions.iter().map(|q| q.category.as_str()).collect();
+    let mut estimands = Vec::new();
+    let mut scopes: Vec<(usize, Option<usize>, Cell)> = Vec::new();
+    for (a, arm_cells) in cells.iter().enumerate() {
+        for c in std::iter::once(None).chain((0..categories.len()).map(Some)) {
+            let masked: Vec<Cell> = arm_cells
+                .iter()
+                .zip(&q_category)
+                .map(|(cell, qc)| match c {
+                    Some(ci) if *qc != categories[ci] => Cell::default(),
+                    _ => cell.clone(),
+                })
+                .collect();
+            let v = |f: &dyn Fn(&Cell) -> (u64, u64)| -> Estimand {
+                let (n, d): (Vec<f64>, Vec<f64>) = masked.iter().map(f).map(|(n, d)| (n as f64, d as f64)).unzip();
+                Estimand::ratio(n, d)
+            };
+            estimands.push(v(&|c| (c.labels.get("fully_supported").copied().unwrap_or(0), c.factual)));
+            estimands.push(v(&|c| (c.supporting, c.pairs)));
+            estimands.push(v(&|c| (c.covered, c.factual)));
+            estimands.push(v(&|c| (c.unc[1] + 2 * c.unc[2], c.unc.iter().sum())));
+            let mut total = Cell::default();
+            masked.iter().for_each(|m| total.add(m));
+            scopes.push((a, c, total));
+        }
+    }
+    let intervals = if questions.is_empty() {
+        vec![Interval { ci_low: None, ci_high: None, draws, undefined_draws: draws }; estimands.len()]
+    } else {
+        ClusterBootstrap { clusters: questions.len(), draws, seed: stats::BOOTSTRAP_SEED }.intervals(&estimands)
+    };
+    let mut arms: Vec<ArmReview> = cohort
+        .config
+        .arms
+        .iter()
+        .map(|arm| ArmReview {
+            arm: arm.id.clone(),
+            figures: figures(&Cell::default(), &[], &[]),
+            categories: BTreeMap::new(),
+        })
+        .collect();
+    for (slot, (a, c, total)) in scopes.iter().enumerate() {
+        let f = figures(total, &estimands[slot * 4..slot * 4 + 4], &intervals[slot * 4..slot * 4 + 4]);
+        match c {
+            None => arms[*a].figures = f,
+            Some(ci) => {
+                arms[*a].categories.insert(categories[*ci].clone(), f);
+            }
+        }
+    }
+
+    let view = |labels: Vec<String>, a: &[usize], b: &[usize], w: Weights| {
+        let g = agreement(&labels, a, b, w);
+        AgreementView {
+            labels: g.labels,
+            matrix: g.matrix,
+            items: g.items,
+            raw_agreement: g.raw_agreement,
+            kappa: g.kappa,
+            weights: g.weights,
+        }
+    };
+    let five: Vec<String> = CLAIM_LABELS.iter().map(|s| (*s).to_owned()).collect();
+    let scores: Vec<String> = ["0", "1", "2"].iter().map(|s| (*s).to_owned()).collect();
+    let agreement = match (ra, rb) {
+        (Some(x), Some(y)) => Some(ReviewAgreement {
+            reviewers: vec![x.reviewer.clone(), y.reviewer.clone()],
+            claims: view(five, &claim_a, &claim_b, Weights::None),
+            extraction_disagreements,
+            pairs: view(vec!["yes".into(), "no".into()], &pair_a, &pair_b, Weights::None),
+            uncertainty_nominal: view(scores.clone(), &unc_a, &unc_b, Weights::None),
+            uncertainty_linear: view(scores.clone(), &unc_a, &unc_b, Weights::Linear),
+            uncertainty_quadratic: view(scores, &unc_a, &unc_b, Weights::Quadratic),
+        }),
+        _ => None,
+    };
+    let mut reviewer_counts = BTreeMap::new();
+    for r in &reviewers {
+        let mut counts: BTreeMap<String, u64> = CLAIM_LABELS
+            .iter()
+            .map(|l| ((*l).to_owned(), 0))
+            .chain(["not_factual", "merged", "split", "added"].map(|k| (k.to_owned(), 0)))
+            .collect();
+        for d in r.claims.values() {
+            match d {
+                ClaimDecision::Label { label, .. } => *counts.entry(label.clone()).or_default() += 1,
+                ClaimDecision::NotFactual(_) => *counts.entry("not_factual".into()).or_default() += 1,
+                ClaimDecision::Merged(_) => *counts.entry("merged".into()).or_default() += 1,
+                ClaimDecision::Split(parts) => {
+                    *counts.entry("split".into()).or_default() += 1;
+                    for (_, l, _) in parts {
+                        *counts.entry(l.clone()).or_default() += 1;
+                    }
+                }
+            }
+        }
+        for added in &r.added {
+            *counts.entry("added".into()).or_default() += 1;
+            *counts.entry(added.label.clone()).or_default() += 1;
+        }
+        reviewer_counts.insert(r.reviewer.clone(), counts);
+    }
+    let mut notes = Vec::new();
+    if reviewers.len() < 2 {
+        notes.push(format!(
+            "only {} reviewer's labels are imported: seed 004 asks for two independent reviewers; agreement is not computed and every label counts as one reviewer's",
+            reviewers.len()
+        ));
+    }
+    if reviewers.len() > 2 {
+        notes.push("agreement compares the first two reviewers by id; the others' labels are kept but not used".into());
+    }
+    if unresolved_total > 0 {
+        notes.push(format!(
+            "{unresolved_total} disagreement(s) await adjudication: the rates they touch are unmeasured until `cohort review import` receives the adjudication"
+        ));
+    }
+    Some(ReviewSummary {
+        exported_at: input.index.exported_at.clone(),
+        reviewers: input.index.reviewers.clone(),
+        imported_reviewers: reviewers.iter().map(|r| r.reviewer.clone()).collect(),
+        adjudicator: input.adjudication.as_ref().map(|a| a.adjudicator.clone()),
+        reviewer_counts,
+        agreement,
+        adjudicated_items: adjudicated_used,
+        unresolved_items: unresolved_total,
+        arms,
+        notes,
+    })
+}
+
+fn figures(t: &Cell, estimands: &[Estimand], intervals: &[Interval]) -> ReviewFigures {
+    let mut labels: BTreeMap<String, u64> = CLAIM_LABELS.iter().map(|l| ((*l).to_owned(), 0)).collect();
+    for (k, v) in &t.labels {
+        *labels.entry(k.clone()).or_default() += v;
+    }
+    let rate = |i: usize, num: u64, den: u64, none: &str, unresolved: u64| -> Rate {
+        let (estimand, interval) = (estimands.get(i), intervals.get(i));
+        let (status, reason) = if den == 0 {
+            (RateStatus::NotApplicable, Some(none.to_owned()))
+        } else if unresolved > 0 {
+            (RateStatus::Unmeasured, Some(format!("{unresolved} disagreement(s) await adjudication")))
+        } else {
+            (RateStatus::Measured, None)
+        };
+        let value = (status == RateStatus::Measured).then(|| estimand.and_then(Estimand::point)).flatten();
+        Rate {
+            value,
+            numerator: num as f64,
+            denominator: den as f64,
+            ci_low: value.and(interval.and_then(|i| i.ci_low)),
+            ci_high: value.and(interval.and_then(|i| i.ci_high)),
+            undefined_draws: interval.map_or(0, |i| i.undefined_draws),
+            status,
+            reason,
+            questions: None,
+        }
+    };
+    let fully = labels.get("fully_supported").copied().unwrap_or(0);
+    let unc = |scores: [u64; 3], unresolved: u64, bootstrap: bool| {
+        let n: u64 = scores.iter().sum();
+        let sum = scores[1] + 2 * scores[2];
+        let mut mean = if bootstrap {
+            rate(3, sum, n, "no completed output was scored", unresolved)
+        } else {
+            rate(usize::MAX, sum, n, "no completed output was scored", unresolved)
+        };
+        if !bootstrap && mean.status == RateStatus::Measured {
+            mean.value = Some(sum as f64 / n as f64);
+        }
+        UncertaintyFigures { outputs: n, scores, mean, unresolved }
+    };
+    ReviewFigures {
+        claim_fidelity: rate(0, fully, t.factual, "no factual claims", t.unresolved_claims),
+        citation_precision: rate(1, t.supporting, t.pairs, "no claim-citation pairs", t.unresolved_pairs),
+        citation_coverage: rate(2, t.covered, t.factual, "no factual claims", t.unresolved_claims + t.unresolved_pairs),
+        uncertainty: unc(t.unc, t.unc_unresolved, true),
+        uncertainty_by_group: t.unc_by_group.iter().map(|(g, (s, u))| (g.clone(), unc(*s, *u, false))).collect(),
+        labels,
+        factual_claims: t.factual,
+        single_reviewer_claims: t.single,
+        excluded_claims: t.excluded,
+        covered_claims: t.covered,
+        pairs: t.pairs,
+        supporting_pairs: t.supporting,
+        pair_reasons: t.reasons.clone(),
+        unresolved_claims: t.unresolved_claims,
+        unresolved_pairs: t.unresolved_pairs,
+        answerable_outputs: t.answerable,
+        abstentions_on_answerable: t.abstained,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::UNIX_EPOCH;
+
+    use cohort_core::CohortFiles;
+    use cohort_core::manifest::Manifest;
+
+    use super::super::import::{ClaimDecision, ReviewerLabels};
+    use super::super::{ExportIndex, ExportedItem, ItemKind, ReviewInput};
+    use super::*;
+
+    fn frozen() -> FrozenCohort {
+        let toml = "name = \"t\"\nseed = 1\n[[arms]]\nid = \"a\"\nlabel = \"A\"\nadapter = \"sim\"\npinned_version = \"v1\"\nvendor_lineage = \"x\"\n";
+        let questions =
+            r#"[{"id":"s1","category":"science","text":"Why?"},{"id":"s2","category":"science","text":"How?"}]"#;
+        let mut f = CohortFiles::default();
+        for (name, body) in [
+            ("cohort.toml", toml),
+            ("questions.json", questions),
+            ("suffix.txt", "Cite.\n"),
+            ("protocol.md", "# P\n"),
+            ("rubric.md", "# R\n"),
+        ] {
+            f.files.insert(name.into(), Some(body.as_bytes().to_vec()));
+        }
+        let cohort = f.validate().unwrap();
+        let manifest = Manifest::build(&cohort, UNIX_EPOCH, Vec::new());
+        FrozenCohort { cohort, manifest, manifest_sha256: "0".repeat(64), review: None }
+    }
+
+    fn item(id: &str, kind: ItemKind, q: &str, claim: Option<&str>) -> ExportedItem {
+        ExportedItem {
+            item_id: id.into(),
+            kind,
+            run_id: format!("{q}:a:1"),
+            arm: "a".into(),
+            question_id: q.into(),
+            output: format!("CODE-{q}-1"),
+            claim_item: claim.map(str::to_owned),
+            claim_id: None,
+            citation: None,
+            url: None,
+        }
+    }
+
+    fn labels(who: &str, claims: &[(&str, &str)], pairs: &[(&str, bool, &str)]) -> ReviewerLabels {
+        ReviewerLabels {
+            reviewer: who.into(),
+            file: format!("{who}.csv"),
+            claims: claims
+                .iter()
+                .map(|(id, l)| ((*id).into(), ClaimDecision::Label { label: (*l).into(), reason: "r".into() }))
+                .collect(),
+            pairs: pairs.iter().map(|(id, s, r)| ((*id).into(), (*s, (*r).into()))).collect(),
+            uncertainty: BTreeMap::new(),
+            added: Vec::new(),
+        }
+    }
+
+    fn summary(items: Vec<ExportedItem>, a: ReviewerLabels, b: ReviewerLabels) -> ReviewSummary {
+        let input = ReviewInput {
+            index: ExportIndex {
+                kind: "cohort-review-export".into(),
+                manifest_sha256: String::new(),
+                exported_at: String::new(),
+                reviewers: vec!["alice".into(), "bob".into()],
+                folder: String::new(),
+                items,
+            },
+            reviewers: vec![a, b],
+            adjudication: None,
+        };
+        summarise_review(&frozen(), Some(&input), 200).unwrap()
+    }
+
+    /// A run with zero factual claims has claim fidelity "not applicable"
+    /// (not 100%), and zero pairs gives precision "not applicable".
+    #[test]
+    fn zero_factual_claims_is_not_applicable() {
+        let items = vec![item("u1", ItemKind::Uncertainty, "s1", None)];
+        let s = summary(items, labels("alice", &[], &[]), labels("bob", &[], &[]));
+        let f = &s.arms[0].figures;
+        assert_eq!(f.claim_fidelity.status, RateStatus::NotApplicable);
+        assert_eq!(f.claim_fidelity.value, None);
+        assert_eq!(f.claim_fidelity.reason.as_deref(), Some("no factual claims"));
+        assert_eq!(f.citation_precision.status, RateStatus::NotApplicable);
+        assert_eq!(f.citation_coverage.status, RateStatus::NotApplicable);
+        // Nothing rated by both: kappa is undefined, with its reason.
+        let k = &s.agreement.unwrap().claims.kappa;
+        assert!(matches!(k, Stat::Undefined(why) if !why.is_empty()), "{k:?}");
+    }
+
+    /// A partially supported claim gets no credit; a broken reference stays
+    /// in the precision denominator and is counted under its reason; a claim
+    /// whose only pair does not support is not covered.
+    #[test]
+    fn partial_support_gets_no_credit_and_broken_pairs_stay_in_the_denominator() {
+        let items = vec![
+            item("c1", ItemKind::Claim, "s1", None),
+            item("c2", ItemKind::Claim, "s2", None),
+            item("p1", ItemKind::Pair, "s1", Some("c1")),
+            item("p2", ItemKind::Pair, "s2", Some("c2")),
+        ];
+        let claims = [("c1", "fully_supported"), ("c2", "partially_supported")];
+        let pairs = [("p1", true, ""), ("p2", false, "broken")];
+        let s = summary(items, labels("alice", &claims, &pairs), labels("bob", &claims, &pairs));
+        let f = &s.arms[0].figures;
+        assert_eq!((f.claim_fidelity.numerator, f.claim_fidelity.denominator), (1.0, 2.0));
+        assert_eq!(f.claim_fidelity.value, Some(0.5));
+        assert_eq!(f.labels["partially_supported"], 1);
+        assert_eq!((f.citation_precision.numerator, f.citation_precision.denominator), (1.0, 2.0));
+        assert_eq!(f.pair_reasons["broken"], 1);
+        assert_eq!(f.citation_coverage.value, Some(0.5));
+        let a = s.agreement.unwrap();
+        assert_eq!(a.claims.items, 2);
+        assert_eq!(a.claims.raw_agreement, Stat::Value(1.0));
+    }
+
+    /// A disagreement without an adjudication leaves the rate unmeasured,
+    /// never a number; two raters constant on different labels agree at
+    /// chance (kappa 0, as scikit-learn gives).
+    #[test]
+    fn an_unadjudicated_disagreement_is_unmeasured() {
+        let items = vec![item("c1", ItemKind::Claim, "s1", None), item("c2", ItemKind::Claim, "s2", None)];
+        let a = labels("alice", &[("c1", "fully_supported"), ("c2", "fully_supported")], &[]);
+        let b = labels("bob", &[("c1", "unsupported"), ("c2", "unsupported")], &[]);
+        let s = summary(items, a, b);
+        let f = &s.arms[0].figures;
+        assert_eq!(f.claim_fidelity.status, RateStatus::Unmeasured);
+        assert_eq!(f.claim_fidelity.value, None);
+        assert_eq!(s.unresolved_items, 2);
+        let a = s.agreement.unwrap();
+        assert_eq!(a.claims.kappa, Stat::Value(0.0));
+        assert_eq!(a.claims.raw_agreement, Stat::Value(0.0));
+        assert_eq!(a.claims.matrix[0][2], 2, "fully_supported x unsupported");
+    }
+}
