@@ -439,3 +439,27 @@ fn command_bad_settings_are_named() {
     assert!(err(json!({"program": "x", "env": {"A": 1}})).contains("settings.env"));
     assert!(for_arm(&arm(AdapterKind::Command, json!({"program": "x"}))).is_ok());
 }
+
+/// `openai_chat` under a configured clarification rule: a short uncited
+/// question as the first reply is a clarification, the same text after the
+/// suffix (three turns) is output, and a cited reply never is one; without
+/// the rule it is output.
+#[tokio::test]
+async fn openai_clarification_rule() {
+    let question = "Which years should I cover?";
+    let (url, _seen) = fixed_server(json!({"model": "sonar", "choices": [{"message": {"content": question}}]})).await;
+    let ruled = openai(json!({"base_url": url, "model": "m", "clarification": {"max_chars": 300}}));
+    assert_eq!(ruled.call(&prompt()).await.reply, Reply::Clarification(question.into()));
+    let follow_up = request(&[("user", "Q?"), ("system_under_test", question), ("user", "Cite sources.")]);
+    assert_eq!(ruled.call(&follow_up).await.reply, Reply::Output(question.into()));
+    assert_eq!(
+        openai(json!({"base_url": url, "model": "m"})).call(&prompt()).await.reply,
+        Reply::Output(question.into())
+    );
+
+    let (url, _seen) =
+        fixed_server(json!({"choices": [{"message": {"content": question}}], "citations": ["https://a.example/"]}))
+            .await;
+    let ruled = openai(json!({"base_url": url, "model": "m", "clarification": {"max_chars": 300}}));
+    assert_eq!(ruled.call(&prompt()).await.reply, Reply::Output(question.into()), "a cited reply is an answer");
+}
