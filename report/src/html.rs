@@ -619,6 +619,7 @@ impl Page<'_> {
                 self.kv("temperature", judge.temperature)?;
                 self.kv("batch size", format_args!("{} claims", judge.batch_size))?;
                 self.kv("lineage waiver", OrWords(judge.lineage_waiver.as_deref(), "none"))?;
+                self.kv("verdicts", Esc(&m.verdict_source()))?;
                 self.out.push_str("<dt>models that actually served (claims judged)</dt><dd>");
                 if judge.served_models.is_empty() {
                     self.out.push_str("<span class=\"nd\">none: no verdict recorded</span>");

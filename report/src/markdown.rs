@@ -339,28 +339,7 @@ fn method(o: &mut String, s: &Summary) -> std::fmt::Result {
             )?;
         }
     }
-    match &m.judge_pass {
-        Some(p) => writeln!(
-            o,
-            "- Verdicts from judging pass `{}` ({}, created {}{}); claims the pass has not judged count as unjudged (not_sent)\n",
-            p.name,
-            match p.kind {
-                cohort_worker::passes::PassKind::Judge => "one judge".to_owned(),
-                cohort_worker::passes::PassKind::Ensemble => format!("majority vote of {}", p.members.join(", ")),
-            },
-            p.created_at,
-            p.judge
-                .as_ref()
-                .map(|j| format!(
-                    ", judge `{}` expecting served model `{}`{}",
-                    j.proxy_judge,
-                    j.served_model_expected,
-                    if j.strict { ", strict" } else { "" }
-                ))
-                .unwrap_or_default()
-        )?,
-        None => writeln!(o, "- Verdicts as recorded with each run (no judging pass)\n")?,
-    }
+    writeln!(o, "- {}\n", m.verdict_source())?;
     writeln!(o, "<details><summary>Question hashes (SHA-256 of each question's text)</summary>\n")?;
     for (q, h) in &m.question_sha256 {
         writeln!(o, "- `{q}` `{h}`")?;

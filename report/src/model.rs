@@ -99,6 +99,39 @@ pub struct Method {
     pub arms: Vec<ArmMethod>,
 }
 
+impl Method {
+    /// Where the report's verdicts come from, in words (shown in every
+    /// rendering of the method block).
+    pub fn verdict_source(&self) -> String {
+        use cohort_worker::passes::PassKind;
+        match &self.judge_pass {
+            None => "Verdicts as recorded with each run (no judging pass)".to_owned(),
+            Some(p) => {
+                let kind = match p.kind {
+                    PassKind::Judge => "one judge".to_owned(),
+                    PassKind::Ensemble => format!("majority vote of {}", p.members.join(", ")),
+                };
+                let judge = p
+                    .judge
+                    .as_ref()
+                    .map(|j| {
+                        format!(
+                            ", judge `{}` expecting served model `{}`{}",
+                            j.proxy_judge,
+                            j.served_model_expected,
+                            if j.strict { ", strict" } else { "" }
+                        )
+                    })
+                    .unwrap_or_default();
+                format!(
+                    "Verdicts from judging pass `{}` ({kind}, created {}{judge}); claims the pass has not judged count as unjudged (not_sent)",
+                    p.name, p.created_at
+                )
+            }
+        }
+    }
+}
+
 /// One arm as frozen and as observed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ArmMethod {
