@@ -576,4 +576,7 @@ fn bad_settings_are_named() {
     let e = err(with("clarification", json!({"max_chars": 300, "ends_with_question": false})));
     assert!(e.contains("length alone"), "{e}");
     assert!(for_arm(&arm(base())).is_ok());
+    // examples/protocol-v1's form: tool names as shorthand.
+    let a = OpenAiResponsesAdapter::with_env(&arm(with("tools", json!(["web_search_preview"]))), env).unwrap();
+    assert_eq!(a.request_body(&prompt())["tools"], json!([{"type": "web_search_preview"}]));
 }

@@ -54,7 +54,7 @@
 //! | `base_url` | `https://api.openai.com/v1` | the API root |
 //! | `model` | required | the model requested |
 //! | `api_key_env` | none | the environment variable holding the key (bearer) |
-//! | `tools` | `[{ type = "web_search_preview" }]` | the tools sent, as given |
+//! | `tools` | `[{ type = "web_search_preview" }]` | the tools sent, as given; a bare name `"x"` is `{ type = "x" }` |
 //! | `background` | true for a model whose name contains `deep-research`, else false | create in background mode and poll |
 //! | `poll_interval_ms` | 5000 | time between polls (at least 10) |
 //! | `timeout_secs` | 3600 | the longest one call may take, polling included |
@@ -152,15 +152,23 @@ impl OpenAiResponsesAdapter {
         };
         let tools = match s.raw("tools") {
             None => vec![json!({"type": "web_search_preview"})],
-            Some(Value::Array(items)) => {
-                for (i, t) in items.iter().enumerate() {
-                    if t.get("type").and_then(Value::as_str).is_none_or(|ty| ty.trim().is_empty()) {
-                        return Err(s.bad("tools", format!("item {i}: must be a table with a `type`, got {t}")));
+            // A bare name is shorthand for `{ type = NAME }`.
+            Some(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .map(|(i, t)| match t {
+                    Value::String(ty) if !ty.trim().is_empty() => Ok(json!({"type": ty.trim()})),
+                    Value::Object(_)
+                        if t.get("type").and_then(Value::as_str).is_some_and(|ty| !ty.trim().is_empty()) =>
+                    {
+                        Ok(t.clone())
                     }
-                }
-                items.clone()
-            }
-            Some(v) => return Err(s.bad("tools", format!("must be an array of tool tables, got {v}"))),
+                    _ => {
+                        Err(s.bad("tools", format!("item {i}: must be a tool name or a table with a `type`, got {t}")))
+                    }
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+            Some(v) => return Err(s.bad("tools", format!("must be an array of tool names or tables, got {v}"))),
         };
         // Deep-research models only run in background mode in practice (a
         // foreground call would hold one connection for up to an hour);
