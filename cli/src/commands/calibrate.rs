@@ -675,9 +675,12 @@ fn agreement_table(a: &str, b: &str, r: &Agreement, only_a: &[String], only_b: &
         }
         out.push('\n');
     }
+    if !only_a.is_empty() || !only_b.is_empty() {
+        out.push('\n');
+    }
     for (who, ids) in [("A", only_a), ("B", only_b)] {
         if !ids.is_empty() {
-            let _ = writeln!(out, "\n{} items labelled by {who} only (not counted): {}", ids.len(), ids.join(", "));
+            let _ = writeln!(out, "{} items labelled by {who} only (not counted): {}", ids.len(), ids.join(", "));
         }
     }
     out
