@@ -147,3 +147,32 @@ async fn a_real_judge_without_a_proxy_warns_support_is_unmeasured() {
         assert_eq!(record["scoring"]["report"]["support"]["rendered"], "n/a (unmeasured)");
     }
 }
+
+/// Proves `cohort run --judge` checks the judge before any run starts: with
+/// the judge proxy down it exits 2, says how to go on (judge later with
+/// `cohort judge`), starts no run and creates no judging pass, instead of
+/// collecting with every claim silently unjudged.
+#[tokio::test]
+async fn run_with_an_unreachable_judge_stops_before_any_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("quickstart");
+    copy_quickstart(&dir);
+    // A loopback port nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let judge = tmp.path().join("judge.toml");
+    fs::write(&judge, format!("url = \"http://127.0.0.1:{port}\"\njudge = \"j\"\nkey_env = \"COHORT_TEST_DEAD_KEY\"\n"))
+        .unwrap();
+    let out = Command::new(COHORT)
+        .args(["run", dir.to_str().unwrap(), "--judge", judge.to_str().unwrap()])
+        .env("COHORT_TEST_DEAD_KEY", "a-team-key-that-must-not-be-printed")
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{t}");
+    assert!(t.contains("not reachable") && t.contains("cohort judge"), "{t}");
+    assert!(!t.contains("a-team-key-that-must-not-be-printed"), "{t}");
+    let status = SqliteLedger::open(&dir.join(".cohort/ledger.sqlite")).unwrap().status().await.unwrap();
+    assert_eq!(status.attempts_by_class.values().sum::<u64>(), 0, "a run started: {status:?}");
+    assert!(!dir.join(".cohort/passes").exists(), "a pass was created");
+    assert!(!dir.join("reports").exists());
+}

@@ -276,7 +276,7 @@ async fn judge_stage(args: &JudgeArgs) -> Result<u8, Stop> {
 
 /// The pre-flight: reachable, key accepted, lineage, and the probe's
 /// served model. Sends one tiny claim; writes nothing.
-async fn preflight(
+pub(crate) async fn preflight(
     endpoint: &JudgeEndpoint,
     frozen: &cohort_core::config::JudgeConfig,
 ) -> anyhow::Result<pb::DescribeJudgeResponse> {

@@ -136,6 +136,21 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
         Some(endpoint) => Some(endpoint.clone()),
         None => args.scoring.judge.as_deref().map(JudgeEndpoint::from_file).transpose()?,
     };
+    // The same pre-flight as `cohort judge`, before any run starts: a judge
+    // that is down, refuses the key or is not the frozen judge would leave
+    // every claim silently unjudged.
+    if let (Some(endpoint), Some(frozen_judge)) = (&inline_judge, &config.judge)
+        && let Err(e) = super::judge::preflight(endpoint, frozen_judge).await
+    {
+        let _ = stop_tx.send(true);
+        let _ = server.await;
+        eprintln!(
+            "error: {e:#}\nno run was started. Fix the judge, or run without --judge and judge the stored outputs \
+             later with `cohort judge {} --judge FILE`.",
+            dir.display()
+        );
+        return Err(super::Exit(super::judge::EXIT_REFUSED).into());
+    }
     let pass = super::judge::inline_pass(&frozen, inline_judge.as_ref(), &args.pass)?;
     let total_caps: u32 = config.arms.iter().map(|a| a.concurrency).sum();
     let workers = args.workers.max(1);
@@ -234,6 +249,24 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
     if status.done() {
         let written = super::report::report(dir, &args.store, cohort_core::stats::DEFAULT_DRAWS, None, None).await?;
         super::emit(&format!("\n{}report: {}\n", super::report::headline(&written.summary), written.path.display()));
+        // Claims a judge outage left unjudged are not a silent success.
+        let mut outage: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+        for arm in &written.summary.arms {
+            for (reason, n) in &arm.claims.unjudged {
+                if matches!(reason.as_str(), "provider_error" | "deadline") {
+                    *outage.entry(reason.as_str()).or_default() += n;
+                }
+            }
+        }
+        if inline_judge.is_some() && !outage.is_empty() {
+            let counts: Vec<String> = outage.iter().map(|(r, n)| format!("{n} {r}")).collect();
+            eprintln!(
+                "warning: the judge left claims unjudged ({}): run `cohort judge {} --judge FILE` to fill them in",
+                counts.join(", "),
+                dir.display()
+            );
+            return Err(super::Exit(super::judge::EXIT_UNJUDGED).into());
+        }
     } else {
         super::emit(&format!(
             "no report yet: runs are still pending. `cohort report {}` writes one of the state so far.\n",
