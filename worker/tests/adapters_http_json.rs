@@ -9,41 +9,27 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure panics
 
+mod support;
+
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
-use cohort_coordinator::ArtifactStore;
+use axum::http::HeaderMap;
+use axum::response::Response;
 use cohort_core::config::{AdapterKind, ArmConfig};
 use cohort_core::taxonomy::{AttemptClass, Outcome};
-use cohort_proto::v1 as pb;
+use cohort_worker::Report;
 use cohort_worker::adapters::http_json::HttpJsonAdapter;
-use cohort_worker::adapters::{Adapter, AdapterRequest, AdapterResponse, Reply, Turn, for_arm};
+use cohort_worker::adapters::{Adapter, AdapterRequest, AdapterResponse, Reply, for_arm};
 use cohort_worker::record::RunRecord;
-use cohort_worker::{ArmRuntime, Report, RunContext};
 use serde_json::{Value, json};
+use support::{Canned, PROMPT, SUFFIX, answer, next, ok, status};
 
 const KEY: &str = "re-live-key-5d1e88a0c3f2";
 const KEY_VAR: &str = "COHORT_TEST_HTTP_JSON_KEY";
 const JOB: &str = "job-7f3c2a";
-
-#[derive(Clone)]
-struct Canned {
-    status: u16,
-    headers: Vec<(&'static str, String)>,
-    body: String,
-}
-
-fn ok(body: Value) -> Canned {
-    Canned { status: 200, headers: Vec::new(), body: body.to_string() }
-}
-
-fn status(status: u16, body: Value) -> Canned {
-    Canned { status, headers: Vec::new(), body: body.to_string() }
-}
 
 #[derive(Default)]
 struct Script {
@@ -57,35 +43,28 @@ struct Script {
 
 type Shared = Arc<Mutex<Script>>;
 
-fn next(queue: &mut VecDeque<Canned>) -> Canned {
-    if queue.len() > 1 { queue.pop_front().unwrap() } else { queue.front().cloned().unwrap() }
-}
-
-fn answer(c: Canned) -> Response {
-    let mut r = (StatusCode::from_u16(c.status).unwrap(), c.body).into_response();
-    r.headers_mut().insert("content-type", "application/json".parse().unwrap());
-    for (k, v) in c.headers {
-        r.headers_mut().insert(k, v.parse().unwrap());
-    }
-    r
-}
-
 fn key(headers: &HeaderMap) -> Option<String> {
-    headers.get("x-api-key").and_then(|v| v.to_str().ok()).map(str::to_owned)
+    support::header(headers, "x-api-key")
 }
 
 async fn create(State(s): State<Shared>, headers: HeaderMap, body: String) -> Response {
-    let mut s = s.lock().unwrap();
-    s.bodies.push(serde_json::from_str(&body).unwrap());
-    s.keys.push(key(&headers));
-    answer(next(&mut s.create))
+    let c = {
+        let mut s = s.lock().unwrap();
+        s.bodies.push(serde_json::from_str(&body).unwrap());
+        s.keys.push(key(&headers));
+        next(&mut s.create)
+    };
+    answer(c).await
 }
 
 async fn job(State(s): State<Shared>, Path(id): Path<String>, headers: HeaderMap) -> Response {
-    let mut s = s.lock().unwrap();
-    s.polled.push(id);
-    s.keys.push(key(&headers));
-    answer(next(&mut s.polls))
+    let c = {
+        let mut s = s.lock().unwrap();
+        s.polled.push(id);
+        s.keys.push(key(&headers));
+        next(&mut s.polls)
+    };
+    answer(c).await
 }
 
 async fn server(create_answers: Vec<Canned>, polls: Vec<Canned>) -> (String, Shared) {
@@ -95,11 +74,7 @@ async fn server(create_answers: Vec<Canned>, polls: Vec<Canned>) -> (String, Sha
         .route("/v1/research", axum::routing::post(create))
         .route("/v1/jobs/{id}", axum::routing::get(job))
         .with_state(shared.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    // Runs until the test's runtime ends.
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (format!("http://{addr}/v1"), shared)
+    (support::serve(app).await, shared)
 }
 
 fn arm(settings: Value) -> ArmConfig {
@@ -154,17 +129,8 @@ fn adapter(settings: Value) -> HttpJsonAdapter {
     HttpJsonAdapter::with_env(&arm(settings), env).unwrap()
 }
 
-const PROMPT: &str = "What is known about topic 1? Cite sources.";
-const SUFFIX: &str = "Cite sources.";
-
 fn request(turns: &[(&str, &str)], deadline: Option<Duration>) -> AdapterRequest {
-    AdapterRequest {
-        run_id: "q1:re:1".into(),
-        question_id: "q1".into(),
-        attempt: 1,
-        conversation: turns.iter().map(|(role, text)| Turn { role: (*role).into(), text: (*text).into() }).collect(),
-        deadline: deadline.map(|d| tokio::time::Instant::now() + d),
-    }
+    support::request("re", turns, deadline)
 }
 
 fn prompt() -> AdapterRequest {
@@ -172,7 +138,7 @@ fn prompt() -> AdapterRequest {
 }
 
 fn keyless(r: &AdapterResponse) {
-    assert!(!format!("{r:?}").contains(KEY), "the key leaked: {r:?}");
+    support::keyless(r, KEY);
 }
 
 fn result() -> Value {
@@ -399,37 +365,7 @@ async fn clarifying_question_answered_with_the_suffix() {
 }
 
 async fn execute(adapter: HttpJsonAdapter, timeout: Duration) -> (Report, Option<RunRecord>) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = ArtifactStore::local(dir.path().join("artifacts"));
-    let ctx = RunContext {
-        cohort: "c".into(),
-        manifest_sha256: "a".repeat(64),
-        run_timeout: timeout,
-        prices: None,
-        store: store.clone(),
-        capturer: None,
-        judge: None,
-        pass: None,
-    };
-    let runtime = ArmRuntime { config: arm(json!({})), adapter: Arc::new(adapter) };
-    let lease = pb::Lease {
-        run_id: "q1:re:1".into(),
-        question_id: "q1".into(),
-        arm_id: "re".into(),
-        repeat: 1,
-        attempt: 1,
-        prompt: PROMPT.into(),
-        suffix: SUFFIX.into(),
-        ..pb::Lease::default()
-    };
-    let report = cohort_worker::execute::execute(&ctx, &runtime, &lease, "w1").await;
-    let record = match &report {
-        Report::Result { record_sha256, .. } => {
-            Some(serde_json::from_slice(&store.get(record_sha256).unwrap().unwrap()).unwrap())
-        }
-        Report::Attempt(_) => None,
-    };
-    (report, record)
+    support::execute(arm(json!({})), Arc::new(adapter), timeout).await
 }
 
 // === settings ===

@@ -16,44 +16,27 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure panics
 
+mod support;
+
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
-use cohort_coordinator::ArtifactStore;
+use axum::http::HeaderMap;
+use axum::response::Response;
 use cohort_core::config::{AdapterKind, ArmConfig};
 use cohort_core::taxonomy::{AttemptClass, Outcome};
-use cohort_proto::v1 as pb;
+use cohort_worker::Report;
 use cohort_worker::adapters::openai_responses::OpenAiResponsesAdapter;
-use cohort_worker::adapters::{Adapter, AdapterRequest, AdapterResponse, Reply, Turn, for_arm};
+use cohort_worker::adapters::{Adapter, AdapterRequest, AdapterResponse, Reply, for_arm};
 use cohort_worker::record::RunRecord;
-use cohort_worker::{ArmRuntime, Report, RunContext};
 use serde_json::{Value, json};
+use support::{Canned, PROMPT, SUFFIX, answer, next, ok, status};
 
 const KEY: &str = "sk-proj-responses-test-93ab7c1e5f";
 const KEY_VAR: &str = "COHORT_TEST_RESPONSES_KEY";
 const ID: &str = "resp_68af4030592c81938ec0a5fbab4a3e9a";
-
-/// One scripted answer: status, extra headers, raw body.
-#[derive(Clone)]
-struct Canned {
-    status: u16,
-    headers: Vec<(&'static str, String)>,
-    body: String,
-    /// Held this long before answering.
-    delay: Duration,
-}
-
-fn ok(body: Value) -> Canned {
-    Canned { status: 200, headers: Vec::new(), body: body.to_string(), delay: Duration::ZERO }
-}
-
-fn status(status: u16, body: Value) -> Canned {
-    Canned { status, headers: Vec::new(), body: body.to_string(), delay: Duration::ZERO }
-}
 
 /// What the server answers and what it saw.
 #[derive(Default)]
@@ -73,22 +56,8 @@ struct Script {
 
 type Shared = Arc<Mutex<Script>>;
 
-fn next(queue: &mut VecDeque<Canned>) -> Canned {
-    if queue.len() > 1 { queue.pop_front().unwrap() } else { queue.front().cloned().unwrap() }
-}
-
-async fn answer(c: Canned) -> Response {
-    tokio::time::sleep(c.delay).await;
-    let mut r = (StatusCode::from_u16(c.status).unwrap(), c.body).into_response();
-    r.headers_mut().insert("content-type", "application/json".parse().unwrap());
-    for (k, v) in c.headers {
-        r.headers_mut().insert(k, v.parse().unwrap());
-    }
-    r
-}
-
 fn auth(headers: &HeaderMap) -> Option<String> {
-    headers.get("authorization").and_then(|v| v.to_str().ok()).map(str::to_owned)
+    support::header(headers, "authorization")
 }
 
 async fn create(State(s): State<Shared>, headers: HeaderMap, body: String) -> Response {
@@ -125,11 +94,7 @@ async fn server(create_answers: Vec<Canned>, polls: Vec<Canned>) -> (String, Sha
         .route("/v1/responses/{id}", axum::routing::get(get))
         .route("/v1/responses/{id}/cancel", axum::routing::post(cancel))
         .with_state(shared.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    // Runs until the test's runtime ends.
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (format!("http://{addr}/v1"), shared)
+    (support::serve(app).await, shared)
 }
 
 fn arm(settings: Value) -> ArmConfig {
@@ -161,13 +126,7 @@ fn adapter(url: &str, model: &str, extra: Value) -> OpenAiResponsesAdapter {
 }
 
 fn request(turns: &[(&str, &str)], deadline: Option<Duration>) -> AdapterRequest {
-    AdapterRequest {
-        run_id: "q1:chatgpt:1".into(),
-        question_id: "q1".into(),
-        attempt: 1,
-        conversation: turns.iter().map(|(role, text)| Turn { role: (*role).into(), text: (*text).into() }).collect(),
-        deadline: deadline.map(|d| tokio::time::Instant::now() + d),
-    }
+    support::request("chatgpt", turns, deadline)
 }
 
 fn prompt() -> AdapterRequest {
@@ -176,7 +135,7 @@ fn prompt() -> AdapterRequest {
 
 /// No response, detail or Debug shows the key.
 fn keyless(r: &AdapterResponse) {
-    assert!(!format!("{r:?}").contains(KEY), "the key leaked: {r:?}");
+    support::keyless(r, KEY);
 }
 
 const TEXT_A: &str = "Topic 1 was first described in 2019 ([example.org](https://example.org/a)).";
@@ -506,43 +465,10 @@ async fn clarifying_question_answered_with_the_suffix() {
     assert!(!serde_json::to_string(&record).unwrap().contains(KEY), "the record holds no key");
 }
 
-const PROMPT: &str = "What is known about topic 1? Cite sources.";
-const SUFFIX: &str = "Cite sources.";
-
 /// Runs one lease through the worker's `execute` with `adapter` and a
 /// per-run deadline of `timeout`; the report and the stored record.
 async fn execute(adapter: OpenAiResponsesAdapter, timeout: Duration) -> (Report, Option<RunRecord>) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = ArtifactStore::local(dir.path().join("artifacts"));
-    let ctx = RunContext {
-        cohort: "c".into(),
-        manifest_sha256: "a".repeat(64),
-        run_timeout: timeout,
-        prices: None,
-        store: store.clone(),
-        capturer: None,
-        judge: None,
-        pass: None,
-    };
-    let runtime = ArmRuntime { config: arm(json!({})), adapter: Arc::new(adapter) };
-    let lease = pb::Lease {
-        run_id: "q1:chatgpt:1".into(),
-        question_id: "q1".into(),
-        arm_id: "chatgpt".into(),
-        repeat: 1,
-        attempt: 1,
-        prompt: PROMPT.into(),
-        suffix: SUFFIX.into(),
-        ..pb::Lease::default()
-    };
-    let report = cohort_worker::execute::execute(&ctx, &runtime, &lease, "w1").await;
-    let record = match &report {
-        Report::Result { record_sha256, .. } => {
-            Some(serde_json::from_slice(&store.get(record_sha256).unwrap().unwrap()).unwrap())
-        }
-        Report::Attempt(_) => None,
-    };
-    (report, record)
+    support::execute(arm(json!({})), Arc::new(adapter), timeout).await
 }
 
 // === settings ===

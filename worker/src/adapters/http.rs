@@ -1,16 +1,23 @@
 //! What the HTTP adapters (`openai_chat`, `openai_responses`, `http_json`)
-//! share: the time budget of one call (the adapter's `timeout_secs` and the
-//! run's deadline, whichever comes first), `Retry-After` as a note in the
-//! detail, secret scrubbing, and the configured clarification rule.
+//! share: the settings they read alike (`extra_headers`, `api_key_env`,
+//! URLs, `poll_interval_ms`), the conversation as chat messages, the time
+//! budget of one call (the adapter's `timeout_secs` and the run's deadline,
+//! whichever comes first), one exchange and one polling loop within it,
+//! `Retry-After` as a note in the detail, secret scrubbing, and the
+//! configured clarification rule. One copy each, so an outage, a timeout or
+//! a leaked key reads the same whichever adapter met it.
 
+use std::fmt;
 use std::time::Duration;
 
 use cohort_core::http_class;
 use cohort_core::taxonomy::AttemptClass;
-use reqwest::header::HeaderMap;
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::{AdapterRequest, AdapterResponse, Reply};
+use super::settings::Settings;
+use super::{AdapterError, AdapterRequest, AdapterResponse, Reply};
 
 /// The time last words get when no run deadline is near.
 const LAST_WORDS: Duration = Duration::from_millis(500);
@@ -67,6 +74,135 @@ impl Budget {
     }
 }
 
+// === settings the HTTP adapters read alike ===
+
+/// An http(s) URL with a host and no credentials (settings are recorded);
+/// a `base_url` carries no query either.
+pub(crate) fn check_url(s: &Settings<'_>, field: &str, value: &str) -> Result<url::Url, AdapterError> {
+    let parsed = url::Url::parse(value).map_err(|e| s.bad(field, format!("not a URL: {e}")))?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
+        return Err(s.bad(field, "must be an http:// or https:// URL with a host"));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(s.bad(field, "must carry no credentials (settings are recorded): name the key's variable instead"));
+    }
+    if field == "base_url" && parsed.query().is_some() {
+        return Err(s.bad(field, "must carry no query"));
+    }
+    Ok(parsed)
+}
+
+/// `extra_headers`: plain values, never `authorization` (set from
+/// `api_key_env`).
+pub(crate) fn extra_headers(s: &Settings<'_>) -> Result<HeaderMap, AdapterError> {
+    let mut headers = HeaderMap::new();
+    for (name, value) in s.string_table("extra_headers")? {
+        let header = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| s.bad("extra_headers", format!("{name:?} is not a header name")))?;
+        if header == AUTHORIZATION {
+            return Err(s.bad(
+                "extra_headers",
+                "authorization is set from api_key_env (settings are recorded: no secrets here)",
+            ));
+        }
+        let value = HeaderValue::from_str(&value)
+            .map_err(|_| s.bad("extra_headers", format!("{name}: not a valid header value")))?;
+        headers.insert(header, value);
+    }
+    Ok(headers)
+}
+
+/// The key named by `api_key_env`, read through `env` (trimmed); `None`
+/// when the setting is unset, an error naming the variable when it is
+/// set but the variable is not.
+pub(crate) fn api_key(s: &Settings<'_>, env: impl Fn(&str) -> Option<String>) -> Result<Option<ApiKey>, AdapterError> {
+    match s.string("api_key_env")? {
+        None => Ok(None),
+        Some(var) => match env(&var) {
+            Some(key) if !key.trim().is_empty() => Ok(Some(ApiKey(key.trim().to_owned()))),
+            _ => Err(s.bad("api_key_env", format!("the environment variable {var} is not set"))),
+        },
+    }
+}
+
+/// `poll_interval_ms`, else `default`.
+pub(crate) fn poll_interval(s: &Settings<'_>, default: Duration) -> Result<Duration, AdapterError> {
+    match s.whole("poll_interval_ms")? {
+        None => Ok(default),
+        Some(ms) if (10..=600_000).contains(&ms) => Ok(Duration::from_millis(ms)),
+        Some(ms) => Err(s.bad("poll_interval_ms", format!("must be from 10 to 600000, got {ms}"))),
+    }
+}
+
+/// The conversation as chat messages: the user's turns as `user`, the
+/// system's as `assistant` (what every chat-shaped API calls them).
+pub(crate) fn messages(request: &AdapterRequest) -> Vec<Value> {
+    request
+        .conversation
+        .iter()
+        .map(|t| {
+            let role = if t.role == "system_under_test" { "assistant" } else { "user" };
+            json!({"role": role, "content": t.text})
+        })
+        .collect()
+}
+
+/// `id` percent-encoded as one URL path segment or query value: an id is
+/// the provider's text and must not add segments or a query.
+pub(crate) fn encode_component(id: &str) -> String {
+    let mut out = String::with_capacity(id.len());
+    for b in id.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+// === secrets ===
+
+/// What replaces a secret wherever provider text would show it.
+const REDACTED: &str = "[redacted]";
+
+/// Scrubs an adapter's secrets from provider text before it reaches a
+/// detail.
+pub(crate) trait Scrub {
+    fn scrub(&self, text: &str) -> String;
+}
+
+/// An API key: its `Debug` never shows it, and it has no `Display`.
+#[derive(Clone)]
+pub struct ApiKey(String);
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey([redacted])")
+    }
+}
+
+impl ApiKey {
+    /// The `Authorization` value, marked sensitive so no `Debug` of the
+    /// request shows it.
+    pub(crate) fn bearer(&self) -> Option<HeaderValue> {
+        let mut v = HeaderValue::from_str(&format!("Bearer {}", self.0)).ok()?;
+        v.set_sensitive(true);
+        Some(v)
+    }
+}
+
+/// An adapter's optional key scrubs itself, whatever its length (unlike
+/// [`Secrets`], which skips very short values).
+impl Scrub for Option<ApiKey> {
+    fn scrub(&self, text: &str) -> String {
+        match self {
+            Some(ApiKey(key)) if !key.is_empty() && text.contains(key.as_str()) => text.replace(key.as_str(), REDACTED),
+            _ => text.to_owned(),
+        }
+    }
+}
+
 /// Secrets an adapter holds (keys, header values from the environment):
 /// scrubbed from every provider text before it reaches a detail.
 #[derive(Clone, Default)]
@@ -87,14 +223,25 @@ impl Secrets {
         }
     }
 
+    /// `key` as a secret (under the same length rule as [`Secrets::add`]).
+    pub fn add_key(&mut self, key: &ApiKey) {
+        self.add(&key.0);
+    }
+
     pub fn scrub(&self, text: &str) -> String {
         let mut out = text.to_owned();
         for s in &self.0 {
             if out.contains(s.as_str()) {
-                out = out.replace(s.as_str(), "[redacted]");
+                out = out.replace(s.as_str(), REDACTED);
             }
         }
         out
+    }
+}
+
+impl Scrub for Secrets {
+    fn scrub(&self, text: &str) -> String {
+        Secrets::scrub(self, text)
     }
 }
 
@@ -124,7 +271,7 @@ pub(crate) fn with_retry_note(detail: String, after: Option<Duration>) -> String
 
 /// A classified non-2xx answer, the body scrubbed before classifying (a
 /// key cut by the detail's truncation would no longer be found).
-pub(crate) fn http_failure(status: u16, headers: &HeaderMap, body: &[u8], secrets: &Secrets) -> AdapterResponse {
+pub(crate) fn http_failure(status: u16, headers: &HeaderMap, body: &[u8], secrets: &impl Scrub) -> AdapterResponse {
     let text = secrets.scrub(&String::from_utf8_lossy(body));
     let (class, detail) = http_class::classify_http(status, text.as_bytes());
     let detail =
@@ -134,7 +281,7 @@ pub(crate) fn http_failure(status: u16, headers: &HeaderMap, body: &[u8], secret
 
 /// A transport failure: `timeout` when the client timed out, else
 /// `connection_error`, with the error's source chain as detail.
-pub(crate) fn transport_failure(e: &reqwest::Error, status: u16, secrets: &Secrets) -> AdapterResponse {
+pub(crate) fn transport_failure(e: &reqwest::Error, status: u16, secrets: &impl Scrub) -> AdapterResponse {
     let class = if e.is_timeout() { AttemptClass::Timeout } else { AttemptClass::ConnectionError };
     failure(class, status, secrets.scrub(&http_class::error_chain(e)))
 }
@@ -150,6 +297,156 @@ pub(crate) fn failure(class: AttemptClass, http_status: u16, detail: String) -> 
         usage: None,
         citations: Vec::new(),
         sources: Vec::new(),
+    }
+}
+
+/// `r` with `label` (`response ID`, `job ID`) before its detail.
+fn labelled(mut r: AdapterResponse, label: &str) -> AdapterResponse {
+    r.detail = http_class::truncate_detail(&format!("{label}: {}", r.detail));
+    r
+}
+
+// === one call: exchanges and polling within its budget ===
+
+/// What every exchange of one call shares: the client, the headers sent
+/// with each request, the budget, the adapter's `timeout_secs` (named in a
+/// timeout's detail) and the secrets scrubbed from every detail.
+pub(crate) struct Call<'a> {
+    pub client: &'a reqwest::Client,
+    pub headers: HeaderMap,
+    pub budget: Budget,
+    pub timeout: Duration,
+    pub secrets: &'a Secrets,
+}
+
+/// How polling ended.
+pub(crate) enum Polled<T> {
+    /// The reader stopped it with this.
+    Answer(T),
+    /// An answer that ends the attempt (a 4xx, a body that is not JSON),
+    /// its detail labelled.
+    Failed(AdapterResponse),
+    /// The budget ran out with the job still running.
+    OutOfTime(Outages),
+}
+
+/// The polls that met an outage (and were polled through).
+#[derive(Debug, Default)]
+pub(crate) struct Outages {
+    pub count: u32,
+    pub last: String,
+}
+
+impl Outages {
+    /// What a timeout's detail adds about them (nothing when none).
+    pub fn note(&self) -> String {
+        if self.count > 0 {
+            format!("; {} poll(s) met an outage, the last: {}", self.count, self.last)
+        } else {
+            String::new()
+        }
+    }
+}
+
+impl Call<'_> {
+    /// One exchange within the budget: the status, headers and body, or
+    /// the attempt a transport failure makes (a timeout names the bound).
+    pub async fn exchange(
+        &self,
+        request: reqwest::RequestBuilder,
+    ) -> Result<(u16, HeaderMap, Vec<u8>), AdapterResponse> {
+        let left = self.budget.left();
+        if left.is_zero() {
+            return Err(failure(AttemptClass::Timeout, 0, format!("{} passed", self.budget.describe(self.timeout))));
+        }
+        let response = match request.headers(self.headers.clone()).timeout(left).send().await {
+            Ok(r) => r,
+            Err(e) => return Err(self.transport(&e, 0)),
+        };
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        match response.bytes().await {
+            Ok(body) => Ok((status, headers, body.to_vec())),
+            Err(e) => Err(self.transport(&e, status)),
+        }
+    }
+
+    fn transport(&self, e: &reqwest::Error, status: u16) -> AdapterResponse {
+        let mut r = transport_failure(e, status, self.secrets);
+        if r.class == AttemptClass::Timeout {
+            r.detail = http_class::truncate_detail(&format!(
+                "no answer within {}: {}",
+                self.budget.describe(self.timeout),
+                r.detail
+            ));
+        }
+        r
+    }
+
+    /// One exchange whose answer must be a 2xx JSON body: the status and
+    /// the body, or the classified attempt.
+    pub async fn exchange_json(&self, request: reqwest::RequestBuilder) -> Result<(u16, Value), AdapterResponse> {
+        let (status, headers, body) = self.exchange(request).await?;
+        if !(200..300).contains(&status) {
+            return Err(http_failure(status, &headers, &body, self.secrets));
+        }
+        match http_class::parse_json(&body) {
+            Ok(v) => Ok((status, v)),
+            Err((class, detail)) => Err(failure(class, status, detail)),
+        }
+    }
+
+    /// `GET url` every `interval` until `read` stops it with an answer or
+    /// the budget runs out. A poll that meets an outage (transport error,
+    /// 5xx, 429, an empty 502) is polled through at the next interval (a
+    /// 429's `Retry-After` lengthening the wait): a long job is not lost to
+    /// one bad poll. Any other non-2xx, or a body that is not JSON, ends
+    /// polling with its detail labelled `label` (`job ID`).
+    pub async fn poll<T>(
+        &self,
+        url: &str,
+        interval: Duration,
+        label: &str,
+        mut read: impl FnMut(u16, Value) -> Option<T>,
+    ) -> Polled<T> {
+        let mut outages = Outages::default();
+        let mut wait = interval;
+        loop {
+            let left = self.budget.left();
+            if left <= wait {
+                tokio::time::sleep(left).await;
+                return Polled::OutOfTime(outages);
+            }
+            tokio::time::sleep(wait).await;
+            wait = interval;
+            let (status, headers, body) = match self.exchange(self.client.get(url)).await {
+                Ok(x) => x,
+                Err(r) if r.class == AttemptClass::Timeout => return Polled::OutOfTime(outages),
+                Err(r) => {
+                    outages.count += 1;
+                    outages.last = r.detail;
+                    continue;
+                }
+            };
+            if !(200..300).contains(&status) {
+                let r = http_failure(status, &headers, &body, self.secrets);
+                if matches!(r.class, AttemptClass::ServerError | AttemptClass::RateLimited | AttemptClass::EmptyContent)
+                {
+                    outages.count += 1;
+                    outages.last = r.detail;
+                    wait = wait.max(retry_after(&headers).unwrap_or_default());
+                    continue;
+                }
+                return Polled::Failed(labelled(r, label));
+            }
+            let parsed = match http_class::parse_json(&body) {
+                Ok(v) => v,
+                Err((class, detail)) => return Polled::Failed(labelled(failure(class, status, detail), label)),
+            };
+            if let Some(answer) = read(status, parsed) {
+                return Polled::Answer(answer);
+            }
+        }
     }
 }
 

@@ -51,13 +51,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use cohort_core::config::ArmConfig;
-use cohort_core::http_class;
 use cohort_core::taxonomy::AttemptClass;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::http::{self, Budget, ClarificationRule, Secrets};
-use super::openai_responses::check_url;
+use super::http::{self, Budget, Call, ClarificationRule, Polled, Secrets, check_url};
 use super::settings::Settings;
 use super::{Adapter, AdapterError, AdapterRequest, AdapterResponse, Reply, TokenUsage};
 use crate::score::SystemSource;
@@ -222,11 +220,7 @@ impl HttpJsonAdapter {
             if done_values.is_empty() {
                 return Err(s.bad("done_values", "must name at least one status"));
             }
-            let interval = match s.whole("poll_interval_ms")? {
-                None => DEFAULT_POLL_INTERVAL,
-                Some(ms) if (10..=600_000).contains(&ms) => Duration::from_millis(ms),
-                Some(ms) => return Err(s.bad("poll_interval_ms", format!("must be from 10 to 600000, got {ms}"))),
-            };
+            let interval = http::poll_interval(&s, DEFAULT_POLL_INTERVAL)?;
             Some(Polling {
                 job_id_pointer: pointer("job_id_pointer")?.unwrap_or_default(),
                 poll_url,
@@ -263,109 +257,34 @@ impl HttpJsonAdapter {
     /// substituted.
     pub fn request_body(&self, request: &AdapterRequest) -> Value {
         let prompt = request.conversation.first().map(|t| t.text.as_str()).unwrap_or("");
-        let conversation: Vec<Value> = request
-            .conversation
-            .iter()
-            .map(|t| {
-                let role = if t.role == "system_under_test" { "assistant" } else { "user" };
-                json!({"role": role, "content": t.text})
-            })
-            .collect();
-        substitute(&self.body, prompt, &Value::Array(conversation))
-    }
-
-    async fn exchange(
-        &self,
-        request: reqwest::RequestBuilder,
-        budget: &Budget,
-    ) -> Result<(u16, HeaderMap, Vec<u8>), AdapterResponse> {
-        let left = budget.left();
-        if left.is_zero() {
-            return Err(http::failure(AttemptClass::Timeout, 0, format!("{} passed", budget.describe(self.timeout))));
-        }
-        let transport = |e: &reqwest::Error, status| {
-            let mut r = http::transport_failure(e, status, &self.secrets);
-            if r.class == AttemptClass::Timeout {
-                r.detail = http_class::truncate_detail(&format!(
-                    "no answer within {}: {}",
-                    budget.describe(self.timeout),
-                    r.detail
-                ));
-            }
-            r
-        };
-        let response = match request.headers(self.headers.clone()).timeout(left).send().await {
-            Ok(r) => r,
-            Err(e) => return Err(transport(&e, 0)),
-        };
-        let status = response.status().as_u16();
-        let headers = response.headers().clone();
-        match response.bytes().await {
-            Ok(body) => Ok((status, headers, body.to_vec())),
-            Err(e) => Err(transport(&e, status)),
-        }
+        substitute(&self.body, prompt, &Value::Array(http::messages(request)))
     }
 
     /// Polls job `id` until a done or failed status or the budget's end.
-    async fn poll(&self, polling: &Polling, id: &str, budget: &Budget) -> Result<(u16, Value), AdapterResponse> {
-        let url = polling.poll_url.replace(JOB_ID, &encode_component(id));
-        let mut outages = 0u32;
-        let mut last_outage = String::new();
-        let mut wait = polling.interval;
-        let timed_out = |outages: u32, last: &str| {
-            let mut detail = format!("job {id} still running at {}", budget.describe(self.timeout));
-            if outages > 0 {
-                detail.push_str(&format!("; {outages} poll(s) met an outage, the last: {last}"));
-            }
-            http::failure(AttemptClass::Timeout, 0, detail)
+    async fn poll(&self, polling: &Polling, id: &str, call: &Call<'_>) -> Result<(u16, Value), AdapterResponse> {
+        let url = polling.poll_url.replace(JOB_ID, &http::encode_component(id));
+        let read = |status, parsed: Value| match job_status(polling, &parsed) {
+            JobStatus::Done => Some(Ok((status, parsed))),
+            JobStatus::Failed(s) => Some(Err(http::failure(
+                AttemptClass::ServerError,
+                status,
+                self.secrets.scrub(&format!("job {id} failed: status {s:?}")),
+            ))),
+            JobStatus::Running => None,
+            JobStatus::Unreadable => Some(Err(http::failure(
+                AttemptClass::Malformed,
+                status,
+                format!("job {id}: status_pointer {} found no string status", polling.status_pointer),
+            ))),
         };
-        loop {
-            let left = budget.left();
-            if left <= wait {
-                tokio::time::sleep(left).await;
-                return Err(timed_out(outages, &last_outage));
-            }
-            tokio::time::sleep(wait).await;
-            wait = polling.interval;
-            let (status, headers, body) = match self.exchange(self.client.get(&url), budget).await {
-                Ok(x) => x,
-                Err(r) if r.class == AttemptClass::Timeout => return Err(timed_out(outages, &last_outage)),
-                Err(r) => {
-                    outages += 1;
-                    last_outage = r.detail;
-                    continue;
-                }
-            };
-            if !(200..300).contains(&status) {
-                let r = http::http_failure(status, &headers, &body, &self.secrets);
-                if matches!(r.class, AttemptClass::ServerError | AttemptClass::RateLimited | AttemptClass::EmptyContent)
-                {
-                    outages += 1;
-                    last_outage = r.detail;
-                    wait = wait.max(http::retry_after(&headers).unwrap_or_default());
-                    continue;
-                }
-                return Err(with_job(r, id));
-            }
-            let parsed = http_class::parse_json(&body).map_err(|(c, d)| with_job(http::failure(c, status, d), id))?;
-            match job_status(polling, &parsed) {
-                JobStatus::Done => return Ok((status, parsed)),
-                JobStatus::Failed(s) => {
-                    return Err(http::failure(
-                        AttemptClass::ServerError,
-                        status,
-                        self.secrets.scrub(&format!("job {id} failed: status {s:?}")),
-                    ));
-                }
-                JobStatus::Running => {}
-                JobStatus::Unreadable => {
-                    return Err(http::failure(
-                        AttemptClass::Malformed,
-                        status,
-                        format!("job {id}: status_pointer {} found no string status", polling.status_pointer),
-                    ));
-                }
-            }
+        match call.poll(&url, polling.interval, &format!("job {id}"), read).await {
+            Polled::Answer(answer) => answer,
+            Polled::Failed(r) => Err(r),
+            Polled::OutOfTime(outages) => Err(http::failure(
+                AttemptClass::Timeout,
+                0,
+                format!("job {id} still running at {}{}", call.budget.describe(self.timeout), outages.note()),
+            )),
         }
     }
 
@@ -475,18 +394,17 @@ impl HttpJsonAdapter {
 #[async_trait]
 impl Adapter for HttpJsonAdapter {
     async fn call(&self, request: &AdapterRequest) -> AdapterResponse {
-        let budget = Budget::of(request, self.timeout);
+        let call = Call {
+            client: &self.client,
+            headers: self.headers.clone(),
+            budget: Budget::of(request, self.timeout),
+            timeout: self.timeout,
+            secrets: &self.secrets,
+        };
         let create = self.client.request(self.method.clone(), &self.url).json(&self.request_body(request));
-        let (status, headers, body) = match self.exchange(create, &budget).await {
+        let (status, parsed) = match call.exchange_json(create).await {
             Ok(x) => x,
             Err(r) => return r,
-        };
-        if !(200..300).contains(&status) {
-            return http::http_failure(status, &headers, &body, &self.secrets);
-        }
-        let parsed = match http_class::parse_json(&body) {
-            Ok(v) => v,
-            Err((class, detail)) => return http::failure(class, status, detail),
         };
         let (status, answer) = match &self.polling {
             None => (status, parsed),
@@ -503,7 +421,7 @@ impl Adapter for HttpJsonAdapter {
                         );
                     }
                 };
-                match self.poll(polling, &id, &budget).await {
+                match self.poll(polling, &id, &call).await {
                     Ok(x) => x,
                     Err(r) => return r,
                 }
@@ -596,26 +514,10 @@ fn substitute(template: &Value, prompt: &str, conversation: &Value) -> Value {
     }
 }
 
-/// `id` percent-encoded for a URL (path segment or query value).
-fn encode_component(id: &str) -> String {
-    let mut out = String::with_capacity(id.len());
-    for b in id.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-fn with_job(mut r: AdapterResponse, id: &str) -> AdapterResponse {
-    r.detail = http_class::truncate_detail(&format!("job {id}: {}", r.detail));
-    r
-}
-
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     /// The prompt goes in as a value: a prompt holding quotes, backslashes

@@ -40,59 +40,29 @@
 //! [`ApiKey`] that never prints; it is scrubbed from every provider text
 //! that reaches an attempt's detail (some providers echo a wrong key).
 
-use std::fmt;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use cohort_core::config::ArmConfig;
 use cohort_core::http_class;
 use cohort_core::taxonomy::AttemptClass;
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{AUTHORIZATION, HeaderMap};
 use serde_json::{Value, json};
 
-use super::http::{self, ClarificationRule};
+use super::http::{self, ClarificationRule, Scrub};
 use super::settings::Settings;
 use super::{Adapter, AdapterError, AdapterRequest, AdapterResponse, Reply, TokenUsage};
 use crate::score::SystemSource;
+
+/// The key type lives with what the HTTP adapters share; its public path
+/// stays here, where it was first defined.
+pub use super::http::ApiKey;
 
 /// The client timeout of one call when `timeout_secs` is unset.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
 const KNOWN_SETTINGS: [&str; 8] =
     ["base_url", "model", "api_key_env", "timeout_secs", "max_tokens", "temperature", "extra_headers", "clarification"];
-
-/// What replaces the key wherever provider text would show it.
-const REDACTED: &str = "[redacted]";
-
-/// An API key: its `Debug` never shows it, and it has no `Display`.
-#[derive(Clone)]
-pub struct ApiKey(String);
-
-impl fmt::Debug for ApiKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("ApiKey([redacted])")
-    }
-}
-
-impl ApiKey {
-    /// A key read from the environment.
-    pub(crate) fn new(key: String) -> ApiKey {
-        ApiKey(key)
-    }
-
-    /// `text` with the key replaced.
-    pub(crate) fn scrub(&self, text: &str) -> String {
-        if self.0.is_empty() || !text.contains(&self.0) { text.to_owned() } else { text.replace(&self.0, REDACTED) }
-    }
-
-    /// The `Authorization` value, marked sensitive so no `Debug` of the
-    /// request shows it.
-    pub(crate) fn bearer(&self) -> Option<HeaderValue> {
-        let mut v = HeaderValue::from_str(&format!("Bearer {}", self.0)).ok()?;
-        v.set_sensitive(true);
-        Some(v)
-    }
-}
 
 /// An arm behind an OpenAI-compatible chat completions API.
 #[derive(Debug)]
@@ -134,31 +104,12 @@ impl OpenAiChatAdapter {
             ));
         }
         let model = s.required_string("model")?;
-        let api_key = match s.string("api_key_env")? {
-            None => None,
-            Some(var) => match env(&var) {
-                Some(key) if !key.trim().is_empty() => Some(ApiKey(key.trim().to_owned())),
-                _ => return Err(s.bad("api_key_env", format!("the environment variable {var} is not set"))),
-            },
-        };
+        let api_key = http::api_key(&s, env)?;
         let temperature = s.number("temperature")?;
         if temperature.is_some_and(|t| t < 0.0) {
             return Err(s.bad("temperature", "must not be negative"));
         }
-        let mut headers = HeaderMap::new();
-        for (name, value) in s.string_table("extra_headers")? {
-            let header = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| s.bad("extra_headers", format!("{name:?} is not a header name")))?;
-            if header == AUTHORIZATION {
-                return Err(s.bad(
-                    "extra_headers",
-                    "authorization is set from api_key_env (settings are recorded: no secrets here)",
-                ));
-            }
-            let value = HeaderValue::from_str(&value)
-                .map_err(|_| s.bad("extra_headers", format!("{name}: not a valid header value")))?;
-            headers.insert(header, value);
-        }
+        let headers = http::extra_headers(&s)?;
         let timeout = s.seconds("timeout_secs", DEFAULT_TIMEOUT)?;
         let client = reqwest::Client::builder()
             .timeout(timeout)
@@ -178,15 +129,7 @@ impl OpenAiChatAdapter {
 
     /// The JSON body of a call with `request`'s conversation.
     pub fn request_body(&self, request: &AdapterRequest) -> Value {
-        let messages: Vec<Value> = request
-            .conversation
-            .iter()
-            .map(|t| {
-                let role = if t.role == "system_under_test" { "assistant" } else { "user" };
-                json!({"role": role, "content": t.text})
-            })
-            .collect();
-        let mut body = json!({"model": self.model, "messages": messages, "stream": false});
+        let mut body = json!({"model": self.model, "messages": http::messages(request), "stream": false});
         if let Some(max) = self.max_tokens {
             body["max_tokens"] = json!(max);
         }
@@ -201,17 +144,19 @@ impl OpenAiChatAdapter {
         if !(200..300).contains(&status) {
             // Scrubbed before classifying: the detail quotes the body, and a
             // key cut by truncation would no longer be found.
-            let text = self.scrub(&String::from_utf8_lossy(body));
+            // The retry note is added by `call`, after the truncation, so a
+            // long body never cuts it off.
+            let text = self.api_key.scrub(&String::from_utf8_lossy(body));
             let (class, detail) = http_class::classify_http(status, text.as_bytes());
-            return failure(class, status, detail);
+            return http::failure(class, status, detail);
         }
         let parsed = match http_class::parse_json(body) {
             Ok(v) => v,
-            Err((class, detail)) => return failure(class, status, detail),
+            Err((class, detail)) => return http::failure(class, status, detail),
         };
         let reply = match http_class::read_openai_chat(&parsed) {
             Ok(r) => r,
-            Err((class, detail)) => return failure(class, status, detail),
+            Err((class, detail)) => return http::failure(class, status, detail),
         };
         // A research system's answer is its text: tool calls alone are not one.
         let verdict = http_class::reply_class(reply.finish_reason.as_deref(), &reply.content, false);
@@ -226,27 +171,13 @@ impl OpenAiChatAdapter {
         AdapterResponse {
             class,
             http_status: status,
-            detail: self.scrub(&detail),
+            detail: self.api_key.scrub(&detail),
             reply: text.map_or(Reply::Nothing, Reply::Output),
             observed_version: reply.model,
             usage: reply.usage.map(|(input_tokens, output_tokens)| TokenUsage { input_tokens, output_tokens }),
             citations: citations(&parsed),
             sources: search_results(&parsed),
         }
-    }
-
-    fn scrub(&self, text: &str) -> String {
-        match &self.api_key {
-            Some(key) => key.scrub(text),
-            None => text.to_owned(),
-        }
-    }
-
-    /// A failed exchange: `timeout` when the client timed out, else
-    /// `connection_error`, with the error's source chain as detail.
-    fn transport_failure(&self, e: &reqwest::Error, status: u16) -> AdapterResponse {
-        let class = if e.is_timeout() { AttemptClass::Timeout } else { AttemptClass::ConnectionError };
-        failure(class, status, self.scrub(&cohort_core::http_class::error_chain(e)))
     }
 }
 
@@ -260,7 +191,7 @@ impl Adapter for OpenAiChatAdapter {
         let sent = self.client.post(&self.endpoint).headers(headers).json(&self.request_body(request)).send().await;
         let response = match sent {
             Ok(r) => r,
-            Err(e) => return self.transport_failure(&e, 0),
+            Err(e) => return http::transport_failure(&e, 0, &self.api_key),
         };
         let status = response.status().as_u16();
         let retry = http::retry_after(response.headers());
@@ -272,21 +203,8 @@ impl Adapter for OpenAiChatAdapter {
                 }
                 r
             }
-            Err(e) => self.transport_failure(&e, status),
+            Err(e) => http::transport_failure(&e, status, &self.api_key),
         }
-    }
-}
-
-fn failure(class: AttemptClass, http_status: u16, detail: String) -> AdapterResponse {
-    AdapterResponse {
-        class,
-        http_status,
-        detail: http_class::truncate_detail(&detail),
-        reply: Reply::Nothing,
-        observed_version: None,
-        usage: None,
-        citations: Vec::new(),
-        sources: Vec::new(),
     }
 }
 

@@ -69,11 +69,10 @@ use async_trait::async_trait;
 use cohort_core::config::ArmConfig;
 use cohort_core::http_class;
 use cohort_core::taxonomy::AttemptClass;
-use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{AUTHORIZATION, HeaderMap};
 use serde_json::{Value, json};
 
-use super::http::{self, Budget, ClarificationRule, Secrets};
-use super::openai_chat::ApiKey;
+use super::http::{self, ApiKey, Budget, Call, ClarificationRule, Outages, Polled, Secrets};
 use super::settings::Settings;
 use super::{Adapter, AdapterError, AdapterRequest, AdapterResponse, Reply, TokenUsage};
 
@@ -137,19 +136,13 @@ impl OpenAiResponsesAdapter {
     ) -> Result<OpenAiResponsesAdapter, AdapterError> {
         let s = Settings::new(arm, "openai_responses", &KNOWN_SETTINGS)?;
         let base_url = s.string("base_url")?.unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
-        check_url(&s, "base_url", &base_url)?;
+        http::check_url(&s, "base_url", &base_url)?;
         let model = s.required_string("model")?;
         let mut secrets = Secrets::default();
-        let api_key = match s.string("api_key_env")? {
-            None => None,
-            Some(var) => match env(&var) {
-                Some(key) if !key.trim().is_empty() => {
-                    secrets.add(key.trim());
-                    Some(ApiKey::new(key.trim().to_owned()))
-                }
-                _ => return Err(s.bad("api_key_env", format!("the environment variable {var} is not set"))),
-            },
-        };
+        let api_key = http::api_key(&s, env)?;
+        if let Some(key) = &api_key {
+            secrets.add_key(key);
+        }
         let tools = match s.raw("tools") {
             None => vec![json!({"type": "web_search_preview"})],
             // A bare name is shorthand for `{ type = NAME }`.
@@ -174,11 +167,7 @@ impl OpenAiResponsesAdapter {
         // foreground call would hold one connection for up to an hour);
         // the rule is the model's name, and the setting overrides it.
         let background = s.boolean("background")?.unwrap_or_else(|| model.contains("deep-research"));
-        let poll_interval = match s.whole("poll_interval_ms")? {
-            None => DEFAULT_POLL_INTERVAL,
-            Some(ms) if (10..=600_000).contains(&ms) => Duration::from_millis(ms),
-            Some(ms) => return Err(s.bad("poll_interval_ms", format!("must be from 10 to 600000, got {ms}"))),
-        };
+        let poll_interval = http::poll_interval(&s, DEFAULT_POLL_INTERVAL)?;
         let reasoning_effort = s.string("reasoning_effort")?;
         if let Some(e) = &reasoning_effort
             && !REASONING_EFFORTS.contains(&e.as_str())
@@ -187,7 +176,7 @@ impl OpenAiResponsesAdapter {
                 s.bad("reasoning_effort", format!("must be one of {}, got {e:?}", REASONING_EFFORTS.join(", ")))
             );
         }
-        let headers = extra_headers(&s)?;
+        let headers = http::extra_headers(&s)?;
         let client = reqwest::Client::builder()
             .build()
             .map_err(|e| s.bad("base_url", format!("cannot build the HTTP client: {e}")))?;
@@ -210,15 +199,7 @@ impl OpenAiResponsesAdapter {
 
     /// The JSON body that creates a response for `request`'s conversation.
     pub fn request_body(&self, request: &AdapterRequest) -> Value {
-        let input: Vec<Value> = request
-            .conversation
-            .iter()
-            .map(|t| {
-                let role = if t.role == "system_under_test" { "assistant" } else { "user" };
-                json!({"role": role, "content": t.text})
-            })
-            .collect();
-        let mut body = json!({"model": self.model, "input": input, "tools": self.tools});
+        let mut body = json!({"model": self.model, "input": http::messages(request), "tools": self.tools});
         if self.background {
             // Background responses must be stored (the API refuses
             // `background` with `store: false`): polling reads them back.
@@ -242,99 +223,30 @@ impl OpenAiResponsesAdapter {
         headers
     }
 
-    /// One exchange within `budget`: the status, headers and body, or the
-    /// attempt a transport failure makes.
-    async fn exchange(
-        &self,
-        request: reqwest::RequestBuilder,
-        budget: &Budget,
-    ) -> Result<(u16, HeaderMap, Vec<u8>), AdapterResponse> {
-        let left = budget.left();
-        if left.is_zero() {
-            return Err(http::failure(AttemptClass::Timeout, 0, format!("{} passed", budget.describe(self.timeout))));
-        }
-        let response = match request.headers(self.headers()).timeout(left).send().await {
-            Ok(r) => r,
-            Err(e) => return Err(self.transport(&e, 0, budget)),
-        };
-        let status = response.status().as_u16();
-        let headers = response.headers().clone();
-        match response.bytes().await {
-            Ok(body) => Ok((status, headers, body.to_vec())),
-            Err(e) => Err(self.transport(&e, status, budget)),
-        }
-    }
-
-    fn transport(&self, e: &reqwest::Error, status: u16, budget: &Budget) -> AdapterResponse {
-        let mut r = http::transport_failure(e, status, &self.secrets);
-        if r.class == AttemptClass::Timeout {
-            r.detail = http_class::truncate_detail(&format!(
-                "no answer within {}: {}",
-                budget.describe(self.timeout),
-                r.detail
-            ));
-        }
-        r
-    }
-
     /// Polls response `id` until a terminal status or the budget's end.
-    async fn poll(&self, id: &str, budget: &Budget) -> AdapterResponse {
-        let url = format!("{}/{}", self.endpoint, encode_segment(id));
-        let mut outages = 0u32;
-        let mut last_outage = String::new();
-        let mut wait = self.poll_interval;
-        loop {
-            let left = budget.left();
-            if left <= wait {
-                tokio::time::sleep(left).await;
-                return self.abandon(id, budget, outages, &last_outage).await;
-            }
-            tokio::time::sleep(wait).await;
-            wait = self.poll_interval;
-            let (status, headers, body) = match self.exchange(self.client.get(&url), budget).await {
-                Ok(x) => x,
-                Err(r) if r.class == AttemptClass::Timeout => {
-                    return self.abandon(id, budget, outages, &last_outage).await;
-                }
-                Err(r) => {
-                    outages += 1;
-                    last_outage = r.detail;
-                    continue;
-                }
-            };
-            if !(200..300).contains(&status) {
-                let r = http::http_failure(status, &headers, &body, &self.secrets);
-                if matches!(r.class, AttemptClass::ServerError | AttemptClass::RateLimited | AttemptClass::EmptyContent)
-                {
-                    outages += 1;
-                    last_outage = r.detail;
-                    wait = wait.max(http::retry_after(&headers).unwrap_or_default());
-                    continue;
-                }
-                return with_id(r, id);
-            }
-            let parsed = match http_class::parse_json(&body) {
-                Ok(v) => v,
-                Err((class, detail)) => return with_id(http::failure(class, status, detail), id),
-            };
-            match parsed.get("status").and_then(Value::as_str) {
-                Some("queued" | "in_progress") => continue,
-                _ => return self.read_response(status, &parsed),
-            }
+    async fn poll(&self, id: &str, call: &Call<'_>) -> AdapterResponse {
+        let url = format!("{}/{}", self.endpoint, http::encode_component(id));
+        let read = |status, parsed: Value| match parsed.get("status").and_then(Value::as_str) {
+            Some("queued" | "in_progress") => None,
+            _ => Some(self.read_response(status, &parsed)),
+        };
+        match call.poll(&url, self.poll_interval, &format!("response {id}"), read).await {
+            Polled::Answer(r) | Polled::Failed(r) => r,
+            Polled::OutOfTime(outages) => self.abandon(id, call, &outages).await,
         }
     }
 
     /// The attempt when the budget ran out while response `id` was still
     /// running: a `timeout` naming the id, after a cancel request.
-    async fn abandon(&self, id: &str, budget: &Budget, outages: u32, last_outage: &str) -> AdapterResponse {
+    async fn abandon(&self, id: &str, call: &Call<'_>, outages: &Outages) -> AdapterResponse {
         // The cancel gets a short bound of its own: the worker's deadline
         // is close, and an uncancelled response only costs, it is never
         // read again.
         let cancel = self
             .client
-            .post(format!("{}/{}/cancel", self.endpoint, encode_segment(id)))
-            .headers(self.headers())
-            .timeout(budget.margin / 2)
+            .post(format!("{}/{}/cancel", self.endpoint, http::encode_component(id)))
+            .headers(call.headers.clone())
+            .timeout(call.budget.margin / 2)
             .send()
             .await;
         let cancelled = match cancel {
@@ -342,10 +254,11 @@ impl OpenAiResponsesAdapter {
             Ok(r) => format!("cancel refused with HTTP {}", r.status().as_u16()),
             Err(e) => format!("cancel failed: {}", self.secrets.scrub(&http_class::error_chain(&e))),
         };
-        let mut detail = format!("response {id} still running at {}; {cancelled}", budget.describe(self.timeout));
-        if outages > 0 {
-            detail.push_str(&format!("; {outages} poll(s) met an outage, the last: {last_outage}"));
-        }
+        let detail = format!(
+            "response {id} still running at {}; {cancelled}{}",
+            call.budget.describe(self.timeout),
+            outages.note()
+        );
         http::failure(AttemptClass::Timeout, 0, detail)
     }
 
@@ -413,22 +326,21 @@ static EMPTY: Vec<Value> = Vec::new();
 #[async_trait]
 impl Adapter for OpenAiResponsesAdapter {
     async fn call(&self, request: &AdapterRequest) -> AdapterResponse {
-        let budget = Budget::of(request, self.timeout);
+        let call = Call {
+            client: &self.client,
+            headers: self.headers(),
+            budget: Budget::of(request, self.timeout),
+            timeout: self.timeout,
+            secrets: &self.secrets,
+        };
         let create = self.client.post(&self.endpoint).json(&self.request_body(request));
-        let (status, headers, body) = match self.exchange(create, &budget).await {
+        let (status, parsed) = match call.exchange_json(create).await {
             Ok(x) => x,
             Err(r) => return r,
         };
-        if !(200..300).contains(&status) {
-            return http::http_failure(status, &headers, &body, &self.secrets);
-        }
-        let parsed = match http_class::parse_json(&body) {
-            Ok(v) => v,
-            Err((class, detail)) => return http::failure(class, status, detail),
-        };
         let response = match parsed.get("status").and_then(Value::as_str) {
             Some("queued" | "in_progress") => match parsed.get("id").and_then(Value::as_str) {
-                Some(id) if !id.trim().is_empty() => self.poll(id, &budget).await,
+                Some(id) if !id.trim().is_empty() => self.poll(id, &call).await,
                 _ => http::failure(AttemptClass::Malformed, status, "a running response without an id".to_owned()),
             },
             _ => self.read_response(status, &parsed),
@@ -500,61 +412,6 @@ fn failed_class(code: &str, message: &str) -> AttemptClass {
     }
 }
 
-/// `r` with the response id in its detail.
-fn with_id(mut r: AdapterResponse, id: &str) -> AdapterResponse {
-    r.detail = http_class::truncate_detail(&format!("response {id}: {}", r.detail));
-    r
-}
-
-/// `id` as one URL path segment (an id is the provider's text).
-fn encode_segment(id: &str) -> String {
-    let mut out = String::with_capacity(id.len());
-    for b in id.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// An http(s) URL with a host and no credentials or query (settings are
-/// recorded).
-pub(crate) fn check_url(s: &Settings<'_>, field: &str, value: &str) -> Result<url::Url, AdapterError> {
-    let parsed = url::Url::parse(value).map_err(|e| s.bad(field, format!("not a URL: {e}")))?;
-    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
-        return Err(s.bad(field, "must be an http:// or https:// URL with a host"));
-    }
-    if !parsed.username().is_empty() || parsed.password().is_some() {
-        return Err(s.bad(field, "must carry no credentials (settings are recorded): name the key's variable instead"));
-    }
-    if field == "base_url" && parsed.query().is_some() {
-        return Err(s.bad(field, "must carry no query"));
-    }
-    Ok(parsed)
-}
-
-/// `extra_headers`: plain values, never `authorization` (set from
-/// `api_key_env`).
-fn extra_headers(s: &Settings<'_>) -> Result<HeaderMap, AdapterError> {
-    let mut headers = HeaderMap::new();
-    for (name, value) in s.string_table("extra_headers")? {
-        let header = HeaderName::from_bytes(name.as_bytes())
-            .map_err(|_| s.bad("extra_headers", format!("{name:?} is not a header name")))?;
-        if header == AUTHORIZATION {
-            return Err(s.bad(
-                "extra_headers",
-                "authorization is set from api_key_env (settings are recorded: no secrets here)",
-            ));
-        }
-        let value = HeaderValue::from_str(&value)
-            .map_err(|_| s.bad("extra_headers", format!("{name}: not a valid header value")))?;
-        headers.insert(header, value);
-    }
-    Ok(headers)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -562,8 +419,8 @@ mod tests {
     /// Ids are sent as one path segment, whatever they hold.
     #[test]
     fn ids_are_one_segment() {
-        assert_eq!(encode_segment("resp_68af4030592c8193"), "resp_68af4030592c8193");
-        assert_eq!(encode_segment("a/../b?c"), "a%2F..%2Fb%3Fc");
+        assert_eq!(http::encode_component("resp_68af4030592c8193"), "resp_68af4030592c8193");
+        assert_eq!(http::encode_component("a/../b?c"), "a%2F..%2Fb%3Fc");
     }
 
     /// A failed response's error code picks its class.
