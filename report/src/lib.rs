@@ -16,6 +16,7 @@
 //! folder is never written into.
 
 pub mod compute;
+pub mod csv;
 pub mod gather;
 pub mod html;
 pub mod markdown;

@@ -21,7 +21,7 @@ use cohort_worker::passes::{DEFAULT_PASS, PassStore};
 
 use crate::gather::{self, FrozenCohort};
 use crate::model::{FileEntry, RunView, Summary};
-use crate::{ReportError, compute, html, markdown, plots};
+use crate::{ReportError, compute, csv, html, markdown, plots};
 
 /// The folder under a cohort directory that holds its reports.
 pub const REPORTS_DIR: &str = "reports";
@@ -356,17 +356,6 @@ fn make_read_only(dir: &Path) -> Result<(), ReportError> {
     Ok(())
 }
 
-/// One CSV field: quoted when it holds a comma, a quote or a line break.
-fn csv_field(out: &mut String, value: &str) {
-    if value.contains([',', '"', '\n', '\r']) {
-        out.push('"');
-        out.push_str(&value.replace('"', "\"\""));
-        out.push('"');
-    } else {
-        out.push_str(value);
-    }
-}
-
 /// Writes `runs.csv`: one row per planned run, every outcome.
 pub fn write_runs_csv(w: &mut impl Write, summary: &Summary, runs: &[RunView]) -> std::io::Result<()> {
     writeln!(w, "{}", RUNS_CSV_COLUMNS.join(","))?;
@@ -407,13 +396,7 @@ pub fn write_runs_csv(w: &mut impl Write, summary: &Summary, runs: &[RunView]) -
             run.currency.clone().unwrap_or_default(),
             run.record_sha256.clone(),
         ];
-        for (i, f) in fields.iter().enumerate() {
-            if i > 0 {
-                line.push(',');
-            }
-            csv_field(&mut line, f);
-        }
-        line.push('\n');
+        csv::record(&mut line, &fields);
         w.write_all(line.as_bytes())?;
     }
     Ok(())
@@ -422,15 +405,6 @@ pub fn write_runs_csv(w: &mut impl Write, summary: &Summary, runs: &[RunView]) -
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn csv_fields_are_quoted_only_when_needed() {
-        let mut s = String::new();
-        csv_field(&mut s, "plain");
-        s.push('|');
-        csv_field(&mut s, "a,b \"c\"\nd");
-        assert_eq!(s, "plain|\"a,b \"\"c\"\"\nd\"");
-    }
 
     #[test]
     fn folder_names_sort_by_time_and_have_no_colons() {

@@ -28,7 +28,8 @@ use cohort_core::taxonomy::Outcome;
 use cohort_worker::record::RunRecord;
 use serde::Serialize;
 
-use super::table::csv_record;
+use crate::csv;
+
 use super::{
     BLINDING_FILE, Blinding, EXPORT_FILE, ExportIndex, ExportedItem, ItemKind, REVIEW_COLUMNS, ReviewError, state_dir,
 };
@@ -375,11 +376,11 @@ pub async fn export(
             let dir = partial.join(reviewer);
             std::fs::create_dir(&dir).map_err(|e| io(&dir, e))?;
             let mut csv = String::new();
-            csv_record(&mut csv, &REVIEW_COLUMNS);
+            csv::record(&mut csv, &REVIEW_COLUMNS);
             let mut jsonl = String::new();
             for row in &all_rows {
                 let row = ItemRow { reviewer: reviewer.clone(), ..row.clone() };
-                csv_record(&mut csv, &row.fields());
+                csv::record(&mut csv, &row.fields());
                 let line = serde_json::to_string(&row).map_err(|e| io(&dir, std::io::Error::other(e)))?;
                 jsonl.push_str(&line);
                 jsonl.push('\n');

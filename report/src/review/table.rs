@@ -1,8 +1,11 @@
-//! The two shapes of a review file, CSV (RFC 4180) and JSONL (one object per
-//! line), read into the same rows of named string cells, each with the line
-//! it came from, so every error names file, line and column.
+//! The two shapes of a review file, CSV (RFC 4180, read by [`crate::csv`])
+//! and JSONL (one object per line), read into the same rows of named string
+//! cells, each with the line it came from, so every error names file, line
+//! and column.
 
 use std::collections::BTreeMap;
+
+use crate::csv;
 
 /// One data row: column name -> cell text, and where it was.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,28 +29,6 @@ impl Row {
     }
 }
 
-/// Writes one CSV field, quoted only when it has to be.
-pub fn csv_field(out: &mut String, value: &str) {
-    if value.contains([',', '"', '\n', '\r']) {
-        out.push('"');
-        out.push_str(&value.replace('"', "\"\""));
-        out.push('"');
-    } else {
-        out.push_str(value);
-    }
-}
-
-/// Writes one CSV record (CRLF-free: `\n` ends a record).
-pub fn csv_record(out: &mut String, fields: &[&str]) {
-    for (i, f) in fields.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        csv_field(out, f);
-    }
-    out.push('\n');
-}
-
 /// Why a file could not be read as a table: (line, column, message).
 pub type TableError = (usize, usize, String);
 
@@ -55,75 +36,7 @@ pub type TableError = (usize, usize, String);
 /// (doubled) and line breaks. A row with another number of fields than the
 /// header is an error naming its line.
 pub fn parse_csv(text: &str) -> Result<(Vec<String>, Vec<Row>), TableError> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let mut records: Vec<(usize, Vec<String>)> = Vec::new();
-    let mut field = String::new();
-    let mut record: Vec<String> = Vec::new();
-    let (mut line, mut col, mut start_line) = (1usize, 1usize, 1usize);
-    let mut in_quotes = false;
-    let mut quote_line = (0, 0);
-    let mut chars = text.chars().peekable();
-    let mut at_field_start = true;
-    while let Some(c) = chars.next() {
-        if in_quotes {
-            match c {
-                '"' if chars.peek() == Some(&'"') => {
-                    chars.next();
-                    field.push('"');
-                    col += 2;
-                    continue;
-                }
-                '"' => in_quotes = false,
-                '\n' => {
-                    field.push('\n');
-                    line += 1;
-                    col = 0;
-                }
-                _ => field.push(c),
-            }
-            col += 1;
-            continue;
-        }
-        match c {
-            '"' if at_field_start => {
-                in_quotes = true;
-                quote_line = (line, col);
-            }
-            '"' => {
-                return Err((
-                    line,
-                    col,
-                    "a quote inside an unquoted field: quote the whole field and double its quotes".into(),
-                ));
-            }
-            ',' => {
-                record.push(std::mem::take(&mut field));
-                at_field_start = true;
-                col += 1;
-                continue;
-            }
-            '\r' if chars.peek() == Some(&'\n') => {}
-            '\n' => {
-                record.push(std::mem::take(&mut field));
-                records.push((start_line, std::mem::take(&mut record)));
-                line += 1;
-                col = 1;
-                start_line = line;
-                at_field_start = true;
-                continue;
-            }
-            _ => field.push(c),
-        }
-        at_field_start = false;
-        col += 1;
-    }
-    if in_quotes {
-        return Err((quote_line.0, quote_line.1, "a quoted field is never closed: add the closing quote".into()));
-    }
-    if !field.is_empty() || !record.is_empty() {
-        record.push(field);
-        records.push((start_line, record));
-    }
+    let mut records = csv::records(text)?;
     // Blank lines are not rows.
     records.retain(|(_, r)| !(r.len() == 1 && r[0].trim().is_empty()));
     let mut records = records.into_iter();
@@ -187,9 +100,9 @@ mod tests {
     #[test]
     fn csv_round_trips_quotes_commas_and_line_breaks() {
         let mut out = String::new();
-        csv_record(&mut out, &["a", "b"]);
-        csv_record(&mut out, &["x, \"y\"", "two\nlines"]);
-        csv_record(&mut out, &["plain", ""]);
+        csv::record(&mut out, &["a", "b"]);
+        csv::record(&mut out, &["x, \"y\"", "two\nlines"]);
+        csv::record(&mut out, &["plain", ""]);
         let (header, rows) = parse_csv(&out).unwrap();
         assert_eq!(header, ["a", "b"]);
         assert_eq!(rows[0].cells["a"], "x, \"y\"");
