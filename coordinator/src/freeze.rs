@@ -252,9 +252,18 @@ fn write_frozen(dir: &Path, files: &CohortFiles, manifest: &Manifest) -> Result<
 /// (`link` fails if the target exists, where `rename` would replace it).
 /// The result is made read-only as a reminder that it is never modified.
 pub fn write_once(path: &Path, bytes: &[u8]) -> Result<(), FreezeError> {
-    let write_err = |source| FreezeError::Write { path: path.to_owned(), source };
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    match write_once_io(path, bytes) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(FreezeError::ManifestRace { path: path.to_owned() }),
+        Err(source) => Err(FreezeError::Write { path: path.to_owned(), source }),
+    }
+}
+
+/// [`write_once`] at the I/O level, for write-once files other than the
+/// manifest (a judging pass's `pass.json`): `AlreadyExists` when `path`
+/// exists (another writer won), and no temporary file left behind.
+pub fn write_once_io(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let tmp = temporary_sibling(path);
     let result = (|| {
         let mut file = fs::File::create_new(&tmp)?;
         file.write_all(bytes)?;
@@ -265,11 +274,17 @@ pub fn write_once(path: &Path, bytes: &[u8]) -> Result<(), FreezeError> {
         fs::hard_link(&tmp, path)
     })();
     let _ = fs::remove_file(&tmp);
-    match result {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(FreezeError::ManifestRace { path: path.to_owned() }),
-        Err(e) => Err(write_err(e)),
-    }
+    result
+}
+
+/// A hidden temporary name beside `path`, unique to this process and this
+/// call: two writers of one path, in one process or two, never share a
+/// temporary file (nor remove each other's).
+pub fn temporary_sibling(path: &Path) -> PathBuf {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    path.with_file_name(format!(".{name}.{}.{}.tmp", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)))
 }
 
 /// Reads the five files of `dir` and the optional ones; a missing file is `None` (validation

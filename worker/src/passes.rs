@@ -24,6 +24,7 @@ use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use cohort_coordinator::freeze::{temporary_sibling, write_once_io};
 use cohort_core::scoring::{UnjudgedReason, judge_sentence};
 use serde::{Deserialize, Serialize};
 
@@ -254,7 +255,7 @@ impl PassStore {
             fs::create_dir_all(dir.join("runs")).map_err(|source| PassError::Write { path: dir.clone(), source })?;
             let bytes = serde_json::to_vec_pretty(&config)
                 .map_err(|e| PassError::Write { path: path.clone(), source: io::Error::other(e) })?;
-            match write_once(&path, &bytes) {
+            match write_once_io(&path, &bytes) {
                 Ok(()) => return Ok(PassStore { dir, config }),
                 // Another process created it first: compare with theirs.
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
@@ -581,27 +582,10 @@ fn now_rfc3339() -> String {
     rfc3339_ms(ms)
 }
 
-/// `pass.json`: a temporary file hard-linked into place (linking fails
-/// where renaming would replace), made read-only.
-fn write_once(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let tmp = temporary(path);
-    let result = (|| {
-        let mut file = fs::File::create_new(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        let mut permissions = file.metadata()?.permissions();
-        permissions.set_readonly(true);
-        fs::set_permissions(&tmp, permissions)?;
-        fs::hard_link(&tmp, path)
-    })();
-    let _ = fs::remove_file(&tmp);
-    result
-}
-
 /// A run file: written whole to a temporary file, synced, renamed over the
 /// old one, so a reader (or a crash) sees the old file or the new one.
 fn replace_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let tmp = temporary(path);
+    let tmp = temporary_sibling(path);
     let result = (|| {
         let mut file = fs::File::create_new(&tmp)?;
         file.write_all(bytes)?;
@@ -616,13 +600,6 @@ fn replace_atomically(path: &Path, bytes: &[u8]) -> io::Result<()> {
         let _ = fs::remove_file(&tmp);
     }
     result
-}
-
-fn temporary(path: &Path) -> PathBuf {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    path.with_file_name(format!(".{name}.{}.{}.tmp", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)))
 }
 
 /// A lock on one run file across processes: a `create_new` lock file
