@@ -6,6 +6,9 @@
 
 use std::fmt;
 
+use serde::de::DeserializeOwned;
+use serde_json::value::RawValue;
+
 /// One problem found in one cohort file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
@@ -144,6 +147,73 @@ pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
     let column = before[line_start..].chars().count() + 1;
     (line, column)
+}
+
+// === JSON arrays whose elements have lines ===
+
+/// The elements of the JSON array `text` (the contents of `file`), each
+/// borrowed as raw JSON with its byte offset, so the checks serde cannot do
+/// (duplicate ids, unknown references) still name the element's line. Not
+/// an array, or not JSON: the one problem, at its line and column.
+pub fn json_elements<'a>(file: &str, text: &'a str) -> Result<Vec<(usize, &'a RawValue)>, Vec<Problem>> {
+    let elements: Vec<&RawValue> = serde_json::from_str(text).map_err(|e| vec![json_problem(file, text, 0, &e)])?;
+    Ok(elements.into_iter().map(|raw| (offset_in(text, raw.get()), raw)).collect())
+}
+
+/// Element `i` of [`json_elements`] (at byte `offset` of `text`) as a `T`,
+/// or serde's error placed at its line and column in the whole file and
+/// named `[i]`.
+pub fn json_element<T: DeserializeOwned>(
+    file: &str,
+    text: &str,
+    i: usize,
+    offset: usize,
+    raw: &RawValue,
+) -> Result<T, Problem> {
+    serde_json::from_str(raw.get()).map_err(|e| json_problem(file, text, offset, &e).field(format!("[{i}]")))
+}
+
+/// 1-based line numbers of increasing byte offsets, in linear total time
+/// (elements come in file order, so validation stays linear in the file's
+/// size).
+#[derive(Debug, Default)]
+pub struct LineCounter {
+    offset: usize,
+    newlines: usize,
+}
+
+impl LineCounter {
+    pub fn line_at(&mut self, text: &str, offset: usize) -> usize {
+        let offset = offset.min(text.len());
+        if offset < self.offset {
+            *self = LineCounter::default();
+        }
+        self.newlines += text.as_bytes()[self.offset..offset].iter().filter(|&&b| b == b'\n').count();
+        self.offset = offset;
+        self.newlines + 1
+    }
+}
+
+/// The byte offset of `part` within `whole`; `part` must borrow from it.
+fn offset_in(whole: &str, part: &str) -> usize {
+    (part.as_ptr() as usize).saturating_sub(whole.as_ptr() as usize).min(whole.len())
+}
+
+/// A serde_json error at a position relative to `base` (the start of the
+/// element it was parsed from).
+fn json_problem(file: &str, text: &str, base: usize, e: &serde_json::Error) -> Problem {
+    // serde_json reports 1-based lines and columns within what it parsed.
+    let (base_line, base_col) = line_column(text, base);
+    let (line, column) = if e.line() <= 1 {
+        (base_line, base_col + e.column().saturating_sub(1))
+    } else {
+        (base_line + e.line() - 1, e.column())
+    };
+    let mut message = e.to_string();
+    if let Some(at) = message.rfind(" at line ") {
+        message.truncate(at);
+    }
+    Problem { file: file.to_owned(), line: Some(line), column: Some(column.max(1)), field: None, message }
 }
 
 #[cfg(test)]

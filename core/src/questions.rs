@@ -3,10 +3,9 @@
 //! serde cannot see (duplicate ids, unknown categories).
 
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 
 use crate::config::id_problem;
-use crate::error::{Problem, line_column};
+use crate::error::{LineCounter, Problem, json_element, json_elements};
 
 /// The file name of the questions within a cohort directory.
 pub const FILE: &str = "questions.json";
@@ -25,7 +24,7 @@ pub struct Question {
 pub fn parse_and_validate(text: &str, categories: &[String]) -> Result<Vec<Question>, Vec<Problem>> {
     // Each element is first taken as raw JSON borrowed from `text`, so its
     // byte offset, and so its line, is known for the checks below.
-    let elements: Vec<&RawValue> = serde_json::from_str(text).map_err(|e| vec![json_problem(text, 0, &e)])?;
+    let elements = json_elements(FILE, text)?;
     let mut problems = Vec::new();
     let mut questions: Vec<Question> = Vec::with_capacity(elements.len());
     let mut first_line_of: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
@@ -35,15 +34,14 @@ pub fn parse_and_validate(text: &str, categories: &[String]) -> Result<Vec<Quest
     if elements.is_empty() {
         problems.push(Problem::in_file(FILE, "no questions: the array is empty"));
     }
-    for (i, raw) in elements.into_iter().enumerate() {
-        let offset = offset_in(text, raw.get());
+    for (i, (offset, raw)) in elements.into_iter().enumerate() {
         let at = |message: String, field: &str| {
             Problem::at_offset(FILE, text, offset, message).field(format!("[{i}].{field}"))
         };
-        let question: Question = match serde_json::from_str(raw.get()) {
+        let question: Question = match json_element(FILE, text, i, offset, raw) {
             Ok(q) => q,
-            Err(e) => {
-                problems.push(json_problem(text, offset, &e).field(format!("[{i}]")));
+            Err(p) => {
+                problems.push(p);
                 continue;
             }
         };
@@ -71,47 +69,6 @@ pub fn parse_and_validate(text: &str, categories: &[String]) -> Result<Vec<Quest
         questions.push(question);
     }
     if problems.is_empty() { Ok(questions) } else { Err(problems) }
-}
-
-/// 1-based line numbers of increasing byte offsets, in linear total time.
-#[derive(Default)]
-struct LineCounter {
-    offset: usize,
-    newlines: usize,
-}
-
-impl LineCounter {
-    fn line_at(&mut self, text: &str, offset: usize) -> usize {
-        let offset = offset.min(text.len());
-        if offset < self.offset {
-            *self = LineCounter::default();
-        }
-        self.newlines += text.as_bytes()[self.offset..offset].iter().filter(|&&b| b == b'\n').count();
-        self.offset = offset;
-        self.newlines + 1
-    }
-}
-
-/// The byte offset of `part` within `whole`; `part` must borrow from it.
-fn offset_in(whole: &str, part: &str) -> usize {
-    (part.as_ptr() as usize).saturating_sub(whole.as_ptr() as usize).min(whole.len())
-}
-
-/// A serde_json error at a position relative to `base` (the start of the
-/// element it was parsed from).
-fn json_problem(text: &str, base: usize, e: &serde_json::Error) -> Problem {
-    // serde_json reports 1-based lines and columns within what it parsed.
-    let (base_line, base_col) = line_column(text, base);
-    let (line, column) = if e.line() <= 1 {
-        (base_line, base_col + e.column().saturating_sub(1))
-    } else {
-        (base_line + e.line() - 1, e.column())
-    };
-    let mut message = e.to_string();
-    if let Some(at) = message.rfind(" at line ") {
-        message.truncate(at);
-    }
-    Problem { file: FILE.to_owned(), line: Some(line), column: Some(column.max(1)), field: None, message }
 }
 
 #[cfg(test)]

@@ -12,9 +12,8 @@
 use std::collections::{BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 
-use crate::error::{Problem, line_column};
+use crate::error::{LineCounter, Problem, json_element, json_elements};
 
 /// The file name of the key within a cohort directory.
 pub const FILE: &str = "uncertainty_key.json";
@@ -60,23 +59,23 @@ impl UncertaintyEntry {
 pub fn parse_and_validate(text: &str, question_ids: &BTreeSet<&str>) -> Result<Vec<UncertaintyEntry>, Vec<Problem>> {
     // Each element is first taken as raw JSON borrowed from `text`, so its
     // byte offset, and so its line, is known for the checks serde cannot do.
-    let elements: Vec<&RawValue> = serde_json::from_str(text).map_err(|e| vec![json_problem(text, 0, &e)])?;
+    let elements = json_elements(FILE, text)?;
     let mut problems = Vec::new();
     let mut entries = Vec::with_capacity(elements.len());
     let mut first_line_of: HashMap<String, usize> = HashMap::new();
-    for (i, raw) in elements.into_iter().enumerate() {
-        let offset = (raw.get().as_ptr() as usize).saturating_sub(text.as_ptr() as usize).min(text.len());
+    let mut lines = LineCounter::default();
+    for (i, (offset, raw)) in elements.into_iter().enumerate() {
         let at = |message: String, field: &str| {
             Problem::at_offset(FILE, text, offset, message).field(format!("[{i}].{field}"))
         };
-        let entry: UncertaintyEntry = match serde_json::from_str(raw.get()) {
+        let entry: UncertaintyEntry = match json_element(FILE, text, i, offset, raw) {
             Ok(e) => e,
-            Err(e) => {
-                problems.push(json_problem(text, offset, &e).field(format!("[{i}]")));
+            Err(p) => {
+                problems.push(p);
                 continue;
             }
         };
-        let (line, _) = line_column(text, offset);
+        let line = lines.line_at(text, offset);
         if !question_ids.contains(entry.question_id.as_str()) {
             problems.push(at(
                 format!(
@@ -108,22 +107,6 @@ pub fn parse_and_validate(text: &str, question_ids: &BTreeSet<&str>) -> Result<V
         entries.push(entry);
     }
     if problems.is_empty() { Ok(entries) } else { Err(problems) }
-}
-
-/// A serde_json error at a position relative to `base` (the start of the
-/// element it was parsed from).
-fn json_problem(text: &str, base: usize, e: &serde_json::Error) -> Problem {
-    let (base_line, base_col) = line_column(text, base);
-    let (line, column) = if e.line() <= 1 {
-        (base_line, base_col + e.column().saturating_sub(1))
-    } else {
-        (base_line + e.line() - 1, e.column())
-    };
-    let mut message = e.to_string();
-    if let Some(at) = message.rfind(" at line ") {
-        message.truncate(at);
-    }
-    Problem { file: FILE.to_owned(), line: Some(line), column: Some(column.max(1)), field: None, message }
 }
 
 #[cfg(test)]
