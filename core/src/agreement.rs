@@ -153,7 +153,9 @@ impl Weights {
 }
 
 /// Two raters' labels on the same items (label indices into `labels`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// Deserialize too: a report keeps it in `summary.json` as it is, and
+/// `cohort verify` reads it back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Agreement {
     pub labels: Vec<String>,
     /// matrix[i][j] = items rater A labelled labels[i] and rater B labels[j].

@@ -24,7 +24,7 @@
 
 use std::collections::BTreeMap;
 
-use cohort_core::agreement::{Stat, Weights, agreement};
+use cohort_core::agreement::{Agreement, Weights, agreement};
 use cohort_core::stats::{self, ClusterBootstrap, Estimand, Interval};
 use serde::{Deserialize, Serialize};
 
@@ -33,18 +33,10 @@ use super::{CLAIM_LABELS, ItemKind, ReviewInput};
 use crate::gather::FrozenCohort;
 use crate::model::{Rate, RateStatus};
 
-/// Agreement of two raters, as `summary.json` keeps it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct AgreementView {
-    pub labels: Vec<String>,
-    /// matrix[i][j]: items the first reviewer labelled labels[i] and the
-    /// second labels[j].
-    pub matrix: Vec<Vec<u64>>,
-    pub items: u64,
-    pub raw_agreement: Stat,
-    pub kappa: Stat,
-    pub weights: Weights,
-}
+/// Agreement of two raters, as `summary.json` keeps it: core's own
+/// [`Agreement`], so its fields are defined once (rater A is the first
+/// reviewer by id, rater B the second).
+pub type AgreementView = Agreement;
 
 /// Agreement before adjudication.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -513,17 +505,7 @@ pub fn summarise_review(frozen: &FrozenCohort, input: Option<&ReviewInput>, draw
         }
     }
 
-    let view = |labels: Vec<String>, a: &[usize], b: &[usize], w: Weights| {
-        let g = agreement(&labels, a, b, w);
-        AgreementView {
-            labels: g.labels,
-            matrix: g.matrix,
-            items: g.items,
-            raw_agreement: g.raw_agreement,
-            kappa: g.kappa,
-            weights: g.weights,
-        }
-    };
+    let view = |labels: Vec<String>, a: &[usize], b: &[usize], w: Weights| agreement(&labels, a, b, w);
     let five: Vec<String> = CLAIM_LABELS.iter().map(|s| (*s).to_owned()).collect();
     let scores: Vec<String> = ["0", "1", "2"].iter().map(|s| (*s).to_owned()).collect();
     let agreement = match (ra, rb) {
@@ -661,6 +643,7 @@ mod tests {
     use std::time::UNIX_EPOCH;
 
     use cohort_core::CohortFiles;
+    use cohort_core::agreement::Stat;
     use cohort_core::manifest::Manifest;
 
     use super::super::import::{ClaimDecision, ReviewerLabels};
