@@ -21,13 +21,15 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
+use cohort_tests::SimCohort;
+
 const COHORT: &str = env!("CARGO_BIN_EXE_cohort");
 const TEAM_KEY: &str = "team-key-judge-bench-91ab3c";
 
 fn main() {
     let questions: usize = env_or("COHORT_BENCH_QUESTIONS", 200);
     let latency_ms: u64 = env_or("COHORT_BENCH_LATENCY_MS", 0);
-    let batch: usize = env_or("COHORT_BENCH_BATCH", 8);
+    let batch: u32 = env_or("COHORT_BENCH_BATCH", 8);
     let concurrency: usize = env_or("COHORT_BENCH_CONCURRENCY", 4);
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("cohort");
@@ -101,30 +103,13 @@ fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-fn write_cohort(dir: &Path, questions: usize, batch: usize) {
-    fs::create_dir_all(dir).unwrap();
-    let qs: Vec<String> = (1..=questions)
-        .map(|i| format!(r#"{{"id": "q{i}", "category": "science", "text": "What is known about topic {i}?"}}"#))
-        .collect();
-    fs::write(dir.join("questions.json"), format!("[\n{}\n]\n", qs.join(",\n"))).unwrap();
-    fs::write(
-        dir.join("cohort.toml"),
-        format!(
-            "name = \"judge-bench\"\nseed = 3\nrun_timeout_secs = 30\ncategories = [\"science\"]\nwindow_hours = 24\n\n\
-             [[arms]]\nid = \"sim\"\nlabel = \"Sim\"\nadapter = \"sim\"\npinned_version = \"sim-1\"\nvendor_lineage = \"cohort-sim\"\n\
-             concurrency = 16\nsettings = {{ unsupported_claim_rate = 0.3 }}\n\n\
-             [judge]\nprovider = \"mock\"\nmodel = \"judge-1\"\nvendor_lineage = \"mock-judges\"\ntemperature = 0.0\nbatch_size = {batch}\n"
-        ),
-    )
-    .unwrap();
-    fs::write(dir.join("suffix.txt"), "Cite sources.\n").unwrap();
-    fs::write(dir.join("protocol.md"), "# P\n").unwrap();
-    fs::write(dir.join("rubric.md"), "# R\n").unwrap();
+fn write_cohort(dir: &Path, questions: usize, batch: u32) {
+    let cohort = SimCohort::new("judge-bench", 3, questions);
+    SimCohort { window_hours: Some(24), concurrency: 16, batch_size: Some(batch), ..cohort }.write(dir).unwrap();
 }
 
 fn write_judge_file(path: &Path, url: &str) {
-    fs::write(path, format!("url = \"{url}\"\njudge = \"j\"\nkey_env = \"BENCH_TEAM_KEY\"\ndeadline_secs = 120\n"))
-        .unwrap();
+    cohort_tests::write_judge_file(path, url, "BENCH_TEAM_KEY", 120).unwrap();
 }
 
 /// Spawns a server and returns it with its first stdout line.

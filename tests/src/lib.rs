@@ -6,12 +6,18 @@
 //!   create; fault tests kill and restart their own server.
 //! - [`cargo_bin`]: the path of one of the workspace's binaries, built on
 //!   first use, so tests run the real processes.
+//! - [`SimCohort`] and [`write_judge_file`]: the sim cohort the judging
+//!   tests and the judge benchmark collect and judge, and its judge file.
 
 use std::io::{self, BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod sim_cohort;
+
+pub use sim_cohort::{SimCohort, write_judge_file};
 
 /// How long a started server may take to answer PING.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);

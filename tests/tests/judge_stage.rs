@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use cohort_tests::{cargo_bin, free_port};
+use cohort_tests::{SimCohort, cargo_bin, free_port, write_judge_file};
 use judge_proxy_support::{Proc, mock, proxy};
 use serde_json::Value;
 
@@ -22,29 +22,11 @@ const MOCK_KEY: &str = "sk-mock-provider-judge-0002";
 const PROBE: &str = "Water boils at 100 degrees Celsius at sea level.";
 
 fn write_cohort(dir: &Path, judge_model: &str, questions: usize) {
-    fs::create_dir_all(dir).unwrap();
-    let qs: Vec<String> = (1..=questions)
-        .map(|i| format!(r#"{{"id": "q{i}", "category": "science", "text": "What is known about topic {i}?"}}"#))
-        .collect();
-    fs::write(dir.join("questions.json"), format!("[\n{}\n]\n", qs.join(",\n"))).unwrap();
-    fs::write(
-        dir.join("cohort.toml"),
-        format!(
-            "name = \"stage\"\nseed = 5\nrun_timeout_secs = 30\ncategories = [\"science\"]\n\n\
-             [[arms]]\nid = \"sim\"\nlabel = \"Sim\"\nadapter = \"sim\"\npinned_version = \"sim-1\"\nvendor_lineage = \"cohort-sim\"\n\
-             concurrency = 4\nsettings = {{ unsupported_claim_rate = 0.3 }}\n\n\
-             [judge]\nprovider = \"mock\"\nmodel = \"{judge_model}\"\nvendor_lineage = \"mock-judges\"\ntemperature = 0.0\nbatch_size = 4\n"
-        ),
-    )
-    .unwrap();
-    fs::write(dir.join("suffix.txt"), "Cite sources.\n").unwrap();
-    fs::write(dir.join("protocol.md"), "# P\n").unwrap();
-    fs::write(dir.join("rubric.md"), "# R\n").unwrap();
+    SimCohort { judge_model, batch_size: Some(4), ..SimCohort::new("stage", 5, questions) }.write(dir).unwrap();
 }
 
 fn judge_file(path: &Path, url: &str) -> PathBuf {
-    fs::write(path, format!("url = \"{url}\"\njudge = \"j\"\nkey_env = \"STAGE_TEAM_KEY\"\ndeadline_secs = 60\n"))
-        .unwrap();
+    write_judge_file(path, url, "STAGE_TEAM_KEY", 60).unwrap();
     path.to_owned()
 }
 

@@ -12,34 +12,18 @@ use std::fs;
 use std::path::Path;
 use std::process::Command;
 
-use cohort_tests::{cargo_bin, free_port};
+use cohort_tests::{SimCohort, cargo_bin, free_port};
 use judge_proxy_support::{mock, proxy};
 use serde_json::Value;
 
 const TEAM_KEY: &str = "team-key-e2e-5f1d2c3b4a";
 
 fn write_cohort(dir: &Path) {
-    fs::create_dir_all(dir).unwrap();
-    let questions: Vec<String> = (1..=8)
-        .map(|i| format!(r#"{{"id": "q{i}", "category": "science", "text": "What is known about topic {i}?"}}"#))
-        .collect();
-    fs::write(dir.join("questions.json"), format!("[\n{}\n]\n", questions.join(",\n"))).unwrap();
-    fs::write(
-        dir.join("cohort.toml"),
-        "name = \"e2e\"\nseed = 11\nrun_timeout_secs = 30\ncategories = [\"science\"]\n\n\
-         [[arms]]\nid = \"sim\"\nlabel = \"Sim\"\nadapter = \"sim\"\npinned_version = \"sim-1\"\nvendor_lineage = \"cohort-sim\"\n\
-         concurrency = 4\nsettings = { unsupported_claim_rate = 0.3 }\n\n\
-         [judge]\nprovider = \"mock\"\nmodel = \"judge-1\"\nvendor_lineage = \"mock-judges\"\ntemperature = 0.0\n",
-    )
-    .unwrap();
-    fs::write(dir.join("suffix.txt"), "Cite sources.\n").unwrap();
-    fs::write(dir.join("protocol.md"), "# P\n").unwrap();
-    fs::write(dir.join("rubric.md"), "# R\n").unwrap();
+    SimCohort::new("e2e", 11, 8).write(dir).unwrap();
 }
 
 fn write_judge_file(path: &Path, url: &str) {
-    fs::write(path, format!("url = \"{url}\"\njudge = \"j\"\nkey_env = \"COHORT_E2E_TEAM_KEY\"\ndeadline_secs = 60\n"))
-        .unwrap();
+    cohort_tests::write_judge_file(path, url, "COHORT_E2E_TEAM_KEY", 60).unwrap();
 }
 
 /// The mock provider (a TEST DOUBLE) behind `cohort judge-proxy`; returns
