@@ -148,31 +148,43 @@ async fn a_real_judge_without_a_proxy_warns_support_is_unmeasured() {
     }
 }
 
-/// Proves `cohort run --judge` checks the judge before any run starts: with
-/// the judge proxy down it exits 2, says how to go on (judge later with
-/// `cohort judge`), starts no run and creates no judging pass, instead of
-/// collecting with every claim silently unjudged.
+/// Proves `cohort run --judge` with the judge proxy down says so before
+/// the first run, collects anyway (collection never waits on the judge),
+/// records the judgeable claims unjudged(provider_error), and exits 3 with
+/// the counts and how `cohort judge` fills them in, instead of exiting 0
+/// with every claim silently unjudged. The team key is never printed.
 #[tokio::test]
-async fn run_with_an_unreachable_judge_stops_before_any_run() {
+async fn run_with_an_unreachable_judge_collects_and_exits_3() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("quickstart");
     copy_quickstart(&dir);
     // A loopback port nothing listens on.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let judge = tmp.path().join("judge.toml");
-    fs::write(&judge, format!("url = \"http://127.0.0.1:{port}\"\njudge = \"j\"\nkey_env = \"COHORT_TEST_DEAD_KEY\"\n"))
-        .unwrap();
+    fs::write(
+        &judge,
+        format!("url = \"http://127.0.0.1:{port}\"\njudge = \"j\"\nkey_env = \"COHORT_TEST_DEAD_KEY\"\n"),
+    )
+    .unwrap();
     let out = Command::new(COHORT)
-        .args(["run", dir.to_str().unwrap(), "--judge", judge.to_str().unwrap()])
+        .args(["run", dir.to_str().unwrap(), "--judge", judge.to_str().unwrap(), "--no-capture"])
         .env("COHORT_TEST_DEAD_KEY", "a-team-key-that-must-not-be-printed")
         .output()
         .unwrap();
     let t = text(&out);
-    assert_eq!(out.status.code(), Some(2), "{t}");
-    assert!(t.contains("not reachable") && t.contains("cohort judge"), "{t}");
+    assert_eq!(out.status.code(), Some(3), "{t}");
+    assert!(t.contains("warning:") && t.contains("not reachable"), "{t}");
+    assert!(t.contains("provider_error") && t.contains("cohort judge"), "{t}");
     assert!(!t.contains("a-team-key-that-must-not-be-printed"), "{t}");
     let status = SqliteLedger::open(&dir.join(".cohort/ledger.sqlite")).unwrap().status().await.unwrap();
-    assert_eq!(status.attempts_by_class.values().sum::<u64>(), 0, "a run started: {status:?}");
-    assert!(!dir.join(".cohort/passes").exists(), "a pass was created");
-    assert!(!dir.join("reports").exists());
+    assert!(status.done(), "{status:?}");
+    let records = completed_records(&dir).await;
+    assert!(!records.is_empty());
+    for (_, record) in &records {
+        for claim in record["scoring"]["report"]["claims"].as_array().unwrap() {
+            if !claim["cited"].as_array().unwrap().is_empty() {
+                assert_eq!(claim["unjudged_reason"], "provider_error", "{claim}");
+            }
+        }
+    }
 }

@@ -72,12 +72,19 @@ fn text(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
-/// Collects the cohort with the judge proxy down (a dead port).
+/// Collects the cohort with the judge proxy down (a dead port): the
+/// collection goes on (it never waits on the judge) and exits 3, saying
+/// how many claims were left unjudged and that `cohort judge` fills them in.
 fn collect_with_judge_down(tmp: &Path, dir: &Path) {
     let dead = judge_file(&tmp.join("dead.toml"), &format!("http://127.0.0.1:{}", free_port().unwrap()));
     let out =
         cohort(&["run", dir.to_str().unwrap(), "--judge", dead.to_str().unwrap(), "--no-capture"]).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{said}");
+    assert!(
+        said.contains("not reachable") && said.contains("provider_error") && said.contains("cohort judge"),
+        "{said}"
+    );
 }
 
 fn get_json(url: &str) -> Value {
@@ -244,15 +251,27 @@ fn preflight_refuses_another_judge_before_any_claim_is_sent() {
     let dir = tmp.path().join("cohort");
     // Frozen with judge-2; the proxy's judge j is served by judge-1.
     write_cohort(&dir, "judge-2", 3);
-    let out = cohort(&["run", dir.to_str().unwrap(), "--no-capture"]).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out));
     let (_mock, _proxy, grpc, mock_base) = start_judge(tmp.path(), &[], None);
     let jf = judge_file(&tmp.path().join("judge.toml"), &grpc);
+    // `cohort run --judge` runs the same pre-flight: another judge is a
+    // configuration error, so no run starts (exit 2), nothing is judged.
+    let out =
+        cohort(&["run", dir.to_str().unwrap(), "--judge", jf.to_str().unwrap(), "--no-capture"]).output().unwrap();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("\"judge-1\"") && said.contains("\"judge-2\"") && said.contains("no run was started"),
+        "{said}"
+    );
+    assert!(!dir.join(".cohort/passes").exists(), "no pass was created");
+    assert_eq!(get_json(&format!("{mock_base}/mock/stats"))["requests"], 1, "the probe only");
+    let out = cohort(&["run", dir.to_str().unwrap(), "--no-capture"]).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
     let out = cohort(&["judge", dir.to_str().unwrap(), "--judge", jf.to_str().unwrap()]).output().unwrap();
     let said = text(&out);
     assert_eq!(out.status.code(), Some(2), "{said}");
     assert!(said.contains("\"judge-1\"") && said.contains("\"judge-2\""), "names both models: {said}");
-    assert_eq!(get_json(&format!("{mock_base}/mock/stats"))["requests"], 1, "the probe only");
+    assert_eq!(get_json(&format!("{mock_base}/mock/stats"))["requests"], 2, "the two probes only");
     assert!(!dir.join(".cohort/passes").exists(), "nothing written");
 
     // Down, and a wrong key: refused, nothing written.

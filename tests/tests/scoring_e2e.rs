@@ -49,7 +49,9 @@ fn start_judge(dir: &Path) -> (judge_proxy_support::Proc, judge_proxy_support::P
 }
 
 /// Runs the cohort; returns every run's record (JSON) that has one.
-fn run_and_read_records(dir: &Path, judge_file: &Path) -> Vec<Value> {
+/// Runs the cohort with `--judge`, expecting exit code `expected` (3 when
+/// the judge left claims unjudged), and reads its records.
+fn run_and_read_records(dir: &Path, judge_file: &Path, expected: i32) -> Vec<Value> {
     let out = Command::new(cargo_bin("cohort-cli", "cohort"))
         .arg("run")
         .arg(dir)
@@ -60,7 +62,7 @@ fn run_and_read_records(dir: &Path, judge_file: &Path) -> Vec<Value> {
         .output()
         .unwrap();
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{text}");
+    assert_eq!(out.status.code(), Some(expected), "{text}");
     assert!(text.contains("planned 8, attempted 8, completed 8"), "{text}");
     assert!(!text.contains(TEAM_KEY), "the team key never appears in output");
     let db = dir.join(".cohort/artifacts/sha256");
@@ -94,7 +96,7 @@ fn claims_verdicts_support_and_traces_land_in_the_records() {
     let judge_file = tmp.path().join("judge.toml");
     write_judge_file(&judge_file, &grpc);
 
-    let records = run_and_read_records(&dir, &judge_file);
+    let records = run_and_read_records(&dir, &judge_file, 0);
     let (mut yes, mut judged) = (0u64, 0u64);
     for record in &records {
         let scoring = &record["scoring"];
@@ -140,7 +142,7 @@ fn judge_failure_leaves_support_unmeasured_and_claims_unjudged() {
     let judge_file = tmp.path().join("judge.toml");
     // Nothing listens on this port: the proxy is unreachable.
     write_judge_file(&judge_file, &format!("http://127.0.0.1:{}", free_port().unwrap()));
-    for record in run_and_read_records(&dir, &judge_file) {
+    for record in run_and_read_records(&dir, &judge_file, 3) {
         assert_eq!(record["outcome"], "completed");
         let scoring = &record["scoring"];
         let support = &scoring["report"]["support"];

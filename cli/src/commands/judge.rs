@@ -185,7 +185,7 @@ async fn judge_stage(args: &JudgeArgs) -> Result<u8, Stop> {
     let rows: Vec<_> =
         rows.into_iter().filter(|r| r.outcome == Some(Outcome::Completed) && !r.record_sha256.is_empty()).collect();
 
-    let described = preflight(&endpoint, &frozen_judge).await.map_err(refused)?;
+    let described = preflight(&endpoint, &frozen_judge).await.map_err(|f| refused(f.error))?;
     super::emit(&format!(
         "pre-flight: proxy {} judge {:?} serves {:?} (requested {:?}{}{}), the cohort's frozen judge\n",
         endpoint.url,
@@ -274,13 +274,87 @@ async fn judge_stage(args: &JudgeArgs) -> Result<u8, Stop> {
     Ok(0)
 }
 
+/// Why the pre-flight failed: an outage (the proxy, or its upstream, did
+/// not answer: it may come back) or a judge that is not usable as
+/// configured (key refused, unknown judge, another model or lineage).
+#[derive(Debug)]
+pub(crate) struct PreflightFailure {
+    pub outage: bool,
+    pub error: anyhow::Error,
+}
+
 /// The pre-flight: reachable, key accepted, lineage, and the probe's
 /// served model. Sends one tiny claim; writes nothing.
 pub(crate) async fn preflight(
     endpoint: &JudgeEndpoint,
     frozen: &cohort_core::config::JudgeConfig,
-) -> anyhow::Result<pb::DescribeJudgeResponse> {
-    let status_error = |what: &str, s: tonic::Status| -> anyhow::Error {
+) -> Result<pb::DescribeJudgeResponse, PreflightFailure> {
+    let refused = |error: anyhow::Error| PreflightFailure { outage: false, error };
+    let status_failure = |what: &str, s: tonic::Status| PreflightFailure {
+        outage: matches!(s.code(), tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled),
+        error: status_error_of(endpoint, what, s),
+    };
+    let described = score::describe_judge(endpoint).await.map_err(|s| status_failure("DescribeJudge", s))?;
+    if !described.vendor_lineage.is_empty() && described.vendor_lineage != frozen.vendor_lineage {
+        return Err(refused(anyhow::anyhow!(
+            "the judge proxy declares vendor lineage {:?} for judge {:?} (model {:?}), but the cohort's frozen [judge] \
+             vendor_lineage is {:?}: this is not the cohort's judge; nothing was sent or written",
+            described.vendor_lineage,
+            endpoint.judge,
+            described.requested_model,
+            frozen.vendor_lineage
+        )));
+    }
+    let probe = pb::Claim {
+        claim_id: "probe".into(),
+        text: PROBE_CLAIM.into(),
+        snippets: vec![pb::Snippet {
+            index: 1,
+            source_url: "https://probe.invalid/".into(),
+            text: PROBE_EVIDENCE.into(),
+        }],
+        cited_indices: vec![1],
+    };
+    let reply = score::judge_claims(endpoint, vec![probe], "cohort-judge-preflight", "pre-flight probe")
+        .await
+        .map_err(|s| status_failure("the probe call", s))?;
+    let served: Vec<String> = reply
+        .verdicts
+        .iter()
+        .map(|v| v.served_model.clone())
+        .chain(reply.served_models.iter().cloned())
+        .filter(|m| !m.is_empty())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    match served.as_slice() {
+        [] => Err(PreflightFailure {
+            outage: true,
+            error: anyhow::anyhow!(
+                "the judge proxy at {} could not get an answer to the probe claim from its upstream (judge {:?}, model \
+                 {:?}; attempts: {}): fix the upstream, then run again; nothing was written",
+                endpoint.url,
+                endpoint.judge,
+                reply.requested_model,
+                attempt_classes(&reply)
+            ),
+        }),
+        [only] if *only == frozen.served_model => Ok(described),
+        others => Err(refused(anyhow::anyhow!(
+            "the judge proxy's judge {:?} (requested model {:?}) was served by {} , but the cohort's frozen [judge] \
+             served_model is {:?}: judging with it would mix judges; point the judge file at the frozen judge \
+             (or freeze a new cohort); nothing was sent beyond the probe and nothing was written",
+            endpoint.judge,
+            reply.requested_model,
+            others.iter().map(|m| format!("{m:?}")).collect::<Vec<_>>().join(" and "),
+            frozen.served_model
+        ))),
+    }
+}
+
+/// The pre-flight's message for a gRPC status from the proxy.
+fn status_error_of(endpoint: &JudgeEndpoint, what: &str, s: tonic::Status) -> anyhow::Error {
+    {
         match s.code() {
             tonic::Code::Unauthenticated => anyhow::anyhow!(
                 "the judge proxy at {} refused the team key (check key_env/key_file in the judge file): nothing was \
@@ -301,59 +375,6 @@ pub(crate) async fn preflight(
             ),
             _ => anyhow::anyhow!("the judge proxy at {} failed the pre-flight ({what}): {}", endpoint.url, s.message()),
         }
-    };
-    let described = score::describe_judge(endpoint).await.map_err(|s| status_error("DescribeJudge", s))?;
-    if !described.vendor_lineage.is_empty() && described.vendor_lineage != frozen.vendor_lineage {
-        anyhow::bail!(
-            "the judge proxy declares vendor lineage {:?} for judge {:?} (model {:?}), but the cohort's frozen [judge] \
-             vendor_lineage is {:?}: this is not the cohort's judge; nothing was sent or written",
-            described.vendor_lineage,
-            endpoint.judge,
-            described.requested_model,
-            frozen.vendor_lineage
-        );
-    }
-    let probe = pb::Claim {
-        claim_id: "probe".into(),
-        text: PROBE_CLAIM.into(),
-        snippets: vec![pb::Snippet {
-            index: 1,
-            source_url: "https://probe.invalid/".into(),
-            text: PROBE_EVIDENCE.into(),
-        }],
-        cited_indices: vec![1],
-    };
-    let reply = score::judge_claims(endpoint, vec![probe], "cohort-judge-preflight", "pre-flight probe")
-        .await
-        .map_err(|s| status_error("the probe call", s))?;
-    let served: Vec<String> = reply
-        .verdicts
-        .iter()
-        .map(|v| v.served_model.clone())
-        .chain(reply.served_models.iter().cloned())
-        .filter(|m| !m.is_empty())
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    match served.as_slice() {
-        [] => anyhow::bail!(
-            "the judge proxy at {} could not get an answer to the probe claim from its upstream (judge {:?}, model \
-             {:?}; attempts: {}): fix the upstream, then run again; nothing was written",
-            endpoint.url,
-            endpoint.judge,
-            reply.requested_model,
-            attempt_classes(&reply)
-        ),
-        [only] if *only == frozen.served_model => Ok(described),
-        others => anyhow::bail!(
-            "the judge proxy's judge {:?} (requested model {:?}) was served by {} , but the cohort's frozen [judge] \
-             served_model is {:?}: judging with it would mix judges; point the judge file at the frozen judge \
-             (or freeze a new cohort); nothing was sent beyond the probe and nothing was written",
-            endpoint.judge,
-            reply.requested_model,
-            others.iter().map(|m| format!("{m:?}")).collect::<Vec<_>>().join(" and "),
-            frozen.served_model
-        ),
     }
 }
 

@@ -136,20 +136,33 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
         Some(endpoint) => Some(endpoint.clone()),
         None => args.scoring.judge.as_deref().map(JudgeEndpoint::from_file).transpose()?,
     };
-    // The same pre-flight as `cohort judge`, before any run starts: a judge
-    // that is down, refuses the key or is not the frozen judge would leave
-    // every claim silently unjudged.
+    // The same pre-flight as `cohort judge`, before any run starts. A judge
+    // that refuses the key or is not the frozen judge is a configuration
+    // error: nothing starts (exit 2). A judge that is down is an outage:
+    // collection does not wait on it (the window is frozen), so the runs go
+    // on, claims it cannot judge are recorded unjudged(provider_error), and
+    // the end says so (exit 3) and how `cohort judge` fills them in.
     if let (Some(endpoint), Some(frozen_judge)) = (&inline_judge, &config.judge)
-        && let Err(e) = super::judge::preflight(endpoint, frozen_judge).await
+        && let Err(failure) = super::judge::preflight(endpoint, frozen_judge).await
     {
-        let _ = stop_tx.send(true);
-        let _ = server.await;
-        eprintln!(
-            "error: {e:#}\nno run was started. Fix the judge, or run without --judge and judge the stored outputs \
-             later with `cohort judge {} --judge FILE`.",
-            dir.display()
-        );
-        return Err(super::Exit(super::judge::EXIT_REFUSED).into());
+        if failure.outage {
+            eprintln!(
+                "warning: {:#}\ncollection goes on without waiting for the judge; claims it cannot judge are recorded \
+                 unjudged, and `cohort judge {} --judge FILE` fills them in later.",
+                failure.error,
+                dir.display()
+            );
+        } else {
+            let _ = stop_tx.send(true);
+            let _ = server.await;
+            eprintln!(
+                "error: {:#}\nno run was started. Fix the judge, or run without --judge and judge the stored outputs \
+                 later with `cohort judge {} --judge FILE`.",
+                failure.error,
+                dir.display()
+            );
+            return Err(super::Exit(super::judge::EXIT_REFUSED).into());
+        }
     }
     let pass = super::judge::inline_pass(&frozen, inline_judge.as_ref(), &args.pass)?;
     let total_caps: u32 = config.arms.iter().map(|a| a.concurrency).sum();

@@ -184,35 +184,33 @@ enum Final {
     Unresolved,
 }
 
-/// The review section of a report; `None` when no review was imported.
-pub fn summarise_review(frozen: &FrozenCohort, input: Option<&ReviewInput>, draws: u32) -> Option<ReviewSummary> {
-    let input = input?;
-    let cohort = &frozen.cohort;
-    let questions: Vec<&str> = cohort.questions.iter().map(|q| q.id.as_str()).collect();
-    let q_index: BTreeMap<&str, usize> = questions.iter().enumerate().map(|(i, q)| (*q, i)).collect();
-    let arm_index: BTreeMap<&str, usize> =
-        cohort.config.arms.iter().enumerate().map(|(i, a)| (a.id.as_str(), i)).collect();
-    let key: BTreeMap<&str, &cohort_core::uncertainty_key::UncertaintyEntry> =
-        cohort.uncertainty_key.iter().flatten().map(|e| (e.question_id.as_str(), e)).collect();
-    let mut cells = vec![vec![Cell::default(); questions.len()]; cohort.config.arms.len()];
+/// The final units of every claim item (its label, its split parts'
+/// labels, excluded, or unresolved), with the labels each reviewer gave
+/// before adjudication and what deciding them counted: the one place the
+/// rule "agreed label, else the adjudicator's" lives, used by the report's
+/// review metrics and by `gold_labels`.
+struct ClaimUnits<'a> {
+    units: BTreeMap<&'a str, Vec<Final>>,
+    claim_a: Vec<usize>,
+    claim_b: Vec<usize>,
+    adjudicated: u64,
+    extraction_disagreements: u64,
+}
 
-    let mut reviewers: Vec<&super::import::ReviewerLabels> = input.reviewers.iter().collect();
-    reviewers.sort_by(|a, b| a.reviewer.cmp(&b.reviewer));
-    let (ra, rb) = (reviewers.first().copied(), reviewers.get(1).copied());
-    let empty = BTreeMap::new();
-    let adj = input.adjudication.as_ref().map_or(&empty, |a| &a.decisions);
-    let mut adjudicated_used = 0u64;
-    let mut unresolved_total = 0u64;
-
+fn claim_units<'a>(
+    input: &'a ReviewInput,
+    ra: Option<&super::import::ReviewerLabels>,
+    rb: Option<&super::import::ReviewerLabels>,
+    adj: &BTreeMap<String, (String, String, String)>,
+) -> ClaimUnits<'a> {
     let (mut claim_a, mut claim_b) = (Vec::new(), Vec::new());
-    let (mut pair_a, mut pair_b) = (Vec::new(), Vec::new());
-    let (mut unc_a, mut unc_b) = (Vec::new(), Vec::new());
     let mut extraction_disagreements = 0u64;
+    let mut adjudicated_used = 0u64;
     let label_index = |l: &str| CLAIM_LABELS.iter().position(|x| *x == l);
 
     // Claim items: final units, and which claim items are finally excluded
     // as not factual (their pairs are not claim-citation pairs) or covered.
-    let mut claim_units: BTreeMap<&str, Vec<Final>> = BTreeMap::new();
+    let mut claim_units: BTreeMap<&'a str, Vec<Final>> = BTreeMap::new();
     for item in input.index.items.iter().filter(|i| i.kind == ItemKind::Claim) {
         let id = item.item_id.as_str();
         let da = ra.and_then(|r| r.claims.get(id));
@@ -300,6 +298,67 @@ pub fn summarise_review(frozen: &FrozenCohort, input: Option<&ReviewInput>, draw
         };
         claim_units.insert(id, units);
     }
+    ClaimUnits { units: claim_units, claim_a, claim_b, adjudicated: adjudicated_used, extraction_disagreements }
+}
+
+/// One claim's final human label, as calibration's gold: from the items
+/// with one final label (agreed, adjudicated, or the only reviewer's), not
+/// split, not excluded, not unresolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GoldClaim {
+    pub run_id: String,
+    /// The claim's id in the run's score (and in judging passes).
+    pub claim_id: u32,
+    /// One of the five seed-004 labels.
+    pub label: String,
+}
+
+/// The final claim labels of an imported review, for `cohort calibrate`.
+pub fn gold_labels(input: &ReviewInput) -> Vec<GoldClaim> {
+    let mut reviewers: Vec<&super::import::ReviewerLabels> = input.reviewers.iter().collect();
+    reviewers.sort_by(|a, b| a.reviewer.cmp(&b.reviewer));
+    let empty = BTreeMap::new();
+    let adj = input.adjudication.as_ref().map_or(&empty, |a| &a.decisions);
+    let units = claim_units(input, reviewers.first().copied(), reviewers.get(1).copied(), adj).units;
+    input
+        .index
+        .items
+        .iter()
+        .filter(|i| i.kind == ItemKind::Claim)
+        .filter_map(|item| match (units.get(item.item_id.as_str()).map(Vec::as_slice), item.claim_id) {
+            (Some([Final::Label { label, .. }]), Some(claim_id)) => {
+                Some(GoldClaim { run_id: item.run_id.clone(), claim_id, label: label.clone() })
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The review section of a report; `None` when no review was imported.
+pub fn summarise_review(frozen: &FrozenCohort, input: Option<&ReviewInput>, draws: u32) -> Option<ReviewSummary> {
+    let input = input?;
+    let cohort = &frozen.cohort;
+    let questions: Vec<&str> = cohort.questions.iter().map(|q| q.id.as_str()).collect();
+    let q_index: BTreeMap<&str, usize> = questions.iter().enumerate().map(|(i, q)| (*q, i)).collect();
+    let arm_index: BTreeMap<&str, usize> =
+        cohort.config.arms.iter().enumerate().map(|(i, a)| (a.id.as_str(), i)).collect();
+    let key: BTreeMap<&str, &cohort_core::uncertainty_key::UncertaintyEntry> =
+        cohort.uncertainty_key.iter().flatten().map(|e| (e.question_id.as_str(), e)).collect();
+    let mut cells = vec![vec![Cell::default(); questions.len()]; cohort.config.arms.len()];
+
+    let mut reviewers: Vec<&super::import::ReviewerLabels> = input.reviewers.iter().collect();
+    reviewers.sort_by(|a, b| a.reviewer.cmp(&b.reviewer));
+    let (ra, rb) = (reviewers.first().copied(), reviewers.get(1).copied());
+    let empty = BTreeMap::new();
+    let adj = input.adjudication.as_ref().map_or(&empty, |a| &a.decisions);
+    let mut adjudicated_used = 0u64;
+    let mut unresolved_total = 0u64;
+
+    let (mut pair_a, mut pair_b) = (Vec::new(), Vec::new());
+    let (mut unc_a, mut unc_b) = (Vec::new(), Vec::new());
+    let ClaimUnits { units: claim_units, claim_a, claim_b, adjudicated, extraction_disagreements } =
+        claim_units(input, ra, rb, adj);
+    adjudicated_used += adjudicated;
 
     // Pairs: final support per pair item.
     let mut covered_claims: BTreeMap<&str, bool> = BTreeMap::new();
