@@ -342,4 +342,59 @@ fn review_round_trip_matches_hand_computed_figures_and_is_blinded() {
     assert!(md.contains("## Human review"), "summary.md has the review section");
     let verify = cohort(&["verify", report.to_str().unwrap()]);
     assert!(verify.status.success(), "{}", text(&verify));
+
+    // Calibration against the adjudicated review: the judge's pass (the
+    // sim judge's `default`) scored on the claims with one final label that
+    // is not unverifiable. Computed here from the planted labels, the
+    // export index (item -> run and claim) and the report's claims.jsonl
+    // (the same pass's verdicts).
+    let index: Value = serde_json::from_slice(&fs::read(dir.join(".cohort/review/export.json")).unwrap()).unwrap();
+    let where_is: BTreeMap<String, String> = index["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["kind"] == "claim")
+        .map(|i| {
+            let id = i["item_id"].as_str().unwrap().to_owned();
+            (id, format!("{}#{}", i["run_id"].as_str().unwrap(), i["claim_id"]))
+        })
+        .collect();
+    let verdicts: BTreeMap<String, bool> = fs::read_to_string(report.join("claims.jsonl"))
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|c| c["status"] == "judged")
+        .map(|c| (format!("{}#{}", c["run_id"].as_str().unwrap(), c["claim_index"]), c["verdict"] == "YES"))
+        .collect();
+    let (mut tp, mut fp, mut tn, mut fn_) = (0u64, 0u64, 0u64, 0u64);
+    for (i, c) in claims.iter().enumerate().skip(1) {
+        let label = label_a(i);
+        if label == "unverifiable" {
+            continue;
+        }
+        let Some(&judged_yes) = verdicts.get(&where_is[&c["item_id"]]) else { continue };
+        match (label == "fully_supported", judged_yes) {
+            (true, true) => tp += 1,
+            (false, true) => fp += 1,
+            (false, false) => tn += 1,
+            (true, false) => fn_ += 1,
+        }
+    }
+    let out = cohort(&["calibrate", "--cohort", d, "--json", "--resamples", "200"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let cal: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let judge = cal["judges"].as_array().unwrap().iter().find(|j| j["name"] == "default").unwrap();
+    assert_eq!(
+        (judge["tp"].as_u64(), judge["fp"].as_u64(), judge["tn"].as_u64(), judge["fn"].as_u64()),
+        (Some(tp), Some(fp), Some(tn), Some(fn_)),
+        "{judge}"
+    );
+    assert!(tp + fp + tn + fn_ > 10, "enough items to mean something");
+    // Without an imported review there is no gold: exit 2, saying why.
+    fs::create_dir(tmp.path().join("plain")).unwrap();
+    let plain = quickstart(&tmp.path().join("plain"));
+    let out = cohort(&["calibrate", "--cohort", plain.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("no human review imported"), "{}", text(&out));
 }

@@ -34,13 +34,30 @@ const MAJORITY: &str = "majority";
 pub struct CalibrateArgs {
     /// Gold labels: CSV with the header `item_id,label`, labels pass or fail
     /// (also yes or no, any case).
-    #[arg(long, value_name = "GOLD.csv")]
-    pub gold: PathBuf,
+    #[arg(long, value_name = "GOLD.csv", required_unless_present = "cohort", conflicts_with = "cohort")]
+    pub gold: Option<PathBuf>,
     /// A judge's verdicts, as NAME=FILE.csv (same format as --gold). Repeat
     /// for several judges; with two or more, their majority vote is scored
     /// too, as the judge `majority`.
-    #[arg(long = "verdicts", value_name = "NAME=FILE.csv", required = true, value_parser = parse_named)]
+    #[arg(
+        long = "verdicts",
+        value_name = "NAME=FILE.csv",
+        required_unless_present = "cohort",
+        conflicts_with = "cohort",
+        value_parser = parse_named
+    )]
     pub verdicts: Vec<(String, PathBuf)>,
+    /// Instead of files: gold from this cohort's adjudicated human review
+    /// (a claim is a pass when its final label is fully_supported, a fail
+    /// when partially_supported, unsupported or contradicted; unverifiable,
+    /// not factual, split and unresolved claims are left out) and verdicts
+    /// from its judging passes. Items are `RUN_ID#CLAIM_ID`.
+    #[arg(long, value_name = "DIR")]
+    pub cohort: Option<PathBuf>,
+    /// With --cohort: the judging passes to score (repeat; default: every
+    /// pass of the cohort).
+    #[arg(long = "pass", value_name = "NAME", requires = "cohort")]
+    pub passes: Vec<String>,
     /// The rubric dimension these labels are for (e.g. factual_support or
     /// source_relevance); labels the output.
     #[arg(long, value_name = "NAME")]
@@ -283,21 +300,10 @@ struct PairResult {
 }
 
 pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
-    let gold_file = LabelFile::read(&args.gold).map_err(bad_input)?;
-    let gold = gold_file.verdicts().map_err(bad_input)?;
-    let mut judges = Vec::new();
-    let mut names = HashSet::new();
-    for (name, path) in &args.verdicts {
-        if name == MAJORITY && args.verdicts.len() > 1 {
-            return Err(bad_input(LabelFileError::ReservedJudge { name: name.clone() }));
-        }
-        if !names.insert(name.clone()) {
-            return Err(bad_input(LabelFileError::DuplicateJudge { name: name.clone() }));
-        }
-        let file = LabelFile::read(path).map_err(bad_input)?;
-        let verdicts = file.verdicts().map_err(bad_input)?;
-        judges.push(JudgeFile { name: name.clone(), file: file.file.clone(), verdicts });
-    }
+    let (gold_source, gold, judges) = match &args.cohort {
+        Some(dir) => from_cohort(dir, &args.passes)?,
+        None => from_files(&args)?,
+    };
 
     let bar = progress(judges.len() as u64 + u64::from(judges.len() > 1), args.json);
     let gold_ids: HashSet<&str> = gold.iter().map(|(id, _)| id.as_str()).collect();
@@ -332,7 +338,7 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
 
     let pairs = pairwise(&judges);
     let gold_pass = gold.iter().filter(|(_, g)| *g).count();
-    let summary = GoldSummary { file: gold_file.file.clone(), items: gold.len(), pass: gold_pass };
+    let summary = GoldSummary { file: gold_source, items: gold.len(), pass: gold_pass };
     if args.json {
         let value = calibration_json(&args, &summary, &results, &pairs);
         emit(&format!("{}\n", serde_json::to_string_pretty(&value)?));
@@ -340,6 +346,83 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
         emit(&calibration_table(&args, &summary, &results, &pairs));
     }
     Ok(())
+}
+
+/// Gold and judges from `--gold` and `--verdicts` files.
+fn from_files(args: &CalibrateArgs) -> anyhow::Result<(String, Vec<(String, bool)>, Vec<JudgeFile>)> {
+    let gold_path = args.gold.as_deref().ok_or_else(|| anyhow::anyhow!("--gold is required without --cohort"))?;
+    let gold_file = LabelFile::read(gold_path).map_err(bad_input)?;
+    let gold = gold_file.verdicts().map_err(bad_input)?;
+    let mut judges = Vec::new();
+    let mut names = HashSet::new();
+    for (name, path) in &args.verdicts {
+        if name == MAJORITY && args.verdicts.len() > 1 {
+            return Err(bad_input(LabelFileError::ReservedJudge { name: name.clone() }));
+        }
+        if !names.insert(name.clone()) {
+            return Err(bad_input(LabelFileError::DuplicateJudge { name: name.clone() }));
+        }
+        let file = LabelFile::read(path).map_err(bad_input)?;
+        let verdicts = file.verdicts().map_err(bad_input)?;
+        judges.push(JudgeFile { name: name.clone(), file: file.file.clone(), verdicts });
+    }
+    Ok((gold_file.file.clone(), gold, judges))
+}
+
+/// Gold from a cohort's adjudicated human review, judges from its passes
+/// (docs/calibration.md): the seed-002 comparison of judges against human
+/// labels, on the claims both have.
+fn from_cohort(
+    dir: &std::path::Path,
+    passes: &[String],
+) -> anyhow::Result<(String, Vec<(String, bool)>, Vec<JudgeFile>)> {
+    use cohort_worker::passes::{PassStore, PassVerdict};
+    let refuse = |message: String| -> anyhow::Error {
+        eprintln!("error: {message}");
+        Exit(2).into()
+    };
+    let review = cohort_report::review::load(dir).map_err(|e| refuse(e.to_string()))?.ok_or_else(|| {
+        refuse(format!(
+            "{}: no human review imported (cohort review export, then import, see docs/review.md): there is no gold",
+            dir.display()
+        ))
+    })?;
+    let gold_claims = cohort_report::review::gold_labels(&review);
+    let gold: Vec<(String, bool)> = gold_claims
+        .iter()
+        .filter(|g| g.label != "unverifiable")
+        .map(|g| (format!("{}#{}", g.run_id, g.claim_id), g.label == "fully_supported"))
+        .collect();
+    let names = if passes.is_empty() {
+        cohort_worker::passes::list(dir).map_err(|e| refuse(e.to_string()))?
+    } else {
+        passes.to_vec()
+    };
+    if names.is_empty() {
+        return Err(refuse(format!("{}: no judging pass to score (cohort judge writes one)", dir.display())));
+    }
+    if names.len() > 1 && names.iter().any(|n| n == MAJORITY) {
+        return Err(bad_input(LabelFileError::ReservedJudge { name: MAJORITY.to_owned() }));
+    }
+    let runs: std::collections::BTreeSet<&str> = gold_claims.iter().map(|g| g.run_id.as_str()).collect();
+    let mut judges = Vec::new();
+    for name in names {
+        let store = PassStore::open(dir, &name).map_err(|e| refuse(e.to_string()))?;
+        let mut verdicts = Vec::new();
+        for run_id in &runs {
+            let Some(run) = store.read_run(run_id).map_err(|e| refuse(e.to_string()))? else { continue };
+            for claim in &run.claims {
+                let vote = match claim.verdict {
+                    PassVerdict::Yes => true,
+                    PassVerdict::No => false,
+                    PassVerdict::Unjudged => continue,
+                };
+                verdicts.push((format!("{run_id}#{}", claim.claim_id), vote));
+            }
+        }
+        judges.push(JudgeFile { name: name.clone(), file: store.dir().display().to_string(), verdicts });
+    }
+    Ok((format!("{} (adjudicated human review)", dir.display()), gold, judges))
 }
 
 /// A bar over the judges; hidden for --json and when stderr is not a

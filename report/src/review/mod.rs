@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use metrics::{ReviewSummary, summarise_review};
+pub use metrics::{GoldClaim, ReviewSummary, gold_labels, summarise_review};
 
 /// The review state directory under a cohort's `.cohort/`.
 pub const REVIEW_DIR: &str = "review";
