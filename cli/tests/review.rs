@@ -148,10 +148,10 @@ fn review_round_trip_matches_hand_computed_figures_and_is_blinded() {
     // uncited claim (unsupported) to the first output.
     let label_a = |i: usize| LABELS[i % 5];
     let label_b = |i: usize| if i % 4 == 1 { LABELS[(i + 1) % 5] } else { LABELS[i % 5] };
-    let supports_a = |i: usize| i % 3 != 0;
+    let supports_a = |i: usize| !i.is_multiple_of(3);
     let supports_b = |i: usize| if i % 5 == 2 { !supports_a(i) } else { supports_a(i) };
     let score_a = |i: usize| i % 3;
-    let score_b = |i: usize| if i % 4 == 0 { (i + 1) % 3 } else { i % 3 };
+    let score_b = |i: usize| if i.is_multiple_of(4) { (i + 1) % 3 } else { i % 3 };
     let mut rows_a = Vec::new();
     let mut rows_b = Vec::new();
     let mut adjudication = Vec::new();

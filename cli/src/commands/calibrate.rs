@@ -348,8 +348,12 @@ pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What calibration compares: where the gold came from, the gold labels
+/// (item id, pass), and the judges.
+type CalibrationInput = (String, Vec<(String, bool)>, Vec<JudgeFile>);
+
 /// Gold and judges from `--gold` and `--verdicts` files.
-fn from_files(args: &CalibrateArgs) -> anyhow::Result<(String, Vec<(String, bool)>, Vec<JudgeFile>)> {
+fn from_files(args: &CalibrateArgs) -> anyhow::Result<CalibrationInput> {
     let gold_path = args.gold.as_deref().ok_or_else(|| anyhow::anyhow!("--gold is required without --cohort"))?;
     let gold_file = LabelFile::read(gold_path).map_err(bad_input)?;
     let gold = gold_file.verdicts().map_err(bad_input)?;
@@ -375,7 +379,7 @@ fn from_files(args: &CalibrateArgs) -> anyhow::Result<(String, Vec<(String, bool
 fn from_cohort(
     dir: &std::path::Path,
     passes: &[String],
-) -> anyhow::Result<(String, Vec<(String, bool)>, Vec<JudgeFile>)> {
+) -> anyhow::Result<CalibrationInput> {
     use cohort_worker::passes::{PassStore, PassVerdict};
     let refuse = |message: String| -> anyhow::Error {
         eprintln!("error: {message}");
