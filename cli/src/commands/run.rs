@@ -285,9 +285,16 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
             "no report yet: runs are still pending. `cohort report {}` writes one of the state so far.\n",
             dir.display()
         ));
+        // A script must not take a stop for the end (issue 10).
+        return Err(super::Exit(EXIT_NOT_FINISHED).into());
     }
     Ok(())
 }
+
+/// The exit code of `cohort run` when it stops with runs not final
+/// (interrupted, or every run left belongs to a paused arm); what is left
+/// and how to go on were printed.
+pub const EXIT_NOT_FINISHED: u8 = 4;
 
 /// Whether nothing can progress until an operator acts: no run in flight,
 /// and every pending run belongs to a paused arm.
