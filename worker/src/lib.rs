@@ -26,6 +26,7 @@ pub mod adapters;
 pub mod capture;
 pub mod execute;
 pub mod passes;
+pub mod preflight;
 pub mod record;
 pub mod score;
 

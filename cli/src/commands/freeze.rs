@@ -10,6 +10,9 @@ use cohort_core::manifest::Manifest;
 use super::emit;
 
 pub fn run(dir: &Path, amend: Option<(String, String)>, show: usize) -> anyhow::Result<()> {
+    // Settings the adapters would refuse at run time are refused now: the
+    // manifest is write-once, so a frozen cohort must be able to run.
+    let warnings = super::local::preflight(dir, cohort_worker::preflight::Scope::Freeze, &[], None)?;
     let options = FreezeOptions {
         now: SystemTime::now(),
         amend: amend.map(|(new_name, reason)| AmendRequest { new_name, reason }),
@@ -61,6 +64,9 @@ pub fn run(dir: &Path, amend: Option<(String, String)>, show: usize) -> anyhow::
         }
     }
     emit(&out);
+    for warning in &warnings {
+        eprintln!("warning: {warning}");
+    }
     Ok(())
 }
 

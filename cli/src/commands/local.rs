@@ -18,6 +18,7 @@ use cohort_coordinator::service::ServedPlan;
 use cohort_core::ValidatedCohort;
 use cohort_core::manifest::Manifest;
 use cohort_worker::capture::{CaptureConfig, SourceCapturer};
+use cohort_worker::preflight::{self, Scope};
 use cohort_worker::score::JudgeEndpoint;
 use cohort_worker::{ArmRuntime, RunContext, adapters};
 
@@ -212,4 +213,30 @@ pub async fn shutdown_signal() {
         () = ctrl_c => {}
         () = term => {}
     }
+}
+
+/// The pre-flight (`cohort_worker::preflight`) over `DIR/cohort.toml`,
+/// before anything is written: prints every problem and fails with exit 2
+/// when there is any; otherwise returns the warnings, for the command to
+/// print after its own output (a refusal stays about what refused it). A
+/// `cohort.toml` that does not parse is left to the command's own
+/// validation, which names its problems with their lines.
+pub fn preflight(
+    dir: &Path,
+    scope: Scope,
+    only: &[String],
+    judge: Option<&Path>,
+) -> anyhow::Result<Vec<cohort_core::error::Problem>> {
+    let Ok(text) = std::fs::read_to_string(dir.join(cohort_core::config::FILE)) else { return Ok(Vec::new()) };
+    let Ok(config) = cohort_core::config::build_and_validate(&text) else { return Ok(Vec::new()) };
+    let findings = preflight::check_arms(&config, &text, scope, only, &|var| std::env::var(var).ok());
+    let mut problems = findings.problems;
+    if let Some(problem) = judge.and_then(preflight::check_judge_file) {
+        problems.push(problem);
+    }
+    if problems.is_empty() {
+        return Ok(findings.warnings);
+    }
+    eprintln!("error: {}", preflight::PreflightError { problems });
+    Err(super::Exit(2).into())
 }

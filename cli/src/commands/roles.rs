@@ -58,6 +58,7 @@ pub struct WorkerArgs {
 }
 
 pub fn coordinator(args: CoordinatorArgs) -> anyhow::Result<()> {
+    local::preflight(&args.dir, cohort_worker::preflight::Scope::Run, &[], None)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         // Verifying the frozen files and seeding the ledger read the whole
@@ -124,6 +125,7 @@ pub fn seed(args: SeedArgs) -> anyhow::Result<()> {
 }
 
 pub fn worker(args: WorkerArgs) -> anyhow::Result<()> {
+    local::preflight(&args.dir, cohort_worker::preflight::Scope::Run, &args.arms, args.scoring.judge.as_deref())?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         let frozen = local::load(&args.dir)?;

@@ -62,6 +62,9 @@ pub struct RunArgs {
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    // Before freezing or opening the ledger: a cohort that cannot run
+    // writes nothing (exit 2, every problem named).
+    local::preflight(&args.dir, cohort_worker::preflight::Scope::Run, &[], args.scoring.judge.as_deref())?;
     let was_frozen = read_manifest(&args.dir.join(manifest::FILE))?.is_some();
     if !was_frozen {
         super::freeze::run(&args.dir, None, 0)?;

@@ -107,11 +107,22 @@ pub enum AdapterError {
 
 /// The adapter for an arm.
 pub fn for_arm(arm: &ArmConfig) -> Result<Arc<dyn Adapter>, AdapterError> {
+    for_arm_with_env(arm, &|var| std::env::var(var).ok())
+}
+
+/// [`for_arm`] with `env` looking up the environment variables the arm's
+/// settings name (`api_key_env`, `${ENV:NAME}` headers). The pre-flight
+/// (`crate::preflight`) builds every arm through this with a recording
+/// `env`, so the settings rules live only in the adapters' own parsers.
+pub fn for_arm_with_env(
+    arm: &ArmConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Arc<dyn Adapter>, AdapterError> {
     match arm.adapter {
         AdapterKind::Sim => Ok(Arc::new(sim::SimAdapter::from_arm(arm)?)),
-        AdapterKind::OpenaiChat => Ok(Arc::new(openai_chat::OpenAiChatAdapter::from_arm(arm)?)),
-        AdapterKind::OpenaiResponses => Ok(Arc::new(openai_responses::OpenAiResponsesAdapter::from_arm(arm)?)),
-        AdapterKind::HttpJson => Ok(Arc::new(http_json::HttpJsonAdapter::from_arm(arm)?)),
+        AdapterKind::OpenaiChat => Ok(Arc::new(openai_chat::OpenAiChatAdapter::with_env(arm, env)?)),
+        AdapterKind::OpenaiResponses => Ok(Arc::new(openai_responses::OpenAiResponsesAdapter::with_env(arm, env)?)),
+        AdapterKind::HttpJson => Ok(Arc::new(http_json::HttpJsonAdapter::with_env(arm, env)?)),
         AdapterKind::Command => Ok(Arc::new(command::CommandAdapter::from_arm(arm)?)),
         other => Err(AdapterError::NotAvailable {
             arm: arm.id.clone(),
