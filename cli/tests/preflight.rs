@@ -115,3 +115,35 @@ fn a_planted_key_never_appears_in_output() {
     assert!(!all.contains("PERPLEXITY_API_KEY is not set"), "a set key is not reported missing: {all}");
     assert_nothing_written(&dir);
 }
+
+/// Proves the judge file given to `--judge` is checked before anything is
+/// written: a key variable that is not set stops `cohort run` with exit 2,
+/// naming the file and the variable.
+#[test]
+fn run_refuses_a_judge_file_whose_key_is_not_set() {
+    let (tmp, dir) = copy_example("quickstart");
+    let judge = tmp.path().join("judge.toml");
+    fs::write(&judge, "url = \"http://127.0.0.1:9\"\njudge = \"sim\"\nkey_env = \"COHORT_PREFLIGHT_TEST_JUDGE_KEY\"\n")
+        .unwrap();
+    let mut command = Command::new(COHORT);
+    command.args(["run", dir.to_str().unwrap(), "--judge", judge.to_str().unwrap()]);
+    command.env_remove("COHORT_PREFLIGHT_TEST_JUDGE_KEY").env_remove("COHORT_REDIS_URL");
+    let out = command.output().unwrap();
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{all}");
+    assert!(all.contains("judge.toml") && all.contains("COHORT_PREFLIGHT_TEST_JUDGE_KEY"), "{all}");
+    assert_nothing_written(&dir);
+}
+
+/// Proves `cohort worker --arms A` checks only the arms it runs: the
+/// variable of an arm it does not run is not asked for.
+#[test]
+fn worker_checks_only_its_arms() {
+    let (_tmp, dir) = copy_example("protocol-v1");
+    let out = cohort(&["worker", dir.to_str().unwrap(), "--arms", "perplexity"], &[]);
+    let all = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{all}");
+    assert!(all.contains("PERPLEXITY_API_KEY"), "{all}");
+    assert!(!all.contains("OPENAI_API_KEY") && !all.contains("manual"), "other arms are not checked: {all}");
+    assert_nothing_written(&dir);
+}

@@ -159,7 +159,11 @@ struct ArmPlace {
 impl ArmPlace {
     fn find(text: &str, i: usize) -> ArmPlace {
         let lines: Vec<&str> = text.lines().collect();
-        let header = |l: &str| l.trim_start().starts_with('[');
+        // An `[arms.settings]` sub-table belongs to the arm above it.
+        let header = |l: &str| {
+            let l = l.trim_start();
+            l.starts_with('[') && !l.starts_with("[arms.settings")
+        };
         let start = lines.iter().enumerate().filter(|(_, l)| l.trim() == "[[arms]]").nth(i).map(|(n, _)| n);
         ArmPlace {
             lines: start.map(|s| {
