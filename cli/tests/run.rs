@@ -123,3 +123,56 @@ async fn version_change_pauses_and_resume_continues() {
     assert_eq!(row.observed_version.as_deref(), Some("a-2"));
     assert!(events.iter().any(|e| e.kind == "arm_resumed" && e.detail.contains("vendor release notes checked")));
 }
+
+/// Proves Ctrl-C on `cohort run` with runs in flight drains while the
+/// in-process coordinator is still up: the interrupted run exits 4, no
+/// attempt is charged as worker_lost, no lease is left behind, and the
+/// rerun finishes the cohort with every run executed exactly once.
+#[tokio::test]
+async fn interrupted_run_drains_and_the_rerun_executes_nothing_twice() {
+    use cohort_core::taxonomy::AttemptClass;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("c");
+    write_cohort(
+        &dir,
+        "[[arms]]\nid = \"a\"\nlabel = \"A\"\nadapter = \"sim\"\npinned_version = \"a-1\"\nvendor_lineage = \"x\"\nconcurrency = 3\nsettings = { latency_ms = 1200 }\n",
+    );
+    let d = dir.to_str().unwrap();
+    let child = Command::new(COHORT)
+        .args(["run", d, "--workers", "1"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait (bounded) until runs are in flight, then interrupt.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        assert!(std::time::Instant::now() < deadline, "no run was leased in time");
+        if dir.join(".cohort/ledger.sqlite").exists()
+            && let Ok(status) = ledger(&dir).await.status().await
+            && status.leased > 0
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let killed = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(4), "{t}");
+    assert!(t.contains("interrupted"), "{t}");
+    let status = ledger(&dir).await.status().await.unwrap();
+    assert_eq!(status.leased, 0, "a lease was left behind: {status:?}\n{t}");
+    assert!(!status.attempts_by_class.contains_key(&AttemptClass::WorkerLost), "{status:?}");
+    assert!(!status.done(), "the interrupt came too late to test anything: {status:?}");
+
+    let again = cohort(&["run", d, "--workers", "1"]);
+    assert!(again.status.success(), "{}", text(&again));
+    let l = ledger(&dir).await;
+    assert!(l.status().await.unwrap().done());
+    for run in l.runs().await.unwrap() {
+        assert_eq!(run.attempts, 1, "{run:?} was executed more than once");
+        assert_eq!(run.outcome, Some(Outcome::Completed), "{run:?}");
+    }
+}

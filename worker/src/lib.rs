@@ -133,9 +133,33 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
             None
         } else {
             let request = pb::LeaseRequest { worker_id: worker_id.clone(), max_runs: free };
+            let mut lease_client = client.clone();
+            let lease_call = lease_client.lease(request);
+            tokio::pin!(lease_call);
             let leased = tokio::select! {
-                r = client.lease(request) => r,
-                () = &mut shutdown => break,
+                r = &mut lease_call => r,
+                () = &mut shutdown => {
+                    // The coordinator may already have granted runs: take
+                    // its answer (briefly) and give them back at once, so no
+                    // run stays leased to a worker that is stopping (it would
+                    // expire later as a worker_lost attempt).
+                    if let Ok(Ok(response)) = tokio::time::timeout(Duration::from_secs(2), &mut lease_call).await {
+                        let released: Vec<pb::LeaseRef> = response
+                            .into_inner()
+                            .leases
+                            .iter()
+                            .map(|l| pb::LeaseRef { run_id: l.run_id.clone(), fencing_token: l.fencing_token })
+                            .collect();
+                        if !released.is_empty() {
+                            let n = released.len();
+                            let request = pb::DrainRequest { worker_id: worker_id.clone(), released };
+                            if let Err(e) = client.drain(request).await {
+                                warn!(error = %e.message(), leases = n, "drain failed: the leases will expire instead");
+                            }
+                        }
+                    }
+                    break;
+                }
             };
             match leased {
                 Ok(response) => {
@@ -181,6 +205,16 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
     while let Some(done) = tasks.join_next().await {
         account(&mut summary, &inflight, done);
     }
+    // Results already queued still go out before any lease is given back:
+    // a completed answer is never orphaned (its run would be executed, and
+    // the product called and charged, again). The reporter ends when the
+    // queue is closed and empty.
+    drop(results_tx);
+    let mut reporter = reporter;
+    if tokio::time::timeout(REPORTER_FLUSH, &mut reporter).await.is_err() {
+        reporter.abort();
+        warn!("the coordinator did not take the queued results in time: their leases will expire");
+    }
     let released: Vec<pb::LeaseRef> = lock(&inflight).drain().map(|(_, (l, _))| l).collect();
     if !released.is_empty() {
         let n = released.len() as u64;
@@ -191,10 +225,12 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
         }
     }
     heartbeat.abort();
-    reporter.abort();
     info!(%worker_id, ?summary, "worker stopped");
     Ok(summary)
 }
+
+/// How long a stopping worker waits for its queued results to be taken.
+const REPORTER_FLUSH: Duration = Duration::from_secs(10);
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())

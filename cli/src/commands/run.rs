@@ -104,6 +104,10 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
         CoordinatorConfig { reconcile_interval: Duration::from_millis(250), ..CoordinatorConfig::default() },
     );
     let (stop_tx, stop_rx) = watch::channel(false);
+    // The workers stop first, on their own signal: they drain (finish or
+    // release their runs) while the coordinator and the judge proxy are
+    // still up, so nothing in flight is lost or charged as worker_lost.
+    let (workers_stop_tx, workers_stop_rx) = watch::channel(false);
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
@@ -188,7 +192,7 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
             },
             arms: arms.clone(),
         };
-        worker_tasks.push(tokio::spawn(cohort_worker::run(worker, stopped(stop_rx.clone()))));
+        worker_tasks.push(tokio::spawn(cohort_worker::run(worker, stopped(workers_stop_rx.clone()))));
     }
 
     // Progress: one bar per arm, from the ledger's counts.
@@ -231,12 +235,13 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
     for (_, bar) in &arm_bars {
         bar.finish();
     }
-    let _ = stop_tx.send(true);
+    let _ = workers_stop_tx.send(true);
     for task in worker_tasks {
         if let Ok(Err(e)) = task.await {
             eprintln!("warning: a worker stopped with an error: {e}");
         }
     }
+    let _ = stop_tx.send(true);
     let _ = server.await;
     if let Some(task) = proxy_task {
         match task.await {
