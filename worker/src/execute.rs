@@ -22,7 +22,7 @@ use cohort_proto::v1 as pb;
 use crate::adapters::{Adapter, AdapterRequest, AdapterResponse, Reply, TokenUsage, Turn};
 use crate::capture::SourceCapturer;
 use crate::record::{RECORD_VERSION, RecordedAttempt, RunRecord, attempts_of, rfc3339_ms, version_label};
-use crate::score::{JudgeEndpoint, ScoreInput, score_output};
+use crate::score::{JudgeEndpoint, ScoreInput, score_output, system_label};
 
 /// What the worker knows about its cohort.
 #[derive(Debug)]
@@ -178,12 +178,7 @@ pub async fn execute(ctx: &RunContext, arm: &ArmRuntime, lease: &pb::Lease, work
                     currency,
                 }),
             };
-            // Labelled once: a label that already says SIMULATED keeps it.
-            let system = if arm.adapter.simulated() && !arm.config.label.contains("SIMULATED") {
-                format!("{} (SIMULATED)", arm.config.label)
-            } else {
-                arm.config.label.clone()
-            };
+            let system = system_label(&arm.config.label, arm.adapter.simulated());
             let input = ScoreInput {
                 output: text,
                 system_sources: &response.sources,

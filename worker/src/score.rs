@@ -256,12 +256,12 @@ pub async fn score_output(
             None => {}
             Some(endpoint) => {
                 let claims: Vec<pb::Claim> = to_judge.iter().map(|(_, c)| c.clone()).collect();
-                match call_judge(endpoint, claims, query_id, system).await {
+                match judge_claims(endpoint, claims, query_id, system).await {
                     Ok(reply) => {
                         for v in &reply.verdicts {
                             let Ok(i) = v.claim_id.parse::<usize>() else { continue };
                             if i < verdicts.len() {
-                                verdicts[i] = Some(verdict_from_pb(v));
+                                verdicts[i] = Some(parsed_verdict(v));
                             }
                             if let Ok(trace) = serde_json::from_str::<serde_json::Value>(&v.trace_record_json) {
                                 judge_traces.push(trace);
@@ -507,23 +507,9 @@ pub fn plan_stored_run(
             _ => None,
         })
         .collect();
-    // Labelled as the inline path labels it (execute.rs).
-    let system = if record.simulated && !record.product.contains("SIMULATED") {
-        format!("{} (SIMULATED)", record.product)
-    } else {
-        record.product.clone()
-    };
+    // Labelled as the inline path labels it.
+    let system = system_label(&record.product, record.simulated);
     Ok(StoredRunPlan { unjudgeable, to_judge: plan.to_judge.into_iter().map(|(_, c)| c).collect(), system })
-}
-
-/// One `JudgeClaims` call through `endpoint` (the stage's path).
-pub async fn judge_claims(
-    endpoint: &JudgeEndpoint,
-    claims: Vec<pb::Claim>,
-    query_id: &str,
-    system: &str,
-) -> Result<pb::JudgeResponse, tonic::Status> {
-    call_judge(endpoint, claims, query_id, system).await
 }
 
 /// `DescribeJudge` for the endpoint's judge, with its team key: checks the
@@ -535,9 +521,11 @@ pub async fn describe_judge(endpoint: &JudgeEndpoint) -> Result<pb::DescribeJudg
     Ok(JudgeClient::new(channel).describe_judge(request).await?.into_inner())
 }
 
-/// A wire verdict as the core's.
-pub fn parsed_verdict(v: &pb::ClaimVerdict) -> ParsedVerdict {
-    verdict_from_pb(v)
+/// The `system` a judge request names: the arm's label, marked
+/// `(SIMULATED)` once for a simulated system (a label that already says
+/// SIMULATED keeps it). The inline path and `cohort judge` both use it.
+pub(crate) fn system_label(label: &str, simulated: bool) -> String {
+    if simulated && !label.contains("SIMULATED") { format!("{label} (SIMULATED)") } else { label.to_owned() }
 }
 
 fn unjudged(reason: UnjudgedReason) -> ParsedVerdict {
@@ -572,7 +560,9 @@ fn bearer(endpoint: &JudgeEndpoint) -> Result<tonic::metadata::MetadataValue<ton
         .map_err(|_| tonic::Status::invalid_argument("the team key has characters a header cannot carry"))
 }
 
-async fn call_judge(
+/// One `JudgeClaims` call through `endpoint` (the inline path and the
+/// stage's).
+pub async fn judge_claims(
     endpoint: &JudgeEndpoint,
     claims: Vec<pb::Claim>,
     query_id: &str,
@@ -590,7 +580,8 @@ async fn call_judge(
     Ok(JudgeClient::new(channel).judge_claims(request).await?.into_inner())
 }
 
-fn verdict_from_pb(v: &pb::ClaimVerdict) -> ParsedVerdict {
+/// A wire verdict as the core's.
+pub fn parsed_verdict(v: &pb::ClaimVerdict) -> ParsedVerdict {
     let line = (!v.reasoning.is_empty()).then(|| v.reasoning.clone());
     let verdict = match pb::Verdict::try_from(v.verdict) {
         Ok(pb::Verdict::Yes) => Verdict::Yes,
