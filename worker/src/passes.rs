@@ -331,7 +331,7 @@ impl PassStore {
                 }
                 let stored_pairs =
                     paired(&stored).map_err(|message| PassError::Corrupt { path: path.clone(), message })?;
-                let (pairs, changed) = merge_claims(stored_pairs.clone(), incoming_pairs);
+                let (pairs, changed) = merge_claims(stored_pairs, incoming_pairs);
                 if !changed {
                     return Ok(stored);
                 }
@@ -452,12 +452,12 @@ fn paired(run: &PassRun) -> Result<Vec<ClaimWithTrace>, String> {
 }
 
 fn unpair(base: &PassRun, pairs: Vec<ClaimWithTrace>) -> PassRun {
-    let traces = pairs.iter().filter(|(c, _)| c.verdict.is_judged()).filter_map(|(_, t)| t.clone()).collect();
+    let traces: Vec<serde_json::Value> =
+        pairs.iter().filter(|(c, _)| c.verdict.is_judged()).filter_map(|(_, t)| t.clone()).collect();
     // A judged claim without a trace (an ensemble, or a proxy that sent
     // none) would break the pairing: then no traces are kept at all for
     // the run rather than misattributed ones.
     let judged = pairs.iter().filter(|(c, _)| c.verdict.is_judged()).count();
-    let traces: Vec<serde_json::Value> = traces;
     let traces = if traces.len() == judged { traces } else { Vec::new() };
     PassRun {
         run_id: base.run_id.clone(),
