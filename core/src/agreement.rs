@@ -288,12 +288,12 @@ struct Counts {
 }
 
 impl Counts {
-    fn add(&mut self, gold: bool, predicted: bool, times: u64) {
+    fn add(&mut self, gold: bool, predicted: bool) {
         match (gold, predicted) {
-            (true, true) => self.tp += times,
-            (false, true) => self.fp += times,
-            (false, false) => self.tn += times,
-            (true, false) => self.fn_ += times,
+            (true, true) => self.tp += 1,
+            (false, true) => self.fp += 1,
+            (false, false) => self.tn += 1,
+            (true, false) => self.fn_ += 1,
         }
     }
 
@@ -340,33 +340,17 @@ pub fn binary_scores(gold: &[bool], predicted: &[bool]) -> BinaryScores {
             predicted.len()
         );
         let mut scores = Counts::default().scores();
-        for name in BINARY_METRICS {
-            if let Some(stat) = scores.metric_mut(name) {
-                *stat = Stat::Undefined(why.clone());
-            }
+        let BinaryScores { precision, recall, f1, kappa, pass_rate_drift, fpr, fnr, .. } = &mut scores;
+        for stat in [f1, precision, recall, kappa, pass_rate_drift, fpr, fnr] {
+            *stat = Stat::Undefined(why.clone());
         }
         return scores;
     }
     let mut counts = Counts::default();
     for (&g, &p) in gold.iter().zip(predicted) {
-        counts.add(g, p, 1);
+        counts.add(g, p);
     }
     counts.scores()
-}
-
-impl BinaryScores {
-    fn metric_mut(&mut self, name: &str) -> Option<&mut Stat> {
-        Some(match name {
-            "f1" => &mut self.f1,
-            "precision" => &mut self.precision,
-            "recall" => &mut self.recall,
-            "kappa" => &mut self.kappa,
-            "pass_rate_drift" => &mut self.pass_rate_drift,
-            "fpr" => &mut self.fpr,
-            "fnr" => &mut self.fnr,
-            _ => return None,
-        })
-    }
 }
 
 /// 95% percentile intervals over `resamples` item-level bootstrap
@@ -394,7 +378,7 @@ pub fn binary_scores_with_intervals(
     // Lists of different lengths were refused above; an empty list has no
     // resample to draw.
     if n > 0 && n == predicted.len() {
-        let key = sha256(format!("{CALIBRATION_ALGORITHM}:{seed}").as_bytes());
+        let key = calibration_key(seed);
         for r in 0..resamples {
             let scored = resample(&key, r, gold, predicted).scores();
             for (name, values) in defined.iter_mut() {
@@ -416,29 +400,27 @@ pub fn binary_scores_with_intervals(
 
 /// Steps 2-4 for resample `r`: the confusion counts of the drawn items.
 fn resample(key: &[u8; 32], r: u32, gold: &[bool], predicted: &[bool]) -> Counts {
-    let mut nonce = [0u8; 12];
-    nonce[..4].copy_from_slice(&r.to_le_bytes());
-    let mut stream = KeyStream::with_key_and_nonce(*key, nonce);
     let mut counts = Counts::default();
-    let n = gold.len() as u64;
-    for _ in 0..n {
-        // below(n) < n = gold.len(), so the index is in range.
-        let i = stream.below(n) as usize;
-        counts.add(gold[i], predicted[i], 1);
+    for i in drawn(key, r, gold.len()) {
+        counts.add(gold[i], predicted[i]);
     }
     counts
 }
 
 /// The item indices drawn by resample `r` (for re-derivation and tests).
 pub fn resample_indices(n: usize, r: u32, seed: u64) -> Vec<usize> {
-    if n == 0 {
-        return Vec::new();
-    }
-    let key = sha256(format!("{CALIBRATION_ALGORITHM}:{seed}").as_bytes());
-    let mut nonce = [0u8; 12];
-    nonce[..4].copy_from_slice(&r.to_le_bytes());
-    let mut stream = KeyStream::with_key_and_nonce(key, nonce);
-    (0..n).map(|_| stream.below(n as u64) as usize).collect()
+    drawn(&calibration_key(seed), r, n).collect()
+}
+
+/// Step 1: the key of every resample's keystream.
+fn calibration_key(seed: u64) -> [u8; 32] {
+    sha256(format!("{CALIBRATION_ALGORITHM}:{seed}").as_bytes())
+}
+
+/// Steps 2-3 for resample `r` of `n` items: each drawn index, below `n`.
+fn drawn(key: &[u8; 32], r: u32, n: usize) -> impl Iterator<Item = usize> {
+    let mut stream = KeyStream::for_draw(key, r);
+    (0..n).map(move |_| stream.below(n as u64) as usize)
 }
 
 /// Majority vote over several judges' verdicts per item: `votes[i]` holds
@@ -602,7 +584,7 @@ mod tests {
     fn resample_indices_are_the_drawn_items() {
         let gold: Vec<bool> = (0..17).map(|i| i % 2 == 0).collect();
         let pred: Vec<bool> = (0..17).map(|i| i % 3 == 0).collect();
-        let key = sha256(format!("{CALIBRATION_ALGORITHM}:{CALIBRATION_SEED}").as_bytes());
+        let key = calibration_key(CALIBRATION_SEED);
         let idx = resample_indices(17, 3, CALIBRATION_SEED);
         assert_eq!(idx.len(), 17);
         let g: Vec<bool> = idx.iter().map(|&i| gold[i]).collect();

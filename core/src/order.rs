@@ -116,13 +116,17 @@ impl KeyStream {
     /// The keystream of algorithm v1 for `seed`.
     pub fn for_seed(seed: u64) -> KeyStream {
         let key = sha256(format!("{ORDER_ALGORITHM}:{seed}").as_bytes());
-        KeyStream::with_key_and_nonce(key, [0; 12])
+        KeyStream { key, nonce: [0; 12], counter: 0, block: [0; 64], position: 64 }
     }
 
-    /// The keystream of any key and nonce, block counter from 0: the
-    /// cluster bootstrap (`crate::stats`) reads one per draw.
-    pub(crate) fn with_key_and_nonce(key: [u8; 32], nonce: [u8; 12]) -> KeyStream {
-        KeyStream { key, nonce, counter: 0, block: [0; 64], position: 64 }
+    /// The keystream of draw `draw` under `key`: nonce = `draw` as 4
+    /// little-endian bytes and 8 zero bytes, block counter from 0. The
+    /// cluster bootstrap (`crate::stats`) and the calibration bootstrap
+    /// (`crate::agreement`) read one per draw.
+    pub(crate) fn for_draw(key: &[u8; 32], draw: u32) -> KeyStream {
+        let mut nonce = [0u8; 12];
+        nonce[..4].copy_from_slice(&draw.to_le_bytes());
+        KeyStream { key: *key, nonce, counter: 0, block: [0; 64], position: 64 }
     }
 
     /// The next little-endian `u64` word. A block holds exactly eight words,

@@ -295,9 +295,7 @@ impl ClusterBootstrap {
 
 /// Steps 2-3 for one draw.
 fn multiplicities(key: &[u8; 32], draw: u32, clusters: usize) -> Vec<u32> {
-    let mut nonce = [0u8; 12];
-    nonce[..4].copy_from_slice(&draw.to_le_bytes());
-    let mut stream = KeyStream::with_key_and_nonce(*key, nonce);
+    let mut stream = KeyStream::for_draw(key, draw);
     let mut m = vec![0u32; clusters];
     for _ in 0..clusters {
         // The index is below `clusters`, so it fits a usize.
@@ -536,9 +534,7 @@ mod tests {
         let boot = ClusterBootstrap::new(7);
         let key = boot.key();
         assert_eq!(hex::encode(key), "be0a50603cf922201ce26c6f851833ea29ea0e724193a3f89a40011bb77f9b31");
-        let mut nonce = [0u8; 12];
-        nonce[0] = 1;
-        let mut stream = KeyStream::with_key_and_nonce(key, nonce);
+        let mut stream = KeyStream::for_draw(&key, 1);
         let words: Vec<u64> = (0..4).map(|_| stream.next_u64()).collect();
         assert_eq!(words, [0xe4a727d86ed44741, 0xbab266a58bdc5538, 0x2285b7869f6c2308, 0x0f5d5751955eaebc]);
         assert_eq!(boot.multiplicities(0), [0, 1, 1, 1, 3, 1, 0]);
