@@ -18,7 +18,7 @@ use cohort_core::agreement::{
 };
 use serde_json::{Value, json};
 
-use super::{Exit, emit};
+use super::{emit, refuse};
 
 /// The header every label file starts with.
 const HEADER: &str = "item_id,label";
@@ -261,12 +261,6 @@ fn split_csv(line: &str) -> Result<Vec<String>, ()> {
     Ok(fields)
 }
 
-/// Prints bad input to stderr and returns exit 2.
-fn bad_input(e: LabelFileError) -> anyhow::Error {
-    eprintln!("error: {e}");
-    Exit(2).into()
-}
-
 // === cohort calibrate ===
 
 /// One judge's verdict file, read.
@@ -355,19 +349,19 @@ type CalibrationInput = (String, Vec<(String, bool)>, Vec<JudgeFile>);
 /// Gold and judges from `--gold` and `--verdicts` files.
 fn from_files(args: &CalibrateArgs) -> anyhow::Result<CalibrationInput> {
     let gold_path = args.gold.as_deref().ok_or_else(|| anyhow::anyhow!("--gold is required without --cohort"))?;
-    let gold_file = LabelFile::read(gold_path).map_err(bad_input)?;
-    let gold = gold_file.verdicts().map_err(bad_input)?;
+    let gold_file = LabelFile::read(gold_path).map_err(refuse)?;
+    let gold = gold_file.verdicts().map_err(refuse)?;
     let mut judges = Vec::new();
     let mut names = HashSet::new();
     for (name, path) in &args.verdicts {
         if name == MAJORITY && args.verdicts.len() > 1 {
-            return Err(bad_input(LabelFileError::ReservedJudge { name: name.clone() }));
+            return Err(refuse(LabelFileError::ReservedJudge { name: name.clone() }));
         }
         if !names.insert(name.clone()) {
-            return Err(bad_input(LabelFileError::DuplicateJudge { name: name.clone() }));
+            return Err(refuse(LabelFileError::DuplicateJudge { name: name.clone() }));
         }
-        let file = LabelFile::read(path).map_err(bad_input)?;
-        let verdicts = file.verdicts().map_err(bad_input)?;
+        let file = LabelFile::read(path).map_err(refuse)?;
+        let verdicts = file.verdicts().map_err(refuse)?;
         judges.push(JudgeFile { name: name.clone(), file: file.file.clone(), verdicts });
     }
     Ok((gold_file.file.clone(), gold, judges))
@@ -376,16 +370,9 @@ fn from_files(args: &CalibrateArgs) -> anyhow::Result<CalibrationInput> {
 /// Gold from a cohort's adjudicated human review, judges from its passes
 /// (docs/calibration.md): the seed-002 comparison of judges against human
 /// labels, on the claims both have.
-fn from_cohort(
-    dir: &std::path::Path,
-    passes: &[String],
-) -> anyhow::Result<CalibrationInput> {
-    use cohort_worker::passes::{PassStore, PassVerdict};
-    let refuse = |message: String| -> anyhow::Error {
-        eprintln!("error: {message}");
-        Exit(2).into()
-    };
-    let review = cohort_report::review::load(dir).map_err(|e| refuse(e.to_string()))?.ok_or_else(|| {
+fn from_cohort(dir: &Path, passes: &[String]) -> anyhow::Result<CalibrationInput> {
+    use cohort_worker::passes::PassStore;
+    let review = cohort_report::review::load(dir).map_err(refuse)?.ok_or_else(|| {
         refuse(format!(
             "{}: no human review imported (cohort review export, then import, see docs/review.md): there is no gold",
             dir.display()
@@ -397,30 +384,22 @@ fn from_cohort(
         .filter(|g| g.label != "unverifiable")
         .map(|g| (format!("{}#{}", g.run_id, g.claim_id), g.label == "fully_supported"))
         .collect();
-    let names = if passes.is_empty() {
-        cohort_worker::passes::list(dir).map_err(|e| refuse(e.to_string()))?
-    } else {
-        passes.to_vec()
-    };
+    let names = if passes.is_empty() { cohort_worker::passes::list(dir).map_err(refuse)? } else { passes.to_vec() };
     if names.is_empty() {
         return Err(refuse(format!("{}: no judging pass to score (cohort judge writes one)", dir.display())));
     }
     if names.len() > 1 && names.iter().any(|n| n == MAJORITY) {
-        return Err(bad_input(LabelFileError::ReservedJudge { name: MAJORITY.to_owned() }));
+        return Err(refuse(LabelFileError::ReservedJudge { name: MAJORITY.to_owned() }));
     }
     let runs: std::collections::BTreeSet<&str> = gold_claims.iter().map(|g| g.run_id.as_str()).collect();
     let mut judges = Vec::new();
     for name in names {
-        let store = PassStore::open(dir, &name).map_err(|e| refuse(e.to_string()))?;
+        let store = PassStore::open(dir, &name).map_err(refuse)?;
         let mut verdicts = Vec::new();
         for run_id in &runs {
-            let Some(run) = store.read_run(run_id).map_err(|e| refuse(e.to_string()))? else { continue };
+            let Some(run) = store.read_run(run_id).map_err(refuse)? else { continue };
             for claim in &run.claims {
-                let vote = match claim.verdict {
-                    PassVerdict::Yes => true,
-                    PassVerdict::No => false,
-                    PassVerdict::Unjudged => continue,
-                };
+                let Some(vote) = claim.verdict.as_vote() else { continue };
                 verdicts.push((format!("{run_id}#{}", claim.claim_id), vote));
             }
         }
@@ -694,8 +673,8 @@ fn label_key(label: &str, order: &[String]) -> String {
 }
 
 pub fn review_agreement(args: ReviewAgreementArgs) -> anyhow::Result<()> {
-    let a = LabelFile::read(&args.a).map_err(bad_input)?;
-    let b = LabelFile::read(&args.b).map_err(bad_input)?;
+    let a = LabelFile::read(&args.a).map_err(refuse)?;
+    let b = LabelFile::read(&args.b).map_err(refuse)?;
     let seen: Vec<&str> = a.rows.iter().chain(&b.rows).map(|r| r.label.as_str()).collect();
     let order = label_order(&seen);
     let position: HashMap<&str, usize> = order.iter().enumerate().map(|(i, l)| (l.as_str(), i)).collect();

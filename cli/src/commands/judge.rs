@@ -46,7 +46,7 @@ use super::local::{self, StoreArgs};
 /// Exit code: some judgeable claims are still unjudged (an outage).
 pub const EXIT_UNJUDGED: u8 = 3;
 /// Exit code: bad input, or the pre-flight refused; nothing was written.
-pub const EXIT_REFUSED: u8 = 2;
+pub use super::EXIT_REFUSED;
 
 /// The probe claim of the pre-flight: tiny, with its own evidence.
 const PROBE_CLAIM: &str = "Water boils at 100 degrees Celsius at sea level.";
@@ -109,10 +109,7 @@ pub fn run(args: JudgeArgs) -> anyhow::Result<()> {
     match result {
         Ok(0) => Ok(()),
         Ok(code) => Err(Exit(code).into()),
-        Err(Stop::Refused(e)) => {
-            eprintln!("error: {e:#}");
-            Err(Exit(EXIT_REFUSED).into())
-        }
+        Err(Stop::Refused(e)) => Err(super::refuse(format_args!("{e:#}"))),
         Err(Stop::Failed(e)) => Err(e),
     }
 }
@@ -143,16 +140,7 @@ async fn judge_stage(args: &JudgeArgs) -> Result<u8, Stop> {
     };
     let judge_file = args.judge.as_deref().ok_or_else(|| refused(anyhow::anyhow!("--judge FILE is required")))?;
     let endpoint = JudgeEndpoint::from_file(judge_file).map_err(refused)?;
-    let pass_config = PassConfig::judge(
-        &args.pass,
-        PassJudge {
-            proxy_judge: endpoint.judge.clone(),
-            requested_model: frozen_judge.model.clone(),
-            served_model_expected: frozen_judge.served_model.clone(),
-            vendor_lineage: frozen_judge.vendor_lineage.clone(),
-            strict: true,
-        },
-    );
+    let pass_config = judge_pass_config(&args.pass, &endpoint, &frozen_judge);
     // An existing pass of another configuration is refused now, before
     // anything is sent.
     if passes::list(&args.dir).map_err(refused)?.contains(&args.pass) {
@@ -167,11 +155,7 @@ async fn judge_stage(args: &JudgeArgs) -> Result<u8, Stop> {
         }
     }
     if args.store.redis.is_none() {
-        let ledger = args
-            .store
-            .ledger
-            .clone()
-            .unwrap_or_else(|| args.dir.join(cohort_coordinator::STATE_DIR).join("ledger.sqlite"));
+        let ledger = args.store.sqlite_path(&args.dir);
         if !ledger.exists() {
             return Err(refused(anyhow::anyhow!(
                 "no ledger at {}: collect the cohort first (`cohort run`), or name it with --ledger/--redis",
@@ -354,27 +338,25 @@ pub(crate) async fn preflight(
 
 /// The pre-flight's message for a gRPC status from the proxy.
 fn status_error_of(endpoint: &JudgeEndpoint, what: &str, s: tonic::Status) -> anyhow::Error {
-    {
-        match s.code() {
-            tonic::Code::Unauthenticated => anyhow::anyhow!(
-                "the judge proxy at {} refused the team key (check key_env/key_file in the judge file): nothing was \
-                 sent or written",
-                endpoint.url
-            ),
-            tonic::Code::NotFound => anyhow::anyhow!(
-                "the judge proxy at {} has no judge {:?} (field `judge` of the judge file): {}",
-                endpoint.url,
-                endpoint.judge,
-                s.message()
-            ),
-            tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled => anyhow::anyhow!(
-                "the judge proxy at {} is not reachable ({what}: {}): start it, or fix `url` in the judge file; \
-                 nothing was sent or written",
-                endpoint.url,
-                s.message()
-            ),
-            _ => anyhow::anyhow!("the judge proxy at {} failed the pre-flight ({what}): {}", endpoint.url, s.message()),
-        }
+    match s.code() {
+        tonic::Code::Unauthenticated => anyhow::anyhow!(
+            "the judge proxy at {} refused the team key (check key_env/key_file in the judge file): nothing was \
+             sent or written",
+            endpoint.url
+        ),
+        tonic::Code::NotFound => anyhow::anyhow!(
+            "the judge proxy at {} has no judge {:?} (field `judge` of the judge file): {}",
+            endpoint.url,
+            endpoint.judge,
+            s.message()
+        ),
+        tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled => anyhow::anyhow!(
+            "the judge proxy at {} is not reachable ({what}: {}): start it, or fix `url` in the judge file; \
+             nothing was sent or written",
+            endpoint.url,
+            s.message()
+        ),
+        _ => anyhow::anyhow!("the judge proxy at {} failed the pre-flight ({what}): {}", endpoint.url, s.message()),
     }
 }
 
@@ -745,20 +727,26 @@ pub fn inline_pass(
     name: &str,
 ) -> anyhow::Result<Option<cohort_worker::InlinePass>> {
     let (Some(endpoint), Some(j)) = (judge, frozen.cohort.config.judge.as_ref()) else { return Ok(None) };
-    let config = PassConfig::judge(
-        name,
-        PassJudge {
-            proxy_judge: endpoint.judge.clone(),
-            requested_model: j.model.clone(),
-            served_model_expected: j.served_model.clone(),
-            vendor_lineage: j.vendor_lineage.clone(),
-            strict: true,
-        },
-    );
-    let store = PassStore::create_or_open(&frozen.dir, config)?;
+    let store = PassStore::create_or_open(&frozen.dir, judge_pass_config(name, endpoint, j))?;
     Ok(Some(cohort_worker::InlinePass {
         store: Arc::new(store),
         served_model_expected: j.served_model.clone(),
         strict: true,
     }))
+}
+
+/// The configuration of judging pass `name` with the proxy's judge of
+/// `endpoint` and the cohort's frozen `[judge]`, strict on the served
+/// model: one for `cohort judge` and `cohort run`'s inline pass.
+fn judge_pass_config(name: &str, endpoint: &JudgeEndpoint, frozen: &cohort_core::config::JudgeConfig) -> PassConfig {
+    PassConfig::judge(
+        name,
+        PassJudge {
+            proxy_judge: endpoint.judge.clone(),
+            requested_model: frozen.model.clone(),
+            served_model_expected: frozen.served_model.clone(),
+            vendor_lineage: frozen.vendor_lineage.clone(),
+            strict: true,
+        },
+    )
 }

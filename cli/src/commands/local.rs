@@ -36,6 +36,14 @@ pub struct StoreArgs {
     pub artifacts: Option<PathBuf>,
 }
 
+impl StoreArgs {
+    /// The embedded ledger file of the cohort in `dir`: `--ledger`, or
+    /// DIR/.cohort/ledger.sqlite.
+    pub fn sqlite_path(&self, dir: &Path) -> PathBuf {
+        self.ledger.clone().unwrap_or_else(|| dir.join(cohort_coordinator::STATE_DIR).join("ledger.sqlite"))
+    }
+}
+
 /// How completed outputs are scored.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ScoringArgs {
@@ -76,7 +84,7 @@ pub async fn open_ledger_for(dir: &Path, cohort: &str, store: &StoreArgs) -> any
             .with_context(|| format!("cannot reach the Redis ledger at {}", redact_url(url)))?;
         return Ok(Arc::new(ledger));
     }
-    let path = store.ledger.clone().unwrap_or_else(|| dir.join(cohort_coordinator::STATE_DIR).join("ledger.sqlite"));
+    let path = store.sqlite_path(dir);
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).with_context(|| format!("cannot create {}", parent.display()))?;
     }
@@ -237,6 +245,5 @@ pub fn preflight(
     if problems.is_empty() {
         return Ok(findings.warnings);
     }
-    eprintln!("error: {}", preflight::PreflightError { problems });
-    Err(super::Exit(2).into())
+    Err(super::refuse(preflight::PreflightError { problems }))
 }

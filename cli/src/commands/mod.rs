@@ -138,6 +138,16 @@ impl std::fmt::Display for Exit {
 
 impl std::error::Error for Exit {}
 
+/// The exit code for bad input or a refused step (nothing was written).
+pub const EXIT_REFUSED: u8 = 2;
+
+/// Prints `error: MESSAGE` and returns the error that exits
+/// [`EXIT_REFUSED`].
+pub fn refuse(message: impl std::fmt::Display) -> anyhow::Error {
+    eprintln!("error: {message}");
+    Exit(EXIT_REFUSED).into()
+}
+
 /// The multi-threaded runtime every async command runs on.
 pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     use anyhow::Context as _;

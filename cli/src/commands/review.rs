@@ -9,9 +9,6 @@ use cohort_report::review::{ReviewError, export, import};
 
 use super::local::{self, StoreArgs};
 
-/// The exit code for bad input or a refused step (nothing was written).
-pub const EXIT_REFUSED: u8 = 2;
-
 #[derive(Debug, clap::Args)]
 pub struct ExportArgs {
     /// The cohort directory.
@@ -98,13 +95,12 @@ pub fn import(args: ImportArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Prints a refusal or bad input and exits [`EXIT_REFUSED`].
+/// Prints a refusal or bad input and exits [`super::EXIT_REFUSED`].
 fn refused_or<T>(result: Result<T, ReviewError>) -> anyhow::Result<T> {
     match result {
         Ok(v) => Ok(v),
         Err(e @ (ReviewError::BadInput { .. } | ReviewError::BadFile { .. } | ReviewError::Refused(_))) => {
-            eprintln!("error: {e}; nothing was written");
-            Err(super::Exit(EXIT_REFUSED).into())
+            Err(super::refuse(format_args!("{e}; nothing was written")))
         }
         Err(e) => Err(e.into()),
     }
