@@ -571,8 +571,3 @@ fn completions_by_hour(
     }
     out
 }
-
-/// The rate kinds, for renderers that iterate.
-pub fn rate_kinds() -> &'static [&'static str] {
-    &RATE_KINDS
-}

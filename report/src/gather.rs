@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cohort_coordinator::ArtifactStore;
-use cohort_coordinator::ledger::{AttemptRecord, Ledger, RunRow, RunStateKind, Status};
+use cohort_coordinator::ledger::{AttemptRecord, Ledger, RunRow, RunStateKind, Status, split_run_id};
 use cohort_core::ValidatedCohort;
 use cohort_core::config::{AdapterKind, ArmConfig};
 use cohort_core::manifest::Manifest;
@@ -42,6 +42,11 @@ use crate::model::{DrillAttempt, DrillClaim, DrillDown, DrillEvidence, RunScoreV
 /// How many bytes of drill-down (prompts, outputs, passages) the HTML page
 /// holds at most; runs past it are listed without one, and the page says so.
 pub const DRILL_DOWN_BUDGET_BYTES: usize = 48 * 1024 * 1024;
+
+/// How the note about the page's drill-down cut begins: a note of the page,
+/// not a number of the cohort (`cohort verify` reads no drill-downs and
+/// takes it as stored).
+pub const DRILL_DOWN_NOTE: &str = "the page holds drill-downs";
 
 /// Runs read per chunk: enough to keep every core busy, few enough that a
 /// chunk's lines stay a few megabytes.
@@ -307,7 +312,7 @@ pub async fn gather(
     }
     if drill_cut > 0 {
         out.notes.push(format!(
-            "the page holds drill-downs for the first {} runs in planned order ({} MiB budget); \
+            "{DRILL_DOWN_NOTE} for the first {} runs in planned order ({} MiB budget); \
              {drill_cut} more are in runs.csv, claims.jsonl and judge_traces.jsonl",
             out.drill.len(),
             DRILL_DOWN_BUDGET_BYTES / (1024 * 1024)
@@ -627,15 +632,6 @@ fn compact_json_into(json: &str, out: &mut Vec<u8>) {
             out.push(b);
         }
     }
-}
-
-/// Splits a run id `{question}:{arm}:{repeat}`.
-fn split_run_id(run_id: &str) -> (&str, &str, u32) {
-    let mut parts = run_id.splitn(3, ':');
-    let q = parts.next().unwrap_or_default();
-    let a = parts.next().unwrap_or_default();
-    let r = parts.next().and_then(|r| r.parse().ok()).unwrap_or(1);
-    (q, a, r)
 }
 
 /// RFC 3339 UTC with milliseconds, from Unix milliseconds; `None` for 0.

@@ -80,7 +80,7 @@ pub async fn verify_report(
     // The drill-down cut is a note of the page, not a number of the cohort:
     // verify reads no drill-downs, so notes about them are taken as stored.
     let page_notes: Vec<String> =
-        summary.notes.iter().filter(|n| n.starts_with("the page holds drill-downs")).cloned().collect();
+        summary.notes.iter().filter(|n| n.starts_with(gather::DRILL_DOWN_NOTE)).cloned().collect();
     recomputed.notes.extend(page_notes);
     recomputed.notes.sort();
     let mut stored_sorted = stored;

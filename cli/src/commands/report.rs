@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use anyhow::Context as _;
+use cohort_coordinator::ArtifactStore;
 use cohort_core::manifest;
 use cohort_report::{FrozenCohort, ReportError, ReportOptions};
 
@@ -62,9 +63,25 @@ pub async fn report(
     out: Option<PathBuf>,
     pass: Option<&str>,
 ) -> anyhow::Result<cohort_report::ReportWritten> {
-    let frozen = local::load(dir)?;
+    let (frozen, ledger, artifacts) = open(dir, store).await?;
     let manifest_bytes = std::fs::read(dir.join(manifest::FILE))
         .with_context(|| format!("cannot read {}", dir.join(manifest::FILE).display()))?;
+    let options = ReportOptions {
+        draws,
+        now: SystemTime::now(),
+        reports_root: out.unwrap_or_else(|| dir.join(cohort_report::write::REPORTS_DIR)),
+        pass: cohort_report::write::resolve_pass(dir, pass)?,
+    };
+    Ok(cohort_report::write_report(&frozen, &manifest_bytes, &ledger, &artifacts, &options).await?)
+}
+
+/// What a report is computed from: the frozen cohort with its imported
+/// review, its ledger and its artifact store.
+async fn open(
+    dir: &Path,
+    store: &StoreArgs,
+) -> anyhow::Result<(FrozenCohort, std::sync::Arc<dyn cohort_coordinator::ledger::Ledger>, ArtifactStore)> {
+    let frozen = local::load(dir)?;
     let ledger = local::open_ledger(&frozen, store).await?;
     let artifacts = local::artifact_store(&frozen, store);
     let frozen = FrozenCohort {
@@ -73,13 +90,7 @@ pub async fn report(
         manifest: frozen.manifest,
         manifest_sha256: frozen.manifest_sha256,
     };
-    let options = ReportOptions {
-        draws,
-        now: SystemTime::now(),
-        reports_root: out.unwrap_or_else(|| dir.join(cohort_report::write::REPORTS_DIR)),
-        pass: cohort_report::write::resolve_pass(dir, pass)?,
-    };
-    Ok(cohort_report::write_report(&frozen, &manifest_bytes, &ledger, &artifacts, &options).await?)
+    Ok((frozen, ledger, artifacts))
 }
 
 /// One line per arm: the numbers a reader looks for first.
@@ -123,15 +134,7 @@ pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
         };
     let runtime = super::runtime()?;
     let outcome = runtime.block_on(async {
-        let frozen = local::load(&cohort_dir)?;
-        let ledger = local::open_ledger(&frozen, &args.store).await?;
-        let artifacts = local::artifact_store(&frozen, &args.store);
-        let frozen = FrozenCohort {
-            review: cohort_report::review::load(&cohort_dir)?,
-            cohort: frozen.cohort,
-            manifest: frozen.manifest,
-            manifest_sha256: frozen.manifest_sha256,
-        };
+        let (frozen, ledger, artifacts) = open(&cohort_dir, &args.store).await?;
         match cohort_report::verify_report(&args.report, &cohort_dir, &frozen, &ledger, &artifacts).await {
             Ok(outcome) => Ok(outcome),
             // A tampered record is a finding of verification, not a failure

@@ -399,7 +399,7 @@ pub trait Ledger: Send + Sync + std::fmt::Debug + 'static {
 }
 
 /// Splits a run id `{question}:{arm}:{repeat}` (valid by construction).
-pub(crate) fn split_run_id(run_id: &str) -> (&str, &str, u32) {
+pub fn split_run_id(run_id: &str) -> (&str, &str, u32) {
     let mut parts = run_id.splitn(3, ':');
     let q = parts.next().unwrap_or_default();
     let a = parts.next().unwrap_or_default();
