@@ -140,9 +140,9 @@ fn read_leaf(source: &str, i: usize, leaf: &Leaf, text: &str, entries: &mut Vec<
     }
     for (k, segment) in leaf.segments.iter().enumerate() {
         let line = source.get(segment.clone()).unwrap_or_default().trim();
-        let definition =
-            index_prefix(line).is_some_and(|(_, skip)| line.starts_with('[') && line[..skip].ends_with(':'));
-        let indexed = index_prefix(line)
+        let prefix = index_prefix(line);
+        let definition = prefix.is_some_and(|(_, skip)| line.starts_with('[') && line[..skip].ends_with(':'));
+        let indexed = prefix
             .map(|(index, skip)| (index, line[skip..].trim().to_owned()))
             .or_else(|| {
                 leaf.item_number.filter(|_| k == 0).and_then(|n| u32::try_from(n).ok()).map(|n| (n, line.to_owned()))
