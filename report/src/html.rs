@@ -21,7 +21,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::{self, Display, Write};
 
 use crate::model::{
-    ArmSummary, Comparison, Counts, Difference, DrillDown, Rate, RateStatus, Rates, RunView, Summary, TimeCost,
+    ArmSummary, Comparison, Counts, Difference, DrillDown, NOT_APPLICABLE, Rate, RateStatus, Rates, RunView, Summary,
+    TimeCost, UNMEASURED,
 };
 
 /// Renders the page. `plots` are (file name, SVG text) as
@@ -55,7 +56,7 @@ fn simulated_arms(summary: &Summary) -> BTreeSet<String> {
 // === escaping and formatting helpers ===
 
 /// HTML-escapes text for element content and quoted attribute values.
-struct Esc<'a>(&'a str);
+pub(crate) struct Esc<'a>(pub(crate) &'a str);
 
 impl Display for Esc<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -178,7 +179,7 @@ fn verdict_class(verdict: &str) -> &'static str {
 }
 
 /// Workflows in order of first appearance, each with its arms.
-fn by_workflow(arms: &[ArmSummary]) -> Vec<(&str, Vec<&ArmSummary>)> {
+pub(crate) fn by_workflow(arms: &[ArmSummary]) -> Vec<(&str, Vec<&ArmSummary>)> {
     let mut groups: Vec<(&str, Vec<&ArmSummary>)> = Vec::new();
     for arm in arms {
         match groups.iter_mut().find(|(workflow, _)| *workflow == arm.workflow) {
@@ -1237,8 +1238,8 @@ impl Page<'_> {
 fn write_rate_cell(out: &mut String, rate: &Rate) -> fmt::Result {
     let (class, words) = match rate.status {
         RateStatus::Measured => ("num rate", None),
-        RateStatus::NotApplicable => ("num rate na", Some("not applicable")),
-        RateStatus::Unmeasured => ("num rate unm", Some("n/a (unmeasured)")),
+        RateStatus::NotApplicable => ("num rate na", Some(NOT_APPLICABLE)),
+        RateStatus::Unmeasured => ("num rate unm", Some(UNMEASURED)),
     };
     write!(out, "<td class=\"{class}\">")?;
     match (words, rate.value) {

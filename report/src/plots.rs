@@ -23,7 +23,7 @@ use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::model::{ArmSummary, Counts, Rate, RateStatus, Rates, Summary};
+use crate::model::{ArmSummary, Counts, NOT_APPLICABLE, Rate, RateStatus, Rates, Summary, UNMEASURED};
 
 /// File names of the plots, in the order [`render_plots`] returns them.
 pub const RATES_SVG: &str = "rates.svg";
@@ -69,13 +69,7 @@ pub fn render_plots(summary: &Summary) -> Result<Vec<(String, String)>, PlotErro
 /// The arms, those of one workflow next to each other (first appearance
 /// order), so no plot interleaves workflows.
 fn arms_by_workflow(summary: &Summary) -> Vec<&ArmSummary> {
-    let mut workflows: Vec<&str> = Vec::new();
-    for arm in &summary.arms {
-        if !workflows.contains(&arm.workflow.as_str()) {
-            workflows.push(&arm.workflow);
-        }
-    }
-    workflows.iter().flat_map(|workflow| summary.arms.iter().filter(move |arm| arm.workflow == *workflow)).collect()
+    crate::html::by_workflow(&summary.arms).into_iter().flat_map(|(_, arms)| arms).collect()
 }
 
 /// `id · workflow`, with SIMULATED when the arm is the simulated system.
@@ -176,8 +170,8 @@ enum Mark {
 
 fn mark(rate: &Rate) -> Mark {
     match (rate.status, rate.value) {
-        (RateStatus::NotApplicable, _) => Mark::Words("not applicable"),
-        (RateStatus::Unmeasured, _) => Mark::Words("n/a (unmeasured)"),
+        (RateStatus::NotApplicable, _) => Mark::Words(NOT_APPLICABLE),
+        (RateStatus::Unmeasured, _) => Mark::Words(UNMEASURED),
         (RateStatus::Measured, Some(value)) if value.is_finite() => match (rate.ci_low, rate.ci_high) {
             (Some(low), Some(high)) if low.is_finite() && high.is_finite() => Mark::Interval { value, low, high },
             _ => Mark::Point { value },
@@ -237,7 +231,7 @@ fn rates_svg(arms: &[&ArmSummary], labels: &[String]) -> Result<String, PlotErro
                 let y = row_y(n, i);
                 let rate = pick(&arm.rates);
                 let color = arm_color(i);
-                let (text, anchor_x, style) = match mark(rate) {
+                let (text, at, style) = match mark(rate) {
                     Mark::Interval { value, low, high } => {
                         chart
                             .draw_series(std::iter::once(ErrorBar::new_horizontal(
@@ -249,21 +243,19 @@ fn rates_svg(arms: &[&ArmSummary], labels: &[String]) -> Result<String, PlotErro
                                 10,
                             )))
                             .map_err(|e| draw_error(PLOT, e))?;
-                        (value_text(value, rate), (value, value), value_style.clone())
+                        (value_text(value, rate), value, value_style.clone())
                     }
                     Mark::Point { value } => {
                         chart
                             .draw_series(std::iter::once(Circle::new((value.clamp(0.0, 1.0), y), 4, color.filled())))
                             .map_err(|e| draw_error(PLOT, e))?;
-                        (value_text(value, rate), (value, value), value_style.clone())
+                        (value_text(value, rate), value, value_style.clone())
                     }
-                    Mark::Words(words) => (words.to_string(), (0.0, 0.0), words_style.clone()),
+                    Mark::Words(words) => (words.to_string(), 0.0, words_style.clone()),
                 };
                 // The figure sits just above its point, reading rightwards,
                 // or leftwards near the right edge, so it never runs into
                 // the arm labels or off the plot.
-                let (low, high) = anchor_x;
-                let at = (low + high) / 2.0;
                 let (x, pos) = if at <= 0.8 {
                     (at.max(0.0) + 0.01, Pos::new(HPos::Left, VPos::Bottom))
                 } else {

@@ -131,16 +131,8 @@ pub fn markdown(review: Option<&ReviewSummary>) -> String {
 pub fn html(review: Option<&ReviewSummary>) -> String {
     let text = markdown(review);
     let body = text.strip_prefix("## Human review\n\n").unwrap_or(&text);
-    let mut escaped = String::with_capacity(body.len());
-    for c in body.chars() {
-        match c {
-            '&' => escaped.push_str("&amp;"),
-            '<' => escaped.push_str("&lt;"),
-            '>' => escaped.push_str("&gt;"),
-            '"' => escaped.push_str("&quot;"),
-            '\'' => escaped.push_str("&#39;"),
-            c => escaped.push(c),
-        }
-    }
-    format!("<section id=\"review\">\n<h2>Human review</h2>\n<pre class=\"review\">{escaped}</pre>\n</section>\n")
+    format!(
+        "<section id=\"review\">\n<h2>Human review</h2>\n<pre class=\"review\">{}</pre>\n</section>\n",
+        crate::html::Esc(body)
+    )
 }
