@@ -201,7 +201,7 @@ fn claim_units<'a>(
     input: &'a ReviewInput,
     ra: Option<&super::import::ReviewerLabels>,
     rb: Option<&super::import::ReviewerLabels>,
-    adj: &BTreeMap<String, (String, String, String)>,
+    adj: &Decisions,
 ) -> ClaimUnits<'a> {
     let (mut claim_a, mut claim_b) = (Vec::new(), Vec::new());
     let mut extraction_disagreements = 0u64;
@@ -301,6 +301,19 @@ fn claim_units<'a>(
     ClaimUnits { units: claim_units, claim_a, claim_b, adjudicated: adjudicated_used, extraction_disagreements }
 }
 
+/// The adjudicator's decisions: item (or unit) id -> (final label, reason,
+/// rationale).
+type Decisions = BTreeMap<String, (String, String, String)>;
+
+/// The imported reviewers by id (agreement compares the first two), and
+/// the adjudicator's decisions (none when nothing was adjudicated).
+fn reviewers_and_adjudication(input: &ReviewInput) -> (Vec<&super::import::ReviewerLabels>, &Decisions) {
+    static NONE: Decisions = BTreeMap::new();
+    let mut reviewers: Vec<&super::import::ReviewerLabels> = input.reviewers.iter().collect();
+    reviewers.sort_by(|a, b| a.reviewer.cmp(&b.reviewer));
+    (reviewers, input.adjudication.as_ref().map_or(&NONE, |a| &a.decisions))
+}
+
 /// One claim's final human label, as calibration's gold: from the items
 /// with one final label (agreed, adjudicated, or the only reviewer's), not
 /// split, not excluded, not unresolved.
@@ -315,10 +328,7 @@ pub struct GoldClaim {
 
 /// The final claim labels of an imported review, for `cohort calibrate`.
 pub fn gold_labels(input: &ReviewInput) -> Vec<GoldClaim> {
-    let mut reviewers: Vec<&super::import::ReviewerLabels> = input.reviewers.iter().collect();
-    reviewers.sort_by(|a, b| a.reviewer.cmp(&b.reviewer));
-    let empty = BTreeMap::new();
-    let adj = input.adjudication.as_ref().map_or(&empty, |a| &a.decisions);
+    let (reviewers, adj) = reviewers_and_adjudication(input);
     let units = claim_units(input, reviewers.first().copied(), reviewers.get(1).copied(), adj).units;
     input
         .index
@@ -346,11 +356,8 @@ pub fn summarise_review(frozen: &FrozenCohort, input: Option<&ReviewInput>, draw
         cohort.uncertainty_key.iter().flatten().map(|e| (e.question_id.as_str(), e)).collect();
     let mut cells = vec![vec![Cell::default(); questions.len()]; cohort.config.arms.len()];
 
-    let mut reviewers: Vec<&super::import::ReviewerLabels> = input.reviewers.iter().collect();
-    reviewers.sort_by(|a, b| a.reviewer.cmp(&b.reviewer));
+    let (reviewers, adj) = reviewers_and_adjudication(input);
     let (ra, rb) = (reviewers.first().copied(), reviewers.get(1).copied());
-    let empty = BTreeMap::new();
-    let adj = input.adjudication.as_ref().map_or(&empty, |a| &a.decisions);
     let mut adjudicated_used = 0u64;
     let mut unresolved_total = 0u64;
 
