@@ -92,9 +92,10 @@ pub(crate) fn check_url(s: &Settings<'_>, field: &str, value: &str) -> Result<ur
     Ok(parsed)
 }
 
-/// `extra_headers`: plain values, never `authorization` (set from
-/// `api_key_env`).
-pub(crate) fn extra_headers(s: &Settings<'_>) -> Result<HeaderMap, AdapterError> {
+/// Every header a call sends: `extra_headers` (plain values, never
+/// `authorization`), then `key` as the bearer `Authorization` (from
+/// `api_key_env`), built once with the adapter.
+pub(crate) fn extra_headers(s: &Settings<'_>, key: Option<&ApiKey>) -> Result<HeaderMap, AdapterError> {
     let mut headers = HeaderMap::new();
     for (name, value) in s.string_table("extra_headers")? {
         let header = HeaderName::from_bytes(name.as_bytes())
@@ -108,6 +109,9 @@ pub(crate) fn extra_headers(s: &Settings<'_>) -> Result<HeaderMap, AdapterError>
         let value = HeaderValue::from_str(&value)
             .map_err(|_| s.bad("extra_headers", format!("{name}: not a valid header value")))?;
         headers.insert(header, value);
+    }
+    if let Some(bearer) = key.and_then(ApiKey::bearer) {
+        headers.insert(AUTHORIZATION, bearer);
     }
     Ok(headers)
 }

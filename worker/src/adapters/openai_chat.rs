@@ -46,7 +46,7 @@ use async_trait::async_trait;
 use cohort_core::config::ArmConfig;
 use cohort_core::http_class;
 use cohort_core::taxonomy::AttemptClass;
-use reqwest::header::{AUTHORIZATION, HeaderMap};
+use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 
 use super::http::{self, ClarificationRule, Scrub};
@@ -73,7 +73,7 @@ pub struct OpenAiChatAdapter {
     api_key: Option<ApiKey>,
     max_tokens: Option<u64>,
     temperature: Option<f64>,
-    /// `extra_headers`, checked when built.
+    /// `extra_headers` and the key's `Authorization`, checked when built.
     headers: HeaderMap,
     /// Built with the call timeout; one per arm, so connections are reused.
     client: reqwest::Client,
@@ -109,7 +109,7 @@ impl OpenAiChatAdapter {
         if temperature.is_some_and(|t| t < 0.0) {
             return Err(s.bad("temperature", "must not be negative"));
         }
-        let headers = http::extra_headers(&s)?;
+        let headers = http::extra_headers(&s, api_key.as_ref())?;
         let timeout = s.seconds("timeout_secs", DEFAULT_TIMEOUT)?;
         let client = reqwest::Client::builder()
             .timeout(timeout)
@@ -184,11 +184,13 @@ impl OpenAiChatAdapter {
 #[async_trait]
 impl Adapter for OpenAiChatAdapter {
     async fn call(&self, request: &AdapterRequest) -> AdapterResponse {
-        let mut headers = self.headers.clone();
-        if let Some(bearer) = self.api_key.as_ref().and_then(ApiKey::bearer) {
-            headers.insert(AUTHORIZATION, bearer);
-        }
-        let sent = self.client.post(&self.endpoint).headers(headers).json(&self.request_body(request)).send().await;
+        let sent = self
+            .client
+            .post(&self.endpoint)
+            .headers(self.headers.clone())
+            .json(&self.request_body(request))
+            .send()
+            .await;
         let response = match sent {
             Ok(r) => r,
             Err(e) => return http::transport_failure(&e, 0, &self.api_key),

@@ -69,10 +69,10 @@ use async_trait::async_trait;
 use cohort_core::config::ArmConfig;
 use cohort_core::http_class;
 use cohort_core::taxonomy::AttemptClass;
-use reqwest::header::{AUTHORIZATION, HeaderMap};
+use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 
-use super::http::{self, ApiKey, Budget, Call, ClarificationRule, Outages, Polled, Secrets};
+use super::http::{self, Budget, Call, ClarificationRule, Outages, Polled, Secrets};
 use super::settings::Settings;
 use super::{Adapter, AdapterError, AdapterRequest, AdapterResponse, Reply, TokenUsage};
 
@@ -107,13 +107,13 @@ pub struct OpenAiResponsesAdapter {
     /// `{base_url}/responses`.
     endpoint: String,
     model: String,
-    api_key: Option<ApiKey>,
     tools: Vec<Value>,
     background: bool,
     poll_interval: Duration,
     timeout: Duration,
     max_output_tokens: Option<u64>,
     reasoning_effort: Option<String>,
+    /// `extra_headers` and the key's `Authorization`.
     headers: HeaderMap,
     clarification: Option<ClarificationRule>,
     secrets: Secrets,
@@ -176,14 +176,13 @@ impl OpenAiResponsesAdapter {
                 s.bad("reasoning_effort", format!("must be one of {}, got {e:?}", REASONING_EFFORTS.join(", ")))
             );
         }
-        let headers = http::extra_headers(&s)?;
+        let headers = http::extra_headers(&s, api_key.as_ref())?;
         let client = reqwest::Client::builder()
             .build()
             .map_err(|e| s.bad("base_url", format!("cannot build the HTTP client: {e}")))?;
         Ok(OpenAiResponsesAdapter {
             endpoint: format!("{}/responses", base_url.trim_end_matches('/')),
             model,
-            api_key,
             tools,
             background,
             poll_interval,
@@ -213,14 +212,6 @@ impl OpenAiResponsesAdapter {
             body["reasoning"] = json!({"effort": effort});
         }
         body
-    }
-
-    fn headers(&self) -> HeaderMap {
-        let mut headers = self.headers.clone();
-        if let Some(bearer) = self.api_key.as_ref().and_then(ApiKey::bearer) {
-            headers.insert(AUTHORIZATION, bearer);
-        }
-        headers
     }
 
     /// Polls response `id` until a terminal status or the budget's end.
@@ -328,7 +319,7 @@ impl Adapter for OpenAiResponsesAdapter {
     async fn call(&self, request: &AdapterRequest) -> AdapterResponse {
         let call = Call {
             client: &self.client,
-            headers: self.headers(),
+            headers: self.headers.clone(),
             budget: Budget::of(request, self.timeout),
             timeout: self.timeout,
             secrets: &self.secrets,
