@@ -112,7 +112,7 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
     // queued up as one `ReportResults` call: one round trip for many runs
     // when the worker is busy, no added delay when it is not.
     let (results_tx, results_rx) = mpsc::channel::<Outgoing>(1024);
-    let reporter = tokio::spawn(reporter_loop(client.clone(), worker_id.clone(), results_rx));
+    let mut reporter = tokio::spawn(reporter_loop(client.clone(), worker_id.clone(), results_rx));
     let context = Arc::new(config.context);
     let arms = Arc::new(config.arms);
     let mut tasks: JoinSet<(String, Option<bool>)> = JoinSet::new();
@@ -210,7 +210,6 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
     // the product called and charged, again). The reporter ends when the
     // queue is closed and empty.
     drop(results_tx);
-    let mut reporter = reporter;
     if tokio::time::timeout(REPORTER_FLUSH, &mut reporter).await.is_err() {
         reporter.abort();
         warn!("the coordinator did not take the queued results in time: their leases will expire");
