@@ -586,82 +586,113 @@ fn ensemble(args: &JudgeArgs, name: &str) -> anyhow::Result<u8> {
 /// A pass's YES/NO votes by (run id, record hash, claim id).
 type PassVotes = HashMap<(String, String, u32), bool>;
 
-pub fn passes_command(args: PassesArgs) -> anyhow::Result<()> {
-    let names = passes::list(&args.dir)?;
-    let mut summaries = Vec::new();
-    let mut verdicts: Vec<(String, PassVotes)> = Vec::new();
-    for name in &names {
-        let store = PassStore::open(&args.dir, name)?;
+/// One pass, counted.
+struct PassSummary {
+    name: String,
+    config: PassConfig,
+    runs: usize,
+    claims: usize,
+    yes: u64,
+    no: u64,
+    unjudged: BTreeMap<&'static str, u64>,
+    served: BTreeMap<String, u64>,
+    votes: PassVotes,
+}
+
+impl PassSummary {
+    fn read(dir: &std::path::Path, name: &str) -> anyhow::Result<PassSummary> {
+        let store = PassStore::open(dir, name)?;
         let runs = store.read_all()?;
-        let (mut yes, mut no) = (0u64, 0u64);
-        let mut unjudged: BTreeMap<&'static str, u64> = BTreeMap::new();
-        let mut served: BTreeMap<String, u64> = BTreeMap::new();
-        let mut map = HashMap::new();
+        let mut s = PassSummary {
+            name: name.to_owned(),
+            config: store.config().clone(),
+            runs: runs.len(),
+            claims: runs.iter().map(|r| r.claims.len()).sum(),
+            yes: 0,
+            no: 0,
+            unjudged: BTreeMap::new(),
+            served: BTreeMap::new(),
+            votes: HashMap::new(),
+        };
         for run in &runs {
             for c in &run.claims {
                 match c.verdict {
-                    PassVerdict::Yes => yes += 1,
-                    PassVerdict::No => no += 1,
+                    PassVerdict::Yes => s.yes += 1,
+                    PassVerdict::No => s.no += 1,
                     PassVerdict::Unjudged => {
-                        *unjudged.entry(c.unjudged_reason.map_or("unknown", UnjudgedReason::as_str)).or_default() += 1;
+                        *s.unjudged.entry(c.unjudged_reason.map_or("unknown", UnjudgedReason::as_str)).or_default() +=
+                            1;
                     }
                 }
                 if let (true, Some(m)) = (c.verdict.is_judged(), &c.judge_model) {
-                    *served.entry(m.clone()).or_default() += 1;
+                    *s.served.entry(m.clone()).or_default() += 1;
                 }
                 if let Some(v) = c.verdict.as_vote() {
-                    map.insert((run.run_id.clone(), run.record_sha256.clone(), c.claim_id), v);
+                    s.votes.insert((run.run_id.clone(), run.record_sha256.clone(), c.claim_id), v);
                 }
             }
         }
-        summaries.push(json!({
-            "name": name,
-            "config": store.config(),
-            "runs": runs.len(),
-            "claims": runs.iter().map(|r| r.claims.len()).sum::<usize>(),
-            "judged": yes + no,
-            "yes": yes,
-            "no": no,
-            "unjudged": unjudged,
-            "served_models": served,
-        }));
-        verdicts.push((name.clone(), map));
+        Ok(s)
     }
+}
+
+pub fn passes_command(args: PassesArgs) -> anyhow::Result<()> {
+    let summaries: Vec<PassSummary> =
+        passes::list(&args.dir)?.iter().map(|name| PassSummary::read(&args.dir, name)).collect::<Result<_, _>>()?;
     let labels = vec!["yes".to_owned(), "no".to_owned()];
     let mut pairs = Vec::new();
-    for i in 0..verdicts.len() {
-        for j in i + 1..verdicts.len() {
-            let (a_name, a) = &verdicts[i];
-            let (b_name, b) = &verdicts[j];
-            let mut keys: Vec<&(String, String, u32)> = a.keys().filter(|k| b.contains_key(*k)).collect();
+    for (i, a) in summaries.iter().enumerate() {
+        for b in &summaries[i + 1..] {
+            let mut keys: Vec<&(String, String, u32)> = a.votes.keys().filter(|k| b.votes.contains_key(*k)).collect();
             keys.sort();
             let index = |v: bool| usize::from(!v);
-            let xs: Vec<usize> = keys.iter().map(|k| index(a[*k])).collect();
-            let ys: Vec<usize> = keys.iter().map(|k| index(b[*k])).collect();
-            let agreed = agreement(&labels, &xs, &ys, Weights::None);
-            pairs.push(json!({
-                "a": a_name,
-                "b": b_name,
-                "items": agreed.items,
-                "raw_agreement": agreed.raw_agreement,
-                "kappa": agreed.kappa,
-                "matrix": agreed.matrix,
-                "labels": agreed.labels,
-            }));
+            let xs: Vec<usize> = keys.iter().map(|k| index(a.votes[*k])).collect();
+            let ys: Vec<usize> = keys.iter().map(|k| index(b.votes[*k])).collect();
+            pairs.push((&a.name, &b.name, agreement(&labels, &xs, &ys, Weights::None)));
         }
     }
     if args.json {
-        let out = json!({ "passes": summaries, "agreement": pairs });
+        let passes: Vec<serde_json::Value> = summaries
+            .iter()
+            .map(|s| {
+                json!({
+                    "name": s.name,
+                    "config": s.config,
+                    "runs": s.runs,
+                    "claims": s.claims,
+                    "judged": s.yes + s.no,
+                    "yes": s.yes,
+                    "no": s.no,
+                    "unjudged": s.unjudged,
+                    "served_models": s.served,
+                })
+            })
+            .collect();
+        let agreement: Vec<serde_json::Value> = pairs
+            .iter()
+            .map(|(a, b, agreed)| {
+                json!({
+                    "a": a,
+                    "b": b,
+                    "items": agreed.items,
+                    "raw_agreement": agreed.raw_agreement,
+                    "kappa": agreed.kappa,
+                    "matrix": agreed.matrix,
+                    "labels": agreed.labels,
+                })
+            })
+            .collect();
+        let out = json!({ "passes": passes, "agreement": agreement });
         super::emit(&format!("{}\n", serde_json::to_string_pretty(&out)?));
         return Ok(());
     }
-    if names.is_empty() {
+    if summaries.is_empty() {
         super::emit(&format!("no passes in {} yet: `cohort judge` makes one\n", args.dir.display()));
         return Ok(());
     }
     let mut out = String::new();
     for s in &summaries {
-        let config: PassConfig = serde_json::from_value(s["config"].clone())?;
+        let config = &s.config;
         let what = match (&config.kind, &config.judge) {
             (PassKind::Judge, Some(j)) => format!(
                 "judge {:?}, frozen model {:?} served {:?}, lineage {:?}{}",
@@ -675,27 +706,23 @@ pub fn passes_command(args: PassesArgs) -> anyhow::Result<()> {
         };
         out.push_str(&format!(
             "{}: {what}; created {}\n  {} runs, {} claims: {} judged ({} YES, {} NO); unjudged {}; served by {}\n",
-            s["name"].as_str().unwrap_or_default(),
+            s.name,
             config.created_at,
-            s["runs"],
-            s["claims"],
-            s["judged"],
-            s["yes"],
-            s["no"],
-            render_counts(&s["unjudged"]),
-            render_counts(&s["served_models"]),
+            s.runs,
+            s.claims,
+            s.yes + s.no,
+            s.yes,
+            s.no,
+            render_counts(&s.unjudged),
+            render_counts(&s.served),
         ));
     }
     if !pairs.is_empty() {
         out.push_str("\nagreement on claims both passes judged (nominal Cohen's kappa):\n");
-        for p in &pairs {
+        for (a, b, agreed) in &pairs {
             out.push_str(&format!(
-                "  {} vs {}: {} claims, raw agreement {}, kappa {}\n",
-                p["a"].as_str().unwrap_or_default(),
-                p["b"].as_str().unwrap_or_default(),
-                p["items"],
-                render_stat(&p["raw_agreement"]),
-                render_stat(&p["kappa"]),
+                "  {a} vs {b}: {} claims, raw agreement {}, kappa {}\n",
+                agreed.items, agreed.raw_agreement, agreed.kappa,
             ));
         }
     }
@@ -703,18 +730,11 @@ pub fn passes_command(args: PassesArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn render_counts(v: &serde_json::Value) -> String {
-    match v.as_object() {
-        Some(m) if !m.is_empty() => m.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", "),
-        _ => "none".to_owned(),
+fn render_counts<K: std::fmt::Display>(counts: &BTreeMap<K, u64>) -> String {
+    if counts.is_empty() {
+        return "none".to_owned();
     }
-}
-
-fn render_stat(v: &serde_json::Value) -> String {
-    match serde_json::from_value::<cohort_core::agreement::Stat>(v.clone()) {
-        Ok(s) => s.to_string(),
-        Err(_) => v.to_string(),
-    }
+    counts.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ")
 }
 
 /// `cohort run`'s inline pass: the pass its accepted runs' verdicts go
