@@ -11,6 +11,8 @@ use std::process::{Command, Output};
 use cohort_core::hash::sha256_hex;
 use cohort_core::manifest::Manifest;
 
+mod support;
+
 const COHORT: &str = env!("CARGO_BIN_EXE_cohort");
 
 fn examples() -> PathBuf {
@@ -21,10 +23,7 @@ fn examples() -> PathBuf {
 fn copy_example(name: &str) -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join(name);
-    fs::create_dir(&dir).unwrap();
-    for file in ["cohort.toml", "questions.json", "suffix.txt", "protocol.md", "rubric.md"] {
-        fs::copy(examples().join(name).join(file), dir.join(file)).unwrap();
-    }
+    support::copy_example(name, &dir);
     (tmp, dir)
 }
 

@@ -10,17 +10,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Instant;
 
+mod support;
+
 const COHORT: &str = env!("CARGO_BIN_EXE_cohort");
 
 /// A fresh copy of `examples/NAME` in a temporary directory.
 fn copy_example(name: &str) -> (tempfile::TempDir, PathBuf) {
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join(name);
-    fs::create_dir(&dir).unwrap();
-    for file in ["cohort.toml", "questions.json", "suffix.txt", "protocol.md", "rubric.md"] {
-        fs::copy(examples.join(name).join(file), dir.join(file)).unwrap();
-    }
+    support::copy_example(name, &dir);
     (tmp, dir)
 }
 

@@ -15,6 +15,8 @@ use cohort_coordinator::ledger::sqlite::SqliteLedger;
 use cohort_core::taxonomy::Outcome;
 use serde_json::Value;
 
+mod support;
+
 const COHORT: &str = env!("CARGO_BIN_EXE_cohort");
 
 /// The sentence the sim system writes for a claim its snippets do not
@@ -23,19 +25,6 @@ const PLANTED_UNSUPPORTED: &str = "although its source does not say so";
 
 fn text(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
-
-fn copy_quickstart(to: &Path) {
-    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/quickstart");
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(&from).unwrap() {
-        let entry = entry.unwrap();
-        let name = entry.file_name();
-        // Only the five cohort files: a developer's local run state stays out.
-        if entry.file_type().unwrap().is_file() && name != "manifest.json" {
-            fs::copy(entry.path(), to.join(name)).unwrap();
-        }
-    }
 }
 
 /// The stored records of the runs that completed, with their arm.
@@ -65,7 +54,7 @@ async fn completed_records(dir: &Path) -> Vec<(String, Value)> {
 async fn quickstart_is_judged_by_the_simulated_judge() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("quickstart");
-    copy_quickstart(&dir);
+    support::copy_example("quickstart", &dir);
     let out = Command::new(COHORT).args(["run", dir.to_str().unwrap()]).output().unwrap();
     let t = text(&out);
     assert!(out.status.success(), "{t}");
@@ -130,7 +119,7 @@ async fn quickstart_is_judged_by_the_simulated_judge() {
 async fn a_real_judge_without_a_proxy_warns_support_is_unmeasured() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("quickstart");
-    copy_quickstart(&dir);
+    support::copy_example("quickstart", &dir);
     let toml = fs::read_to_string(dir.join("cohort.toml")).unwrap();
     let toml = toml.replace("provider = \"sim\"", "provider = \"openai\"");
     assert!(toml.contains("provider = \"openai\""));
@@ -157,7 +146,7 @@ async fn a_real_judge_without_a_proxy_warns_support_is_unmeasured() {
 async fn run_with_an_unreachable_judge_collects_and_exits_3() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("quickstart");
-    copy_quickstart(&dir);
+    support::copy_example("quickstart", &dir);
     // A loopback port nothing listens on.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let judge = tmp.path().join("judge.toml");

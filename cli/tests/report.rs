@@ -10,6 +10,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+mod support;
+
 const COHORT: &str = env!("CARGO_BIN_EXE_cohort");
 
 fn repo() -> PathBuf {
@@ -28,10 +30,7 @@ fn text(o: &Output) -> String {
 /// folder `cohort run` printed.
 fn run_quickstart(tmp: &Path) -> (PathBuf, PathBuf) {
     let dir = tmp.join("quickstart");
-    fs::create_dir(&dir).unwrap();
-    for file in ["cohort.toml", "questions.json", "suffix.txt", "protocol.md", "rubric.md"] {
-        fs::copy(repo().join("examples/quickstart").join(file), dir.join(file)).unwrap();
-    }
+    support::copy_example("quickstart", &dir);
     let out = cohort(&["run", dir.to_str().unwrap()]);
     let t = text(&out);
     assert!(out.status.success(), "{t}");

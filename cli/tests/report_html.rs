@@ -13,16 +13,14 @@
 mod chromium;
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use cohort_report::html::testing::drill_id;
 
-const COHORT: &str = env!("CARGO_BIN_EXE_cohort");
+mod support;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+const COHORT: &str = env!("CARGO_BIN_EXE_cohort");
 
 /// How Chromium serialises a text node: `&`, `<`, `>` escaped.
 fn dom_text(text: &str) -> String {
@@ -36,10 +34,7 @@ fn quickstart_index_html_in_chromium() {
     chromium::require_chromium();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("quickstart");
-    fs::create_dir(&dir).unwrap();
-    for file in ["cohort.toml", "questions.json", "suffix.txt", "protocol.md", "rubric.md"] {
-        fs::copy(repo().join("examples/quickstart").join(file), dir.join(file)).unwrap();
-    }
+    support::copy_example("quickstart", &dir);
     let out = Command::new(COHORT).args(["run", dir.to_str().unwrap()]).output().unwrap();
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "{text}");

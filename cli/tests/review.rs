@@ -16,6 +16,8 @@ use std::process::{Command, Output};
 
 use serde_json::{Value, json};
 
+mod support;
+
 const COHORT: &str = env!("CARGO_BIN_EXE_cohort");
 const LABELS: [&str; 5] = ["fully_supported", "partially_supported", "unsupported", "contradicted", "unverifiable"];
 
@@ -29,11 +31,7 @@ fn text(o: &Output) -> String {
 
 fn quickstart(tmp: &Path) -> PathBuf {
     let dir = tmp.join("quickstart");
-    fs::create_dir(&dir).unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/quickstart");
-    for file in ["cohort.toml", "questions.json", "suffix.txt", "protocol.md", "rubric.md"] {
-        fs::copy(src.join(file), dir.join(file)).unwrap();
-    }
+    support::copy_example("quickstart", &dir);
     let questions: Vec<Value> = serde_json::from_slice(&fs::read(dir.join("questions.json")).unwrap()).unwrap();
     let key: Vec<Value> = questions
         .iter()
