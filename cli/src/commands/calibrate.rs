@@ -16,15 +16,13 @@ use cohort_core::agreement::{
     self, Agreement, BINARY_METRICS, CALIBRATION_ALGORITHM, CALIBRATION_RESAMPLES, CALIBRATION_SEED,
     ScoredWithIntervals, Stat, Weights,
 };
+use cohort_report::review::CLAIM_LABELS;
 use serde_json::{Value, json};
 
 use super::{emit, refuse};
 
 /// The header every label file starts with.
 const HEADER: &str = "item_id,label";
-/// Seed 004's claim labels, in the order of the disagreement matrix.
-pub const CLAIM_LABELS: [&str; 5] =
-    ["fully_supported", "partially_supported", "unsupported", "contradicted", "unverifiable"];
 /// Seed 004's uncertainty scores, ordinal.
 const UNCERTAINTY_LABELS: [&str; 3] = ["0", "1", "2"];
 /// The judge name of the majority-vote ensemble.
