@@ -125,13 +125,25 @@ pub fn headline(s: &cohort_report::model::Summary) -> String {
 }
 
 pub fn verify(args: VerifyArgs) -> anyhow::Result<()> {
-    let cohort_dir =
-        match &args.cohort {
-            Some(dir) => dir.clone(),
-            None => args.report.parent().and_then(Path::parent).map(Path::to_owned).ok_or_else(|| {
-                anyhow::anyhow!("cannot tell the cohort of {}: pass --cohort DIR", args.report.display())
-            })?,
-        };
+    // Said before anything else: the cohort is found from the report folder.
+    if !args.report.join("summary.json").is_file() {
+        eprintln!(
+            "error: {} is not a report folder (it has no summary.json): pass a folder `cohort report` wrote, \
+             DIR/reports/<timestamp>",
+            args.report.display()
+        );
+        return Err(super::Exit(EXIT_CANNOT_VERIFY).into());
+    }
+    let cohort_dir = match &args.cohort {
+        Some(dir) => dir.clone(),
+        None => args
+            .report
+            .parent()
+            .and_then(Path::parent)
+            .map(|d| if d.as_os_str().is_empty() { Path::new(".") } else { d })
+            .map(Path::to_owned)
+            .ok_or_else(|| anyhow::anyhow!("cannot tell the cohort of {}: pass --cohort DIR", args.report.display()))?,
+    };
     let runtime = super::runtime()?;
     let outcome = runtime.block_on(async {
         let (frozen, ledger, artifacts) = open(&cohort_dir, &args.store).await?;
