@@ -106,7 +106,7 @@ fn ledger_status(e: LedgerError) -> Status {
     match e {
         LedgerError::Redis(_) => Status::unavailable(e.to_string()),
         LedgerError::NotSeeded => Status::failed_precondition(e.to_string()),
-        LedgerError::UnknownArm(_) => Status::invalid_argument(e.to_string()),
+        LedgerError::UnknownArm(_) | LedgerError::NotManual(_) => Status::invalid_argument(e.to_string()),
         _ => Status::internal(e.to_string()),
     }
 }

@@ -26,8 +26,8 @@ pub fn header() -> PlanHeader {
         window_ms: 10_000,
         retry: RetryPolicy { max_attempts: 3, initial_backoff_ms: 100, max_backoff_ms: 400, max_total_secs: 3600 },
         arms: vec![
-            ArmPlan { id: "a".into(), concurrency: 2, pinned_version: "a-1".into() },
-            ArmPlan { id: "b".into(), concurrency: 1, pinned_version: "b-1".into() },
+            ArmPlan { id: "a".into(), concurrency: 2, pinned_version: "a-1".into(), manual: false },
+            ArmPlan { id: "b".into(), concurrency: 1, pinned_version: "b-1".into(), manual: false },
         ],
     }
 }
@@ -380,6 +380,128 @@ pub async fn window_opens_at_the_first_start(l: &dyn Ledger) {
     assert_eq!(l.status().await.unwrap().window_start_ms, Some(500));
 }
 
+/// The plan of the manual-arm cases: questions q1..q4, automatic arm `a`
+/// (cap 2) and manual arm `m` (cap 2), one repeat.
+pub fn manual_header() -> PlanHeader {
+    let mut h = header();
+    h.arms[1] = ArmPlan { id: "m".into(), concurrency: 2, pinned_version: "m-1".into(), manual: true };
+    h
+}
+
+pub fn manual_order() -> Vec<String> {
+    run_order(&["q1", "q2", "q3", "q4"], &["a", "m"], 1, 99).iter().map(ToString::to_string).collect()
+}
+
+async fn seeded_manual(l: &dyn Ledger) {
+    assert_eq!(l.seed(&manual_header(), &questions(), &manual_order(), 0).await.unwrap(), SeedOutcome::Seeded);
+}
+
+fn runs_of(arm: &str) -> Vec<String> {
+    manual_order().into_iter().filter(|id| split_run_id(id).1 == arm).collect()
+}
+
+/// A worker's lease never grants a manual arm's run, even when nothing
+/// else is left: the manual runs wait for their person.
+pub async fn automatic_lease_never_grants_a_manual_arm(l: &dyn Ledger) {
+    seeded_manual(l).await;
+    let s = l.status().await.unwrap();
+    let manual: Vec<(String, bool)> = s.arms.iter().map(|a| (a.id.clone(), a.manual)).collect();
+    assert_eq!(manual, vec![("a".to_owned(), false), ("m".to_owned(), true)]);
+    let mut now = 10;
+    let mut granted = Vec::new();
+    loop {
+        let batch = l.lease("w", 8, now, TTL).await.unwrap();
+        if batch.leases.is_empty() {
+            assert!(!batch.done && !batch.closed, "the manual runs are still open: {batch:?}");
+            break;
+        }
+        for g in &batch.leases {
+            assert_eq!(g.arm_id, "a", "a worker was granted {}", g.run_id);
+            granted.push(g.run_id.clone());
+            assert!(l.finish("w", &lref(g), &completed(now), now + 1).await.unwrap());
+        }
+        now += 10;
+    }
+    assert_eq!(granted, runs_of("a"), "every automatic run, in planned order");
+    let s = assert_counts_add_up(l).await;
+    assert_eq!((s.pending, s.finished), (4, 4));
+}
+
+/// A manual lease grants only its arm's runs, in planned order, within its
+/// cap; it opens the window; `leases_held` returns them with their tokens;
+/// finishing with a held token works; pause applies as to any arm.
+pub async fn manual_lease_grants_only_its_arm_in_order(l: &dyn Ledger) {
+    seeded_manual(l).await;
+    let m = runs_of("m");
+    let batch = l.lease_scoped("person", LeaseScope::Manual("m"), 10, 100, TTL).await.unwrap();
+    let got: Vec<String> = batch.leases.iter().map(|g| g.run_id.clone()).collect();
+    assert_eq!(got, m[..2].to_vec(), "the first two of arm m (its cap), in order");
+    assert_eq!(l.status().await.unwrap().window_start_ms, Some(100), "a manual grant opens the window");
+    assert!(
+        l.lease_scoped("person", LeaseScope::Manual("m"), 10, 101, TTL).await.unwrap().leases.is_empty(),
+        "arm m at its cap"
+    );
+    // A worker's lease in between takes arm a's runs and none of m's.
+    let auto = l.lease("w", 10, 102, TTL).await.unwrap().leases;
+    assert!(!auto.is_empty() && auto.iter().all(|g| g.arm_id == "a"), "{auto:?}");
+
+    let held = l.leases_held("person").await.unwrap();
+    assert_eq!(held, batch.leases, "the person's leases, in order, with their tokens");
+    assert!(held.iter().all(|g| !g.question_text.is_empty() && g.attempt == 1));
+    assert_eq!(l.leases_held("w").await.unwrap(), auto, "a worker holds only its own");
+    assert!(l.leases_held("nobody").await.unwrap().is_empty());
+
+    assert!(l.finish("person", &lref(&held[0]), &completed(150), 200).await.unwrap());
+    assert_eq!(l.leases_held("person").await.unwrap(), held[1..].to_vec());
+    let next = l.lease_scoped("person", LeaseScope::Manual("m"), 10, 210, TTL).await.unwrap().leases;
+    assert_eq!(next.iter().map(|g| g.run_id.clone()).collect::<Vec<_>>(), vec![m[2].clone()], "room for one more");
+
+    l.pause_arm("m", "hold", 220).await.unwrap();
+    assert!(l.finish("person", &lref(&next[0]), &completed(215), 225).await.unwrap());
+    assert!(
+        l.lease_scoped("person", LeaseScope::Manual("m"), 10, 230, TTL).await.unwrap().leases.is_empty(),
+        "a paused manual arm grants nothing"
+    );
+    l.resume_arm("m", "go", None, 240).await.unwrap();
+    let last = l.lease_scoped("person", LeaseScope::Manual("m"), 10, 250, TTL).await.unwrap().leases;
+    assert_eq!(last.iter().map(|g| g.run_id.clone()).collect::<Vec<_>>(), vec![m[3].clone()]);
+    let s = assert_counts_add_up(l).await;
+    assert_eq!(s.by_outcome.get(&Outcome::Completed), Some(&2));
+}
+
+/// A manual lease for an arm that is not manual, or not in the plan, is
+/// refused by name and grants nothing.
+pub async fn manual_lease_refuses_other_arms(l: &dyn Ledger) {
+    seeded_manual(l).await;
+    match l.lease_scoped("person", LeaseScope::Manual("a"), 1, 10, TTL).await {
+        Err(LedgerError::NotManual(arm)) => assert_eq!(arm, "a"),
+        other => panic!("expected NotManual, got {other:?}"),
+    }
+    match l.lease_scoped("person", LeaseScope::Manual("zzz"), 1, 10, TTL).await {
+        Err(LedgerError::UnknownArm(arm)) => assert_eq!(arm, "zzz"),
+        other => panic!("expected UnknownArm, got {other:?}"),
+    }
+    let s = assert_counts_add_up(l).await;
+    assert_eq!((s.leased, s.window_start_ms), (0, None));
+}
+
+/// The window's close and an abort apply to manual runs as to any: a
+/// manual lease after the end closes the window and grants nothing.
+pub async fn manual_runs_close_with_the_window(l: &dyn Ledger) {
+    seeded_manual(l).await;
+    let g = l.lease("w", 1, 0, TTL).await.unwrap().leases.remove(0);
+    assert!(l.finish("w", &lref(&g), &completed(1), 2).await.unwrap());
+    let batch = l.lease_scoped("person", LeaseScope::Manual("m"), 4, header().window_ms, TTL).await.unwrap();
+    assert!(batch.closed && batch.leases.is_empty(), "{batch:?}");
+    let runs = l.runs().await.unwrap();
+    assert!(
+        runs.iter()
+            .filter(|r| r.arm_id == "m")
+            .all(|r| r.outcome == Some(Outcome::NotRun) && r.reason == CloseReason::WindowClosed.as_str()),
+        "{runs:?}"
+    );
+}
+
 /// Generates one `#[tokio::test]` per conformance case for a ledger made
 /// by `$make` (an async expression returning the ledger and a guard that
 /// must live as long as the test).
@@ -400,6 +522,10 @@ macro_rules! conformance_tests {
             abort_stops_the_cohort,
             no_retry_after_the_cohort_closed,
             window_opens_at_the_first_start,
+            automatic_lease_never_grants_a_manual_arm,
+            manual_lease_grants_only_its_arm_in_order,
+            manual_lease_refuses_other_arms,
+            manual_runs_close_with_the_window,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

@@ -48,7 +48,12 @@ impl PlanHeader {
             arms: config
                 .arms
                 .iter()
-                .map(|a| ArmPlan { id: a.id.clone(), concurrency: a.concurrency, pinned_version: a.pinned_version.clone() })
+                .map(|a| ArmPlan {
+                    id: a.id.clone(),
+                    concurrency: a.concurrency,
+                    pinned_version: a.pinned_version.clone(),
+                    manual: a.adapter == cohort_core::config::AdapterKind::Manual,
+                })
                 .collect(),
         }
     }
@@ -62,6 +67,23 @@ pub struct ArmPlan {
     pub concurrency: u32,
     /// The pinned version label: accepted without pausing.
     pub pinned_version: String,
+    /// Run by a person (`adapter = "manual"`): never granted by
+    /// [`Ledger::lease`], only by a [`LeaseScope::Manual`] lease. A ledger
+    /// seeded before the flag existed reads as not manual.
+    #[serde(default)]
+    pub manual: bool,
+}
+
+/// Which runs a lease call may grant. Workers lease automatically; a
+/// manual arm's runs go only to the person who asks for that arm
+/// (`cohort pending`), so a worker can never call a product that a person
+/// is meant to run by hand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeaseScope<'a> {
+    /// Every arm that is not manual (workers).
+    Automatic,
+    /// Only this manual arm's runs (a person, `cohort pending`).
+    Manual(&'a str),
 }
 
 /// Whether seeding wrote the plan or found it already there.
@@ -218,6 +240,9 @@ pub struct ArmStatus {
     /// The version labels that do not pause the arm (the pinned one and
     /// those acknowledged on resume).
     pub accepted_versions: Vec<String>,
+    /// Run by a person: leased only through [`LeaseScope::Manual`].
+    #[serde(default)]
+    pub manual: bool,
 }
 
 /// The whole cohort's state and counts.
@@ -266,6 +291,8 @@ pub enum LedgerError {
     NotSeeded,
     #[error("unknown arm {0:?}")]
     UnknownArm(String),
+    #[error("arm {0:?} is not a manual arm: its runs are leased by workers, not by a person")]
+    NotManual(String),
     #[error("the ledger holds data this version cannot read: {0}")]
     Corrupt(String),
 }
@@ -308,7 +335,32 @@ pub trait Ledger: Send + Sync + std::fmt::Debug + 'static {
     /// A run that would go back to the queue after the cohort closed
     /// (aborted, or the window passed) is closed at once instead: a retry
     /// becomes `unavailable`, a release `not_run` or `unavailable`.
-    async fn lease(&self, worker: &str, max: u32, now_ms: i64, ttl_ms: i64) -> Result<LeaseBatch, LedgerError>;
+    ///
+    /// Manual arms are skipped: this is [`Ledger::lease_scoped`] with
+    /// [`LeaseScope::Automatic`].
+    async fn lease(&self, worker: &str, max: u32, now_ms: i64, ttl_ms: i64) -> Result<LeaseBatch, LedgerError> {
+        self.lease_scoped(worker, LeaseScope::Automatic, max, now_ms, ttl_ms).await
+    }
+
+    /// Leases as [`Ledger::lease`] does, from the arms `scope` allows: every
+    /// non-manual arm, or one manual arm's runs only. The cap, pause,
+    /// backoff, order, window and abort rules are the same for both; the
+    /// first grant of either scope opens the window. `LeaseScope::Manual`
+    /// naming an unknown arm is [`LedgerError::UnknownArm`], a non-manual
+    /// one [`LedgerError::NotManual`].
+    async fn lease_scoped(
+        &self,
+        worker: &str,
+        scope: LeaseScope<'_>,
+        max: u32,
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<LeaseBatch, LedgerError>;
+
+    /// The leases `worker` holds now, in planned order, with their tokens
+    /// (a person's open manual runs: the person leases once and submits
+    /// later, possibly from another process).
+    async fn leases_held(&self, worker: &str) -> Result<Vec<LeaseGrant>, LedgerError>;
 
     /// Extends the worker's current leases; returns those it no longer holds.
     async fn heartbeat(
@@ -405,4 +457,37 @@ pub fn split_run_id(run_id: &str) -> (&str, &str, u32) {
     let a = parts.next().unwrap_or_default();
     let r = parts.next().and_then(|r| r.parse().ok()).unwrap_or(1);
     (q, a, r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A plan seeded before the manual flag existed reads as automatic.
+    #[test]
+    fn arm_plan_without_the_manual_flag_is_automatic() {
+        let arm: ArmPlan = serde_json::from_str(r#"{"id":"a","concurrency":2,"pinned_version":"a-1"}"#)
+            .expect("an old arm plan parses");
+        assert!(!arm.manual);
+        let status: ArmStatus = serde_json::from_str(
+            r#"{"id":"a","planned":1,"leased":0,"by_outcome":{},"paused":null,"accepted_versions":[]}"#,
+        )
+        .expect("an old arm status parses");
+        assert!(!status.manual);
+    }
+
+    /// The plan marks exactly the arms whose adapter is `manual`.
+    #[test]
+    fn plan_marks_manual_arms() {
+        let arm = |id: &str, adapter: &str| {
+            format!(
+                "[[arms]]\nid = \"{id}\"\nlabel = \"{id}\"\nadapter = \"{adapter}\"\npinned_version = \"v\"\nvendor_lineage = \"{id}co\"\n"
+            )
+        };
+        let text = format!("name = \"demo\"\nseed = 7\n\n{}\n{}", arm("s", "sim"), arm("p", "manual"));
+        let config = cohort_core::config::build_and_validate(&text).expect("a valid cohort");
+        let plan = PlanHeader::for_cohort(&config, &"a".repeat(64));
+        let manual: Vec<(&str, bool)> = plan.arms.iter().map(|a| (a.id.as_str(), a.manual)).collect();
+        assert_eq!(manual, vec![("s", false), ("p", true)]);
+    }
 }

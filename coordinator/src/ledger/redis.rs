@@ -38,6 +38,7 @@ struct Scripts {
     expire: Script,
     close: Script,
     arm: Script,
+    held: Script,
 }
 
 impl Scripts {
@@ -52,6 +53,7 @@ impl Scripts {
             expire: with_prelude(include_str!("lua/expire.lua")),
             close: with_prelude(include_str!("lua/close.lua")),
             arm: with_prelude(include_str!("lua/arm.lua")),
+            held: with_prelude(include_str!("lua/held.lua")),
         }
     }
 }
@@ -78,6 +80,9 @@ impl std::fmt::Debug for RedisLedger {
 fn redis_err(e: ::redis::RedisError) -> LedgerError {
     if e.code() == Some("UNKNOWNARM") {
         return LedgerError::UnknownArm(e.detail().unwrap_or_default().to_owned());
+    }
+    if e.code() == Some("NOTMANUAL") {
+        return LedgerError::NotManual(e.detail().unwrap_or_default().to_owned());
     }
     if e.code() == Some("NOTSEEDED") {
         return LedgerError::NotSeeded;
@@ -173,6 +178,28 @@ fn value_i64(v: &Value) -> i64 {
     }
 }
 
+/// Leases as `lease.lua` and `held.lua` return them: groups of run_id,
+/// token, attempt, question text, expiry.
+fn grants(reply: &[Value]) -> Vec<LeaseGrant> {
+    reply
+        .chunks_exact(5)
+        .map(|g| {
+            let run_id = value_string(&g[0]);
+            let (q, arm, repeat) = split_run_id(&run_id);
+            LeaseGrant {
+                question_id: q.to_owned(),
+                arm_id: arm.to_owned(),
+                repeat,
+                token: value_i64(&g[1]) as u64,
+                attempt: value_i64(&g[2]) as u32,
+                question_text: value_string(&g[3]),
+                expires_ms: value_i64(&g[4]),
+                run_id,
+            }
+        })
+        .collect()
+}
+
 #[async_trait]
 impl Ledger for RedisLedger {
     fn round_trips(&self) -> Option<u64> {
@@ -250,6 +277,9 @@ impl Ledger for RedisLedger {
                 .ignore()
                 .del(self.key(&format!("pending:{}", arm.id)))
                 .ignore();
+            if arm.manual {
+                p.hset(self.key("arms"), format!("{}|manual", arm.id), 1).ignore();
+            }
         }
         p.query_async::<()>(&mut self.rt()).await.map_err(redis_err)?;
 
@@ -305,7 +335,18 @@ impl Ledger for RedisLedger {
         Ok(SeedOutcome::Seeded)
     }
 
-    async fn lease(&self, worker: &str, max: u32, now_ms: i64, ttl_ms: i64) -> Result<LeaseBatch, LedgerError> {
+    async fn lease_scoped(
+        &self,
+        worker: &str,
+        scope: LeaseScope<'_>,
+        max: u32,
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<LeaseBatch, LedgerError> {
+        let (scope, scope_arm) = match scope {
+            LeaseScope::Automatic => ("auto", ""),
+            LeaseScope::Manual(arm) => ("manual", arm),
+        };
         let reply: Vec<Value> = self
             .scripts
             .lease
@@ -315,6 +356,8 @@ impl Ledger for RedisLedger {
             .arg(ttl_ms)
             .arg(worker)
             .arg(CLOSE_BATCH)
+            .arg(scope)
+            .arg(scope_arm)
             .invoke_async(&mut self.rt())
             .await
             .map_err(redis_err)?;
@@ -325,22 +368,14 @@ impl Ledger for RedisLedger {
             self.close_window_if_due(now_ms).await?;
             done = self.status().await?.done();
         }
-        let mut leases = Vec::new();
-        for g in reply.get(3..).unwrap_or_default().chunks_exact(5) {
-            let run_id = value_string(&g[0]);
-            let (q, arm, repeat) = split_run_id(&run_id);
-            leases.push(LeaseGrant {
-                question_id: q.to_owned(),
-                arm_id: arm.to_owned(),
-                repeat,
-                token: value_i64(&g[1]) as u64,
-                attempt: value_i64(&g[2]) as u32,
-                question_text: value_string(&g[3]),
-                expires_ms: value_i64(&g[4]),
-                run_id,
-            });
-        }
+        let leases = grants(reply.get(3..).unwrap_or_default());
         Ok(LeaseBatch { leases, closed: closed || done, done })
+    }
+
+    async fn leases_held(&self, worker: &str) -> Result<Vec<LeaseGrant>, LedgerError> {
+        let reply: Vec<Value> =
+            self.scripts.held.key(self.meta()).arg(worker).invoke_async(&mut self.rt()).await.map_err(redis_err)?;
+        Ok(grants(&reply))
     }
 
     async fn heartbeat(
@@ -544,6 +579,7 @@ impl Ledger for RedisLedger {
             s.planned = parse(counts.get(&format!("a|{id}|planned")));
             s.leased = parse(arms.get(&format!("{id}|leased")));
             s.paused = arms.get(&format!("{id}|paused")).cloned();
+            s.manual = arms.contains_key(&format!("{id}|manual"));
             s.accepted_versions =
                 arms.get(&format!("{id}|versions")).and_then(|v| serde_json::from_str(v).ok()).unwrap_or_default();
             for o in Outcome::ALL {

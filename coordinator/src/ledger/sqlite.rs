@@ -24,6 +24,10 @@
 //! - `discarded`: reports that arrived with a stale lease, as JSON.
 //! - `events`: the audit log.
 //!
+//! Whether an arm is manual is read from the plan header (JSON, `manual`
+//! defaulting to false), so a ledger seeded before the flag existed needs
+//! no migration and reads as automatic.
+//!
 //! Counts (by state, by outcome, by class, per arm) are not stored: they
 //! are computed from the rows by `GROUP BY` queries, so they cannot drift
 //! from the runs they count.
@@ -56,8 +60,8 @@ use cohort_core::taxonomy::{AttemptClass, Outcome};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::{
-    ArmStatus, AttemptRecord, AttemptVerdict, DiscardedReport, LeaseBatch, LeaseGrant, LeaseRef, Ledger, LedgerError,
-    LedgerEvent, PlanHeader, RunResult, RunRow, RunStateKind, SeedOutcome, Status, split_run_id,
+    ArmStatus, AttemptRecord, AttemptVerdict, DiscardedReport, LeaseBatch, LeaseGrant, LeaseRef, LeaseScope, Ledger,
+    LedgerError, LedgerEvent, PlanHeader, RunResult, RunRow, RunStateKind, SeedOutcome, Status, split_run_id,
 };
 
 /// The schema, applied once to an empty file.
@@ -194,10 +198,45 @@ impl Ledger for SqliteLedger {
         self.write(|tx, _| seed(tx, header, questions, order, now_ms))
     }
 
-    async fn lease(&self, worker: &str, max: u32, now_ms: i64, ttl_ms: i64) -> Result<LeaseBatch, LedgerError> {
+    async fn lease_scoped(
+        &self,
+        worker: &str,
+        scope: LeaseScope<'_>,
+        max: u32,
+        now_ms: i64,
+        ttl_ms: i64,
+    ) -> Result<LeaseBatch, LedgerError> {
         self.write(|tx, cache| {
-            let window_ms = plan(tx, cache)?.window_ms;
-            lease(tx, window_ms, worker, max, now_ms, ttl_ms)
+            let plan = plan(tx, cache)?;
+            let eligible = eligible_arms(plan, scope)?;
+            lease(tx, plan.window_ms, &eligible, worker, max, now_ms, ttl_ms)
+        })
+    }
+
+    async fn leases_held(&self, worker: &str) -> Result<Vec<LeaseGrant>, LedgerError> {
+        self.read(|tx| {
+            let mut stmt = tx
+                .prepare_cached(
+                    "SELECT r.run_id, r.question_id, r.arm_id, r.rep, r.attempts, r.token, r.expires_ms, q.text \
+                     FROM runs r JOIN questions q ON q.id = r.question_id \
+                     WHERE r.state = 'leased' AND r.worker = ?1 ORDER BY r.position",
+                )
+                .sql()?;
+            let mut rows = stmt.query(params![worker]).sql()?;
+            let mut held = Vec::new();
+            while let Some(row) = rows.next().sql()? {
+                held.push(LeaseGrant {
+                    run_id: row.get(0).sql()?,
+                    question_id: row.get(1).sql()?,
+                    arm_id: row.get(2).sql()?,
+                    repeat: to_unsigned("repeat", row.get(3).sql()?)?,
+                    attempt: to_unsigned("attempts", row.get(4).sql()?)?,
+                    token: to_unsigned("token", row.get(5).sql()?)?,
+                    expires_ms: row.get(6).sql()?,
+                    question_text: row.get(7).sql()?,
+                });
+            }
+            Ok(held)
         })
     }
 
@@ -577,9 +616,23 @@ impl ArmSlot {
     }
 }
 
+/// The arms a lease of `scope` may grant from: every automatic arm, or the
+/// one manual arm named (an unknown or automatic arm is refused).
+fn eligible_arms(plan: &PlanHeader, scope: LeaseScope<'_>) -> Result<HashSet<String>, LedgerError> {
+    match scope {
+        LeaseScope::Automatic => Ok(plan.arms.iter().filter(|a| !a.manual).map(|a| a.id.clone()).collect()),
+        LeaseScope::Manual(id) => match plan.arms.iter().find(|a| a.id == id) {
+            None => Err(LedgerError::UnknownArm(id.to_owned())),
+            Some(arm) if !arm.manual => Err(LedgerError::NotManual(id.to_owned())),
+            Some(arm) => Ok(HashSet::from([arm.id.clone()])),
+        },
+    }
+}
+
 fn lease(
     tx: &Transaction<'_>,
     window_ms: i64,
+    eligible: &HashSet<String>,
     worker: &str,
     max: u32,
     now_ms: i64,
@@ -601,9 +654,14 @@ fn lease(
             .sql()?;
         let mut rows = stmt.query([]).sql()?;
         while let Some(row) = rows.next().sql()? {
+            let id: String = row.get(0).sql()?;
+            if !eligible.contains(&id) {
+                // Out of this call's scope: its runs are skipped below.
+                continue;
+            }
             let cap: u32 = to_unsigned("concurrency", row.get(2).sql()?)?;
             let leased: u32 = to_unsigned("leased count", row.get(3).sql()?)?;
-            arms.insert(row.get(0).sql()?, ArmSlot { paused: row.get(1).sql()?, free: cap.saturating_sub(leased) });
+            arms.insert(id, ArmSlot { paused: row.get(1).sql()?, free: cap.saturating_sub(leased) });
         }
     }
     let mut blocked = arms.values().filter(|slot| slot.blocked()).count();
@@ -717,14 +775,19 @@ fn status(tx: &Transaction<'_>) -> Result<Status, LedgerError> {
         ..Status::default()
     };
 
+    let header: String = tx.query_row("SELECT header FROM cohort WHERE id = 1", [], |row| row.get(0)).sql()?;
+    let header: PlanHeader = from_json("plan header", &header)?;
+    let manual: HashSet<&str> = header.arms.iter().filter(|a| a.manual).map(|a| a.id.as_str()).collect();
     let mut arms: Vec<ArmStatus> = Vec::new();
     {
         let mut stmt =
             tx.prepare_cached("SELECT id, paused_reason, accepted_versions FROM arms ORDER BY position").sql()?;
         let mut rows = stmt.query([]).sql()?;
         while let Some(row) = rows.next().sql()? {
+            let id: String = row.get(0).sql()?;
             arms.push(ArmStatus {
-                id: row.get(0).sql()?,
+                manual: manual.contains(id.as_str()),
+                id,
                 paused: row.get(1).sql()?,
                 accepted_versions: from_json("accepted versions", &row.get::<_, String>(2).sql()?)?,
                 ..ArmStatus::default()

@@ -16,7 +16,8 @@
 --                        record, version
 --   P.."attempts:"..id   list: attempt records (JSON), in order
 --   P.."questions"       hash: question_id -> text
---   P.."arms"            hash: ARM|cap, ARM|leased, ARM|paused, ARM|versions
+--   P.."arms"            hash: ARM|cap, ARM|leased, ARM|paused, ARM|versions,
+--                        ARM|manual (present, "1", for a manual arm)
 --   P.."counts"          hash: o|OUTCOME, c|CLASS, a|ARM|OUTCOME, a|ARM|planned
 --   P.."order"           list: run ids in planned order
 --   P.."discarded"       list: stale reports (JSON)

@@ -1,11 +1,30 @@
 -- lease: hands up to ARGV[2] runs to worker ARGV[4], in planned order.
--- KEYS[1] meta. ARGV: now_ms, max, ttl_ms, worker, close_limit.
+-- KEYS[1] meta. ARGV: now_ms, max, ttl_ms, worker, close_limit, scope
+-- ('auto': every arm without ARM|manual; 'manual': only arm ARGV[7], which
+-- must be manual), arm.
 -- Atomic: the window check, the move of due retries, the grants, the
 -- tokens and the arm slot counts happen in one script.
--- Returns {closed, done, n, run_id, token, attempt, question_text, expires, ...}.
+-- Returns {closed, done, n, run_id, token, attempt, question_text, expires, ...},
+-- or an error UNKNOWNARM / NOTMANUAL for a manual scope naming a bad arm.
 local now, max, ttl, worker = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local close_limit = tonumber(ARGV[5])
+local scope, scope_arm = ARGV[6], ARGV[7]
 if redis.call('HGET', META, 'seeded') ~= '1' then return redis.error_reply('NOTSEEDED the ledger is not seeded') end
+if scope == 'manual' then
+  if redis.call('HEXISTS', P .. 'arms', scope_arm .. '|cap') == 0 then
+    return redis.error_reply('UNKNOWNARM ' .. scope_arm)
+  end
+  if redis.call('HEXISTS', P .. 'arms', scope_arm .. '|manual') == 0 then
+    return redis.error_reply('NOTMANUAL ' .. scope_arm)
+  end
+end
+
+-- Whether this call may grant runs of `arm`.
+local function in_scope(arm)
+  local manual = redis.call('HEXISTS', P .. 'arms', arm .. '|manual') == 1
+  if scope == 'manual' then return arm == scope_arm end
+  return not manual
+end
 
 local function finished_all()
   local m = redis.call('HMGET', META, 'planned', 'finished')
@@ -28,7 +47,7 @@ end
 local candidates = {}
 local arms = cjson.decode(redis.call('HGET', P .. 'arms', 'order'))
 for _, arm in ipairs(arms) do
-  if redis.call('HEXISTS', P .. 'arms', arm .. '|paused') == 0 then
+  if in_scope(arm) and redis.call('HEXISTS', P .. 'arms', arm .. '|paused') == 0 then
     local a = redis.call('HMGET', P .. 'arms', arm .. '|cap', arm .. '|leased')
     local room = math.min(tonumber(a[1]) - tonumber(a[2] or 0), max)
     if room > 0 then

@@ -1,0 +1,23 @@
+-- leases_held: the runs leased to worker ARGV[1] now, in planned order.
+-- KEYS[1] meta. ARGV: worker. Read-only; one consistent snapshot.
+-- Returns {run_id, token, attempt, question_text, expires, ...} (groups of 5).
+local worker = ARGV[1]
+if redis.call('HGET', META, 'seeded') ~= '1' then return redis.error_reply('NOTSEEDED the ledger is not seeded') end
+local held = {}
+for _, id in ipairs(redis.call('ZRANGE', P .. 'leases', 0, -1)) do
+  local r = redis.call('HMGET', P .. 'run:' .. id, 'worker', 'state', 'pos', 'token', 'attempts', 'q', 'expires')
+  if r[1] == worker and r[2] == 'leased' then
+    table.insert(held, { id = id, pos = tonumber(r[3]), token = tonumber(r[4]), attempts = tonumber(r[5]),
+      q = r[6], expires = tonumber(r[7]) })
+  end
+end
+table.sort(held, function(x, y) return x.pos < y.pos end)
+local out = {}
+for _, h in ipairs(held) do
+  table.insert(out, h.id)
+  table.insert(out, h.token)
+  table.insert(out, h.attempts)
+  table.insert(out, redis.call('HGET', P .. 'questions', h.q) or '')
+  table.insert(out, h.expires)
+end
+return out
