@@ -14,7 +14,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use cohort_tests::{SimCohort, cargo_bin, free_port, write_judge_file};
-use judge_proxy_support::{Proc, mock, proxy};
+use judge_proxy_support::{Proc, mock_judge};
 use serde_json::Value;
 
 const TEAM_KEY: &str = "team-key-judge-stage-7a1c2e";
@@ -45,21 +45,8 @@ fn start_judge_with(
     lineage: Option<&str>,
     extra: &str,
 ) -> (Proc, Proc, String, String) {
-    let (mock_proc, mock_url) = mock(dir, mock_args, &[]);
-    let config = dir.join("proxy.toml");
     let lineage = lineage.map(|l| format!("vendor_lineage = \"{l}\"\n")).unwrap_or_default();
-    fs::write(
-        &config,
-        format!(
-            "{extra}[[upstreams]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{mock_url}\"\napi_key_env = \"MOCK_KEY\"\nrpm = 60000\ntpm = 100000000\n\n\
-             [[teams]]\nname = \"eval\"\nkey_env = \"STAGE_TEAM_KEY\"\n\n\
-             [[judges]]\nname = \"j\"\nupstream = \"mock\"\nmodel = \"judge-1\"\nbatch_size = 4\n{lineage}"
-        ),
-    )
-    .unwrap();
-    let (proxy_proc, grpc, _http) =
-        proxy(&config, &[("STAGE_TEAM_KEY", TEAM_KEY), ("MOCK_KEY", MOCK_KEY)], dir.join("proxy.log"));
-    (mock_proc, proxy_proc, grpc, mock_url.trim_end_matches("/v1").to_owned())
+    mock_judge(dir, mock_args, ("STAGE_TEAM_KEY", TEAM_KEY), MOCK_KEY, &lineage, extra)
 }
 
 fn cohort(args: &[&str]) -> Command {

@@ -147,6 +147,12 @@ pub struct PassRun {
     /// to the k-th claim of `claims` with a YES or NO verdict (that pairing
     /// is checked on every merge). Empty for an ensemble.
     pub traces: Vec<serde_json::Value>,
+    /// Sources this pass fetched itself at judging time (`cohort judge
+    /// --capture`), because the run was collected without capture: each
+    /// with its own access time, kept once (a later merge never replaces
+    /// one), so a rerun judges against the same text.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub captures: Vec<crate::capture::Capture>,
     /// When this file was last written.
     pub updated_at: String,
 }
@@ -331,11 +337,12 @@ impl PassStore {
                 }
                 let stored_pairs =
                     paired(&stored).map_err(|message| PassError::Corrupt { path: path.clone(), message })?;
-                let (pairs, changed) = merge_claims(stored_pairs, incoming_pairs);
-                if !changed {
+                let (pairs, claims_changed) = merge_claims(stored_pairs, incoming_pairs);
+                let captures = merge_captures(&stored.captures, &incoming.captures);
+                if !claims_changed && captures.len() == stored.captures.len() {
                     return Ok(stored);
                 }
-                PassRun { updated_at: now_rfc3339(), ..unpair(&stored, pairs) }
+                PassRun { updated_at: now_rfc3339(), captures, ..unpair(&stored, pairs) }
             }
         };
         let bytes = serde_json::to_vec_pretty(&merged)
@@ -451,6 +458,22 @@ fn paired(run: &PassRun) -> Result<Vec<ClaimWithTrace>, String> {
         .collect())
 }
 
+/// The stored captures, then those of `incoming` for URLs not captured yet:
+/// a source's text, once used for a verdict, is never swapped for a later
+/// fetch.
+fn merge_captures(
+    stored: &[crate::capture::Capture],
+    incoming: &[crate::capture::Capture],
+) -> Vec<crate::capture::Capture> {
+    let mut merged = stored.to_vec();
+    for capture in incoming {
+        if !merged.iter().any(|c| c.url == capture.url) {
+            merged.push(capture.clone());
+        }
+    }
+    merged
+}
+
 fn unpair(base: &PassRun, pairs: Vec<ClaimWithTrace>) -> PassRun {
     let traces: Vec<serde_json::Value> =
         pairs.iter().filter(|(c, _)| c.verdict.is_judged()).filter_map(|(_, t)| t.clone()).collect();
@@ -464,6 +487,7 @@ fn unpair(base: &PassRun, pairs: Vec<ClaimWithTrace>) -> PassRun {
         record_sha256: base.record_sha256.clone(),
         claims: pairs.into_iter().map(|(c, _)| c).collect(),
         traces,
+        captures: base.captures.clone(),
         updated_at: base.updated_at.clone(),
     }
 }
@@ -533,6 +557,7 @@ impl PassRun {
             record_sha256: record_sha256.to_owned(),
             claims,
             traces,
+            captures: Vec::new(),
             updated_at: now_rfc3339(),
         })
     }
@@ -694,7 +719,14 @@ mod tests {
                 |c| serde_json::json!({"claim_text": format!("claim {}", c.claim_id), "v": format!("{:?}", c.verdict)}),
             )
             .collect();
-        PassRun { run_id: "q1:a:1".into(), record_sha256: "ab".into(), claims, traces, updated_at: String::new() }
+        PassRun {
+            run_id: "q1:a:1".into(),
+            record_sha256: "ab".into(),
+            claims,
+            traces,
+            captures: Vec::new(),
+            updated_at: String::new(),
+        }
     }
 
     /// Proves the merge rule: YES/NO never change, unjudged claims fill

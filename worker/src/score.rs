@@ -29,8 +29,8 @@ use crate::capture::{Capture, SourceCapturer};
 /// long each may be: enough context, never the whole page.
 const PASSAGES_PER_SOURCE: usize = 2;
 const PASSAGE_CHARS: usize = 1_200;
-/// How many sources are captured at once for one run.
-const CAPTURE_CONCURRENCY: usize = 4;
+/// Sources fetched at once for one run (inline and by `cohort judge --capture`).
+pub const CAPTURE_CONCURRENCY: usize = 4;
 
 /// Where the judge proxy is and how to use it: `--judge FILE`.
 #[derive(Debug, Clone)]
@@ -453,6 +453,11 @@ pub struct StoredRunPlan {
     pub to_judge: Vec<pb::Claim>,
     /// The `system` of its trace records, as the inline path names it.
     pub system: String,
+    /// Cited URLs whose text must come from a capture and that were never
+    /// fetched (the run was collected without capture): `cohort judge
+    /// --capture` fetches them. A URL fetched once, even without success,
+    /// is not in this list: its capture is the record of that access.
+    pub uncaptured: Vec<String>,
 }
 
 /// Rebuilds a completed run's judge requests from what was stored: the
@@ -461,9 +466,13 @@ pub struct StoredRunPlan {
 /// from the artifact store by each capture's `text_sha256`; then
 /// [`plan_evidence`] and [`plan_claims`], exactly as the inline path. The
 /// claims must be the record's (same ids and text), or the run is refused.
+///
+/// `late` are captures made after collection (a judging pass's own,
+/// `PassRun::captures`), read after the record's.
 pub fn plan_stored_run(
     record: &crate::record::RunRecord,
     store: &cohort_coordinator::ArtifactStore,
+    late: &[crate::capture::Capture],
 ) -> Result<StoredRunPlan, ReplanError> {
     let run_id = record.run_id.clone();
     let scoring = record.scoring.as_ref();
@@ -485,8 +494,16 @@ pub fn plan_stored_run(
     }
     let EvidencePlan { mut texts, to_capture, .. } =
         plan_evidence(&analysis.references, &BTreeMap::new(), &record.system_sources);
-    let captures = scoring.map(|s| s.captures.as_slice()).unwrap_or_default();
+    let recorded = scoring.map(|s| s.captures.as_slice()).unwrap_or_default();
+    let captures: Vec<&crate::capture::Capture> = recorded.iter().chain(late).collect();
+    let mut uncaptured = Vec::new();
     for (index, url) in to_capture {
+        if !captures.iter().any(|c| c.url == url) {
+            if !uncaptured.contains(&url) {
+                uncaptured.push(url);
+            }
+            continue;
+        }
         let Some(capture) = captures.iter().find(|c| c.url == url && c.accessible) else { continue };
         let Some(text_sha) = &capture.text_sha256 else { continue };
         if let Some(text) = store.get(text_sha).map_err(store_err)? {
@@ -509,7 +526,7 @@ pub fn plan_stored_run(
         .collect();
     // Labelled as the inline path labels it.
     let system = system_label(&record.product, record.simulated);
-    Ok(StoredRunPlan { unjudgeable, to_judge: plan.to_judge.into_iter().map(|(_, c)| c).collect(), system })
+    Ok(StoredRunPlan { unjudgeable, to_judge: plan.to_judge.into_iter().map(|(_, c)| c).collect(), system, uncaptured })
 }
 
 /// `DescribeJudge` for the endpoint's judge, with its team key: checks the

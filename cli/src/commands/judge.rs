@@ -32,6 +32,7 @@ use cohort_core::agreement::{Weights, agreement, majority_vote};
 use cohort_core::scoring::{UnjudgedReason, Verdict};
 use cohort_core::taxonomy::Outcome;
 use cohort_proto::v1 as pb;
+use cohort_worker::capture::{Capture, CaptureConfig, SourceCapturer};
 use cohort_worker::passes::{
     self, DEFAULT_PASS, PassClaim, PassConfig, PassJudge, PassKind, PassRun, PassStore, PassVerdict,
 };
@@ -74,6 +75,15 @@ pub struct JudgeArgs {
     /// Runs judged at once (through the proxy's shared quota).
     #[arg(long, default_value_t = 4)]
     pub concurrency: usize,
+    /// Fetch the cited sources that were never captured (the cohort was
+    /// collected without a judge and without `--capture`) now, recorded in
+    /// the pass with this access time; without it their claims are
+    /// unjudged, source_unavailable.
+    #[arg(long)]
+    pub capture: bool,
+    /// Let --capture reach loopback and private addresses (tests only).
+    #[arg(long, hide = true, requires = "capture")]
+    pub capture_private_addresses: bool,
     #[command(flatten)]
     pub store: StoreArgs,
 }
@@ -126,6 +136,8 @@ struct RunTally {
     /// Judgeable claims still unjudged, by reason.
     unjudged: BTreeMap<&'static str, u64>,
     source_unavailable: u64,
+    /// Sources fetched at judging time (`--capture`).
+    captured: u64,
 }
 
 async fn judge_stage(args: &JudgeArgs) -> Result<u8, Stop> {
@@ -189,6 +201,15 @@ async fn judge_stage(args: &JudgeArgs) -> Result<u8, Stop> {
     let endpoint = Arc::new(endpoint);
     let batch = usize::try_from(frozen_judge.batch_size).unwrap_or(1).max(1);
     let expected = Arc::new(frozen_judge.served_model.clone());
+    let capturer = if args.capture {
+        let config =
+            CaptureConfig { allow_private_addresses: args.capture_private_addresses, ..CaptureConfig::default() };
+        Some(Arc::new(
+            SourceCapturer::new(config, artifacts.clone()).context("cannot set up source capture").map_err(refused)?,
+        ))
+    } else {
+        None
+    };
 
     let bar = ProgressBar::new(rows.len() as u64).with_style(
         ProgressStyle::with_template("judging [{bar:30}] {pos}/{len} runs, {msg} eta {eta}")
@@ -204,12 +225,19 @@ async fn judge_stage(args: &JudgeArgs) -> Result<u8, Stop> {
     loop {
         while tasks.len() < concurrency {
             let Some(row) = pending.next() else { break };
-            let (pass, artifacts, endpoint, expected) =
-                (Arc::clone(&pass), artifacts.clone(), Arc::clone(&endpoint), Arc::clone(&expected));
+            let (pass, artifacts, endpoint, expected, capturer) =
+                (Arc::clone(&pass), artifacts.clone(), Arc::clone(&endpoint), Arc::clone(&expected), capturer.clone());
             tasks.spawn(async move {
                 let id = row.run_id.clone();
-                let r =
-                    judge_run(&pass, &artifacts, &endpoint, &expected, batch, &row.run_id, &row.record_sha256).await;
+                let stage = Stage {
+                    pass: &pass,
+                    artifacts: &artifacts,
+                    endpoint: &endpoint,
+                    expected_served: &expected,
+                    batch,
+                    capturer: capturer.as_deref(),
+                };
+                let r = judge_run(&stage, &row.run_id, &row.record_sha256).await;
                 (id, r)
             });
         }
@@ -220,6 +248,7 @@ async fn judge_stage(args: &JudgeArgs) -> Result<u8, Stop> {
                 total.calls += t.calls;
                 total.judged += t.judged;
                 total.source_unavailable += t.source_unavailable;
+                total.captured += t.captured;
                 for (k, v) in t.unjudged {
                     *total.unjudged.entry(k).or_default() += v;
                 }
@@ -240,6 +269,16 @@ async fn judge_stage(args: &JudgeArgs) -> Result<u8, Stop> {
     );
     for (reason, n) in &total.unjudged {
         out.push_str(&format!("  unjudged {reason}: {n}\n"));
+    }
+    if args.capture {
+        out.push_str(&format!(
+            "  {} source(s) captured now, at judging time (recorded in the pass with their access time)\n",
+            total.captured
+        ));
+    } else if total.source_unavailable > 0 {
+        out.push_str(
+            "  sources never captured at collection can be fetched now with --capture (recorded with the access time)\n",
+        );
     }
     super::emit(&out);
     if !failures.is_empty() {
@@ -371,16 +410,20 @@ fn attempt_classes(reply: &pb::JudgeResponse) -> String {
     if classes.is_empty() { "none".to_owned() } else { classes.join(", ") }
 }
 
-/// Judges one run's claims that the pass has no YES/NO for, and merges.
-async fn judge_run(
-    pass: &PassStore,
-    artifacts: &ArtifactStore,
-    endpoint: &JudgeEndpoint,
-    expected_served: &str,
+/// What every run of the stage is judged with.
+struct Stage<'a> {
+    pass: &'a PassStore,
+    artifacts: &'a ArtifactStore,
+    endpoint: &'a JudgeEndpoint,
+    expected_served: &'a str,
     batch: usize,
-    run_id: &str,
-    record_sha256: &str,
-) -> anyhow::Result<RunTally> {
+    /// `--capture`: fetches the sources collection never captured.
+    capturer: Option<&'a SourceCapturer>,
+}
+
+/// Judges one run's claims that the pass has no YES/NO for, and merges.
+async fn judge_run(stage: &Stage<'_>, run_id: &str, record_sha256: &str) -> anyhow::Result<RunTally> {
+    let Stage { pass, artifacts, endpoint, expected_served, batch, capturer } = *stage;
     // `get` checks the bytes against the hash: an edited record is an error.
     let bytes = artifacts
         .get(record_sha256)
@@ -391,8 +434,18 @@ async fn judge_run(
     let existing = pass.read_run(run_id)?;
     let done: BTreeSet<u32> =
         existing.iter().flat_map(|r| r.claims.iter()).filter(|c| c.verdict.is_judged()).map(|c| c.claim_id).collect();
-    let plan = score::plan_stored_run(&record, artifacts)?;
+    let mut late: Vec<Capture> = existing.as_ref().map(|r| r.captures.clone()).unwrap_or_default();
+    let mut plan = score::plan_stored_run(&record, artifacts, &late)?;
     let mut tally = RunTally::default();
+    let mut captured_now = Vec::new();
+    if let Some(capturer) = capturer
+        && !plan.uncaptured.is_empty()
+    {
+        captured_now = capturer.capture_all(&plan.uncaptured, score::CAPTURE_CONCURRENCY).await;
+        tally.captured = captured_now.len() as u64;
+        late.extend(captured_now.iter().cloned());
+        plan = score::plan_stored_run(&record, artifacts, &late)?;
+    }
     let mut claims: Vec<(PassClaim, Option<serde_json::Value>)> =
         plan.unjudgeable.iter().map(|(id, reason)| (PassClaim::unjudged(*id, *reason), None)).collect();
     let to_send: Vec<pb::Claim> =
@@ -439,6 +492,7 @@ async fn judge_run(
         record_sha256: record_sha256.to_owned(),
         claims: claims.into_iter().map(|(c, _)| c).collect(),
         traces: if traces.len() == judged { traces } else { Vec::new() },
+        captures: captured_now,
         updated_at: String::new(),
     };
     let stored = pass.merge_run(&incoming)?;
@@ -566,6 +620,7 @@ fn ensemble(args: &JudgeArgs, name: &str) -> anyhow::Result<u8> {
             record_sha256: sha.to_owned(),
             claims,
             traces: Vec::new(),
+            captures: Vec::new(),
             updated_at: String::new(),
         };
         pass.merge_run(&incoming)?;

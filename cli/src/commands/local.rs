@@ -52,10 +52,40 @@ pub struct ScoringArgs {
     /// recorded and support stays unmeasured.
     #[arg(long, value_name = "FILE")]
     pub judge: Option<PathBuf>,
-    /// Do not fetch cited sources (claims whose system returned no
-    /// snippets stay unjudged, source_unavailable).
+    /// Fetch the cited sources even without a judge (so that `cohort
+    /// judge` later reads them as they were at collection time). With a
+    /// judge, sources are fetched unless `--no-capture`.
+    #[arg(long, conflicts_with = "no_capture")]
+    pub capture: bool,
+    /// Do not fetch cited sources, even with a judge (claims whose system
+    /// returned no snippets stay unjudged, source_unavailable).
     #[arg(long)]
     pub no_capture: bool,
+    /// Let source capture reach loopback, private and link-local
+    /// addresses. For tests whose servers listen on 127.0.0.1 only: a cited
+    /// URL must not reach the worker's own network.
+    #[arg(long, hide = true)]
+    pub capture_private_addresses: bool,
+}
+
+impl ScoringArgs {
+    /// Whether cited sources are fetched: when asked (`--capture`), or
+    /// when a judge will read them, unless `--no-capture`. Without a
+    /// judge, nothing is fetched from the web unasked.
+    pub fn captures(&self, judged: bool) -> bool {
+        self.capture || (judged && !self.no_capture)
+    }
+
+    /// The source capturer for runs judged (`judged`) or not, storing
+    /// into `artifacts`; `None` when nothing is to be fetched.
+    pub fn capturer(&self, judged: bool, artifacts: &ArtifactStore) -> anyhow::Result<Option<SourceCapturer>> {
+        if !self.captures(judged) {
+            return Ok(None);
+        }
+        let config =
+            CaptureConfig { allow_private_addresses: self.capture_private_addresses, ..CaptureConfig::default() };
+        Ok(Some(SourceCapturer::new(config, artifacts.clone()).context("cannot set up source capture")?))
+    }
 }
 
 /// A frozen cohort, loaded and verified.
@@ -182,12 +212,9 @@ pub fn arm_runtimes(frozen: &Frozen, only: &[String]) -> anyhow::Result<HashMap<
 pub fn run_context(frozen: &Frozen, store: &StoreArgs, scoring: &ScoringArgs) -> anyhow::Result<RunContext> {
     let c = &frozen.cohort.config;
     let artifacts = artifact_store(frozen, store);
-    let capturer = if scoring.no_capture {
-        None
-    } else {
-        Some(SourceCapturer::new(CaptureConfig::default(), artifacts.clone()).context("cannot set up source capture")?)
-    };
     let judge = scoring.judge.as_deref().map(JudgeEndpoint::from_file).transpose()?;
+    // `cohort run` may add a judge of its own afterwards (`set_judge`).
+    let capturer = scoring.capturer(judge.is_some(), &artifacts)?;
     Ok(RunContext {
         cohort: c.name.clone(),
         manifest_sha256: frozen.manifest_sha256.clone(),
@@ -199,6 +226,17 @@ pub fn run_context(frozen: &Frozen, store: &StoreArgs, scoring: &ScoringArgs) ->
         // `cohort run` sets the pass it writes (`local::inline_pass`).
         pass: None,
     })
+}
+
+/// Gives `context` the judge `cohort run` started or chose itself (the
+/// built-in SIMULATED judge, or `--judge-proxy-config`), and with it the
+/// source capture a judge needs (unless `--no-capture`).
+pub fn set_judge(context: &mut RunContext, judge: JudgeEndpoint, scoring: &ScoringArgs) -> anyhow::Result<()> {
+    if context.capturer.is_none() {
+        context.capturer = scoring.capturer(true, &context.store)?;
+    }
+    context.judge = Some(judge);
+    Ok(())
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

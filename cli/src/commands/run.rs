@@ -132,9 +132,14 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
     } else if args.scoring.judge.is_none()
         && let Some(judge) = &config.judge
     {
+        let sources = if args.scoring.captures(false) {
+            "cited sources are captured (--capture) for `cohort judge` later"
+        } else {
+            "cited sources are not fetched (add --capture to keep them, as they are now, for `cohort judge` later)"
+        };
         eprintln!(
             "warning: the cohort's judge ({} {:?}) is not called without --judge FILE or --judge-proxy-config FILE: \
-             claims are recorded, support will be unmeasured (n/a)",
+             claims are recorded, support will be unmeasured (n/a); {sources}",
             judge.provider, judge.model
         );
     }
@@ -184,8 +189,8 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
             drain_grace: Duration::from_secs(5),
             context: {
                 let mut context = local::run_context(&frozen, &args.store, &args.scoring)?;
-                if context_judge.is_some() {
-                    context.judge.clone_from(&context_judge);
+                if let Some(judge) = &context_judge {
+                    local::set_judge(&mut context, judge.clone(), &args.scoring)?;
                 }
                 context.pass.clone_from(&pass);
                 context

@@ -84,3 +84,33 @@ pub fn proxy(config: &Path, envs: &[(&str, &str)], log: PathBuf) -> (Proc, Strin
     let http = format!("http://{}", p.url_after("http="));
     (p, grpc, http)
 }
+
+/// A judge behind `cohort judge-proxy`: the mock provider (a TEST DOUBLE)
+/// with `mock_args`, as the upstream `mock` keyed by `mock_key`; one team
+/// whose key is `team.1` in the variable `team.0`; one judge `j` requesting
+/// `judge-1` with `batch_size = 4`, plus the lines `judge_extra`, after the
+/// top-level config `proxy_extra` (a `[retry]` table). Returns both
+/// processes, the proxy's gRPC URL and the mock's base URL (without `/v1`).
+pub fn mock_judge(
+    dir: &Path,
+    mock_args: &[&str],
+    team: (&str, &str),
+    mock_key: &str,
+    judge_extra: &str,
+    proxy_extra: &str,
+) -> (Proc, Proc, String, String) {
+    let (mock_proc, mock_url) = mock(dir, mock_args, &[]);
+    let config = dir.join("proxy.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "{proxy_extra}[[upstreams]]\nname = \"mock\"\nkind = \"openai\"\nbase_url = \"{mock_url}\"\napi_key_env = \"MOCK_KEY\"\nrpm = 60000\ntpm = 100000000\n\n\
+             [[teams]]\nname = \"eval\"\nkey_env = \"{}\"\n\n\
+             [[judges]]\nname = \"j\"\nupstream = \"mock\"\nmodel = \"judge-1\"\nbatch_size = 4\n{judge_extra}",
+            team.0
+        ),
+    )
+    .unwrap();
+    let (proxy_proc, grpc, _http) = proxy(&config, &[team, ("MOCK_KEY", mock_key)], dir.join("proxy.log"));
+    (mock_proc, proxy_proc, grpc, mock_url.trim_end_matches("/v1").to_owned())
+}
