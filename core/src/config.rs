@@ -36,7 +36,9 @@ struct RawConfig {
     seed: Spanned<RawSeed>,
     window_hours: Option<Spanned<i64>>,
     repeats: Option<Spanned<i64>>,
-    repeat_schedule: Option<String>,
+    /// A table (`every_hours`, `note`); read by hand so that the free-text
+    /// form of earlier versions gets a message saying what to write.
+    repeat_schedule: Option<Spanned<toml::Value>>,
     run_timeout_secs: Option<Spanned<i64>>,
     categories: Option<Spanned<Vec<Spanned<String>>>>,
     #[serde(default)]
@@ -139,6 +141,49 @@ struct RawPrice {
 
 // === validated config ===
 
+/// When the rounds of a repeated-run cohort are collected (seed 004:
+/// variability is measured "only if its count and schedule are frozen
+/// before collection"). Round `k` is repeat `k` of every question and arm.
+/// It opens `(k-1) * every_hours` after the cohort's first start (the first
+/// run of round 1 to start), and it has a collection window of its own,
+/// `window_hours` long from its opening: its runs are leased only inside
+/// it, and a run of round `k` not started by its close is `not_run`
+/// (window_closed), like any run outside a window.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RepeatSchedule {
+    /// Hours between the openings of consecutive rounds; 0 opens every
+    /// round at the first start (all repeats at once, one window).
+    pub every_hours: u32,
+    /// What the schedule is for, as written; shown in reports.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl RepeatSchedule {
+    /// Milliseconds from the first start to the opening of round `round`
+    /// (1-based).
+    pub fn opens_after_ms(&self, round: u32) -> i64 {
+        i64::from(round.saturating_sub(1)) * i64::from(self.every_hours) * 3_600_000
+    }
+
+    /// The schedule in words, for reports: "3 rounds, one every 24 h from
+    /// the first start, each with its own 48 h window".
+    pub fn describe(&self, rounds: u32, window_hours: u32) -> String {
+        let base = if self.every_hours == 0 {
+            format!("{rounds} rounds, all at the first start, in one {window_hours} h window")
+        } else {
+            format!(
+                "{rounds} rounds, one every {} h from the first start, each with its own {window_hours} h window",
+                self.every_hours
+            )
+        };
+        match &self.note {
+            Some(note) => format!("{base} ({note})"),
+            None => base,
+        }
+    }
+}
+
 /// A validated `cohort.toml`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CohortConfig {
@@ -146,8 +191,8 @@ pub struct CohortConfig {
     pub seed: u64,
     pub window_hours: u32,
     pub repeats: u32,
-    /// Required when `repeats > 1`: when the repeats are collected.
-    pub repeat_schedule: Option<String>,
+    /// Required when `repeats > 1`: when each round (repeat) is collected.
+    pub repeat_schedule: Option<RepeatSchedule>,
     pub run_timeout_secs: u64,
     pub categories: Vec<String>,
     pub arms: Vec<ArmConfig>,
@@ -371,17 +416,90 @@ impl std::ops::DerefMut for Validator<'_> {
 }
 
 impl Validator<'_> {
+    /// `[repeat_schedule]`: `every_hours` (required, at least 0) and an
+    /// optional `note`; anything else, or the free text of earlier
+    /// versions, is a problem.
+    fn repeat_schedule(&mut self, raw: Spanned<toml::Value>) -> Option<RepeatSchedule> {
+        let span = raw.span();
+        let table = match raw.into_inner() {
+            toml::Value::Table(t) => t,
+            toml::Value::String(text) => {
+                self.problem(
+                    span,
+                    "repeat_schedule",
+                    format!(
+                        "free text ({text:?}) cannot be leased by: write a table, `[repeat_schedule]` with \
+                         `every_hours = N` (and an optional `note`)"
+                    ),
+                );
+                return None;
+            }
+            other => {
+                self.problem(
+                    span,
+                    "repeat_schedule",
+                    format!("must be a table with every_hours, not a {}", other.type_str()),
+                );
+                return None;
+            }
+        };
+        let mut ok = true;
+        for key in table.keys().filter(|k| !matches!(k.as_str(), "every_hours" | "note")) {
+            self.problem(span.clone(), format!("repeat_schedule.{key}"), "unknown field: expected every_hours or note");
+            ok = false;
+        }
+        let every_hours = match table.get("every_hours") {
+            Some(toml::Value::Integer(n)) if (0..=i64::from(u32::MAX)).contains(n) => u32::try_from(*n).ok(),
+            Some(other) => {
+                self.problem(
+                    span.clone(),
+                    "repeat_schedule.every_hours",
+                    match other {
+                        toml::Value::Integer(n) => format!("must be a whole number of at least 0 (got {n})"),
+                        other => format!("must be a whole number of at least 0 (got a {})", other.type_str()),
+                    },
+                );
+                None
+            }
+            None => {
+                self.problem(
+                    span.clone(),
+                    "repeat_schedule.every_hours",
+                    "is required: hours between the rounds' openings",
+                );
+                None
+            }
+        };
+        let note = match table.get("note") {
+            None => None,
+            Some(toml::Value::String(n)) if !n.trim().is_empty() => Some(n.trim().to_owned()),
+            Some(_) => {
+                self.problem(span, "repeat_schedule.note", "must be a non-empty string");
+                ok = false;
+                None
+            }
+        };
+        (ok).then_some(())?;
+        Some(RepeatSchedule { every_hours: every_hours?, note })
+    }
+
     fn config(&mut self, raw: RawConfig) -> CohortConfig {
         let name = self.non_empty(raw.name, "name");
         let seed = self.seed(raw.seed);
         let window_hours = self.int(raw.window_hours, "window_hours", 1, DEFAULT_WINDOW_HOURS);
         let repeats_span = raw.repeats.as_ref().map(Spanned::span);
         let repeats = self.int(raw.repeats, "repeats", 1, 1u32);
-        if repeats > 1 && raw.repeat_schedule.as_deref().is_none_or(|s| s.trim().is_empty()) {
+        let repeat_schedule = raw.repeat_schedule.and_then(|s| self.repeat_schedule(s));
+        if repeats > 1
+            && repeat_schedule.is_none()
+            && !self.problems.iter().any(|p| p.field.as_deref().is_some_and(|f| f.starts_with("repeat_schedule")))
+        {
             self.problem(
                 repeats_span.unwrap_or(0..0),
                 "repeat_schedule",
-                "a repeated-run cohort must freeze its schedule: set repeat_schedule (e.g. \"every 24 h, 3 rounds\")",
+                "a repeated-run cohort must freeze its schedule: add `[repeat_schedule]` with `every_hours = N` \
+                 (round k opens (k-1)*N hours after the first start, each round with its own window_hours window; \
+                 0 runs every round at once)",
             );
         }
         let run_timeout_secs = self.int(raw.run_timeout_secs, "run_timeout_secs", 1, DEFAULT_RUN_TIMEOUT_SECS);
@@ -401,7 +519,7 @@ impl Validator<'_> {
             seed,
             window_hours,
             repeats,
-            repeat_schedule: raw.repeat_schedule,
+            repeat_schedule,
             run_timeout_secs,
             categories,
             arms,
@@ -751,11 +869,35 @@ temperature = 0.0
     }
 
     #[test]
-    fn repeats_need_a_schedule() {
+    fn repeats_need_a_structured_schedule() {
         let p = problems(&GOOD.replace("seed = 7", "seed = 7\nrepeats = 3"));
-        assert!(p[0].contains("repeat_schedule"), "{p:?}");
-        let ok = GOOD.replace("seed = 7", "seed = 7\nrepeats = 3\nrepeat_schedule = \"daily\"");
-        assert_eq!(build_and_validate(&ok).unwrap().repeats, 3);
+        assert!(p[0].contains("repeat_schedule") && p[0].contains("every_hours"), "{p:?}");
+        // The free text of earlier versions is refused with what to write.
+        let p = problems(&GOOD.replace("seed = 7", "seed = 7\nrepeats = 3\nrepeat_schedule = \"daily\""));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].contains("free text") && p[0].contains("every_hours = N"), "{p:?}");
+        let p = problems(&GOOD.replace("seed = 7", "seed = 7\nrepeats = 3\nrepeat_schedule = { every_hours = -1 }"));
+        assert!(p.len() == 1 && p[0].contains("repeat_schedule.every_hours"), "{p:?}");
+        let p = problems(&GOOD.replace("seed = 7", "seed = 7\nrepeats = 3\nrepeat_schedule = { every = 2 }"));
+        assert!(
+            p.iter().any(|p| p.contains("`repeat_schedule.every`: unknown field")),
+            "{p:?}"
+        );
+        let ok = GOOD.replace(
+            "seed = 7",
+            "seed = 7\nrepeats = 3\nrepeat_schedule = { every_hours = 24, note = \"weekly drift\" }",
+        );
+        let c = build_and_validate(&ok).unwrap();
+        let schedule = c.repeat_schedule.clone().unwrap();
+        assert_eq!((c.repeats, schedule.every_hours), (3, 24));
+        assert_eq!((schedule.opens_after_ms(1), schedule.opens_after_ms(3)), (0, 48 * 3_600_000));
+        assert_eq!(
+            schedule.describe(3, 48),
+            "3 rounds, one every 24 h from the first start, each with its own 48 h window (weekly drift)"
+        );
+        // The schedule is part of the frozen config.
+        let other = build_and_validate(&ok.replace("every_hours = 24", "every_hours = 12")).unwrap();
+        assert_ne!(c.canonical_json(), other.canonical_json());
     }
 
     #[test]

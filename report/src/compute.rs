@@ -394,7 +394,7 @@ pub fn summarise(frozen: &FrozenCohort, gathered: &Gathered, draws: u32) -> Summ
         first_start_at: (first_start != i64::MAX).then_some(first_start).and_then(rfc3339_ms),
         last_end_at: rfc3339_ms(last_end),
         repeats: config.repeats,
-        repeat_schedule: config.repeat_schedule.clone(),
+        repeat_schedule: config.repeat_schedule.as_ref().map(|r| r.describe(config.repeats, config.window_hours)),
         run_timeout_secs: config.run_timeout_secs,
         retry: config.retry.clone(),
         aborted: status.aborted.clone(),
