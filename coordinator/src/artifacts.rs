@@ -10,6 +10,7 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use cohort_core::hash::{is_sha256_hex, sha256_hex};
 
@@ -35,24 +36,38 @@ impl ArtifactStore {
     }
 
     /// Stores `bytes`; returns their SHA-256 (lowercase hex).
+    ///
+    /// Atomic for readers: the bytes go to a temporary file of this call
+    /// alone, are synced, and the file is renamed onto the blob's name, so a
+    /// reader sees no blob or the whole blob, never part of one. Two puts
+    /// of the same bytes at once (two tasks of one worker storing identical
+    /// refusals) both succeed: each writes its own temporary file, and the
+    /// second rename replaces the first blob with identical bytes (the name
+    /// is their hash), which a reader cannot tell apart.
     pub fn put(&self, bytes: &[u8]) -> io::Result<String> {
         let sha256 = sha256_hex(bytes);
         let path = self.path_of(&sha256);
-        if path.exists() {
+        if path.is_file() {
             return Ok(sha256);
         }
         let dir = path.parent().unwrap_or(&self.root);
         fs::create_dir_all(dir)?;
-        // Unique per write, not only per process: two tasks of one worker
-        // storing the same bytes at once (two identical refusals) must not
-        // share a temporary file, or one rename finds it gone.
-        static WRITES: AtomicU64 = AtomicU64::new(0);
-        let n = WRITES.fetch_add(1, Ordering::Relaxed);
-        let tmp = dir.join(format!(".{sha256}.{}.{n}.tmp", std::process::id()));
-        let mut file = fs::File::create(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&tmp, &path)?;
+        let tmp = dir.join(temporary_name(&sha256));
+        let written = (|| {
+            let mut file = fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+            file.write_all(bytes)?;
+            file.sync_all()?;
+            fs::rename(&tmp, &path)
+        })();
+        if written.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        written?;
+        // The rename is durable once the folder is synced; a failure here
+        // leaves a complete blob in place, so it is not an error of the put.
+        if let Ok(folder) = fs::File::open(dir) {
+            let _ = folder.sync_all();
+        }
         Ok(sha256)
     }
 
@@ -69,6 +84,19 @@ impl ArtifactStore {
             Err(e) => Err(e),
         }
     }
+}
+
+/// A hidden temporary name for one write of the blob `sha256`, unique to
+/// this call: the process id tells processes apart, the counter the calls of
+/// one process, and the time of the call processes that reuse an id (a
+/// restarted worker whose crashed predecessor left a temporary file with
+/// the same pid and counter behind). `create_new` refuses a name that
+/// exists all the same, so two writers never share a file.
+fn temporary_name(sha256: &str) -> String {
+    static WRITES: AtomicU64 = AtomicU64::new(0);
+    let n = WRITES.fetch_add(1, Ordering::Relaxed);
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    format!(".{sha256}.{}.{n}.{nanos}.tmp", std::process::id())
 }
 
 #[cfg(test)]
