@@ -48,8 +48,9 @@ fn assert_nothing_written(dir: &Path) {
 }
 
 /// Proves `cohort run examples/protocol-v1` without the keys stops with
-/// exit 2, naming both missing variables and the manual arm, and writes
-/// nothing (no manifest, no `.cohort/`).
+/// exit 2, naming both missing variables (and not the manual arm, which
+/// needs none: a person runs it), and writes nothing (no manifest, no
+/// `.cohort/`).
 #[test]
 fn run_without_keys_fails_fast_and_writes_nothing() {
     let (_tmp, dir) = copy_example("protocol-v1");
@@ -61,7 +62,7 @@ fn run_without_keys_fails_fast_and_writes_nothing() {
     assert_eq!(out.status.code(), Some(2), "{all}");
     assert!(all.contains("PERPLEXITY_API_KEY") && all.contains("OPENAI_API_KEY"), "{all}");
     assert!(all.contains("arms[1].settings.api_key_env") && all.contains("\"perplexity\""), "{all}");
-    assert!(all.contains("arms[0].adapter") && all.contains("manual"), "{all}");
+    assert!(!all.contains("arms[0]"), "the manual arm is built and needs no variable: {all}");
     assert!(all.contains("cohort.toml:"), "problems name the file and line: {all}");
     assert_nothing_written(&dir);
 }

@@ -7,7 +7,7 @@
 
 pub mod artifacts;
 pub mod clock;
-mod convert;
+pub mod convert;
 pub mod freeze;
 pub mod ledger;
 pub mod service;

@@ -21,7 +21,7 @@ use cohort_proto::v1 as pb;
 
 use crate::adapters::{Adapter, AdapterRequest, AdapterResponse, Reply, TokenUsage, Turn};
 use crate::capture::SourceCapturer;
-use crate::record::{RECORD_VERSION, RecordedAttempt, RunRecord, attempts_of, rfc3339_ms, version_label};
+use crate::record::{ManualRun, RECORD_VERSION, RecordedAttempt, RunRecord, attempts_of, rfc3339_ms, version_label};
 use crate::score::{JudgeEndpoint, ScoreInput, score_output, system_label};
 
 /// What the worker knows about its cohort.
@@ -69,9 +69,27 @@ pub enum Report {
     Result { outcome: Outcome, reason: String, record_sha256: String, observed_version: String, attempt: pb::Attempt },
 }
 
+/// What the system said, once its conversation is over: the input of
+/// [`record_answer`], from an adapter call ([`execute`]) or from a
+/// person's submission (`adapters::manual::Submission`), so both are
+/// classified, scored and recorded by the same code.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    /// The conversation before the output: the prompt, then any clarifying
+    /// question and the suffix given as the reply.
+    pub conversation: Vec<Turn>,
+    /// The final response (the output, a refusal, an error).
+    pub response: AdapterResponse,
+    /// When the final attempt started and ended (Unix ms).
+    pub started_ms: i64,
+    pub ended_ms: i64,
+    /// What a person recorded about a manual run; `None` for the others.
+    pub manual: Option<ManualRun>,
+}
+
 /// The role names in the recorded conversation.
-const USER: &str = "user";
-const SYSTEM: &str = "system_under_test";
+pub const USER: &str = "user";
+pub const SYSTEM: &str = "system_under_test";
 
 /// Runs `lease` on `arm` for the worker `worker_id` (as the coordinator
 /// named it at registration) and says what to report.
@@ -111,6 +129,23 @@ pub async fn execute(ctx: &RunContext, arm: &ArmRuntime, lease: &pb::Lease, work
         }
     };
     let ended_ms = now_ms();
+    let answer = Answer { conversation, response, started_ms, ended_ms, manual: None };
+    record_answer(ctx, arm, lease, worker_id, answer).await
+}
+
+/// Turns a final answer into what to report: an outage goes back as an
+/// attempt; anything else has its output stored, is scored (scoring never
+/// changes the outcome), and gets its [`RunRecord`] stored. `worker_id`
+/// is the holder of the lease, recorded with the attempt (a worker, or
+/// `manual:<arm>` for a person's submission).
+pub async fn record_answer(
+    ctx: &RunContext,
+    arm: &ArmRuntime,
+    lease: &pb::Lease,
+    worker_id: &str,
+    answer: Answer,
+) -> Report {
+    let Answer { mut conversation, response, started_ms, ended_ms, manual } = answer;
     // A blank label is no label: "not disclosed" in the record, empty on
     // the wire, never compared with the pinned one.
     let reported_version =
@@ -231,6 +266,7 @@ pub async fn execute(ctx: &RunContext, arm: &ArmRuntime, lease: &pb::Lease, work
         scoring_error,
         attempts,
         attempts_complete,
+        manual,
     };
     let record_sha256 =
         match serde_json::to_vec_pretty(&record).map_err(std::io::Error::other).and_then(|b| ctx.store.put(&b)) {

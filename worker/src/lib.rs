@@ -306,7 +306,9 @@ fn spawn_run(
 /// Merges an accepted run's inline verdicts into the pass (`cohort run
 /// --judge` writes the same pass as `cohort judge`). A failure is logged:
 /// the verdicts stay in the record, and `cohort judge` fills the pass in.
-fn merge_into_pass(context: &RunContext, pass: &InlinePass, record_sha256: &str) {
+/// Public for `cohort submit --judge`, whose manual runs go into the pass
+/// the same way.
+pub fn merge_into_pass(context: &RunContext, pass: &InlinePass, record_sha256: &str) {
     let record = match context.store.get(record_sha256) {
         Ok(Some(bytes)) => serde_json::from_slice::<record::RunRecord>(&bytes).map_err(|e| e.to_string()),
         Ok(None) => Err("the record is not in the artifact store".to_owned()),

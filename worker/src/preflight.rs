@@ -11,16 +11,20 @@
 //!   a cohort is frozen wherever it is written, and run where the keys are.
 //! - [`Scope::Run`]: the same, plus every environment variable an arm's
 //!   settings name (`api_key_env`, `${ENV:NAME}` headers of `http_json`) is
-//!   set and non-empty, and an adapter not built in this version (`manual`)
-//!   is refused. Which variables an arm reads is learnt by recording the
+//!   set and non-empty, and an adapter not built in this version is
+//!   refused. Which variables an arm reads is learnt by recording the
 //!   names its parser asks for, never by a second reading of the settings.
+//!
+//! A `manual` arm is checked like any other: its settings through
+//! `adapters::manual::ManualSettings` (it names no variable: a person runs
+//! it, so `cohort run` has nothing of it to check in the environment).
 //!
 //! A key's value is never in a problem: the recording lookup hands the
 //! parsers a placeholder, and the real lookup only says set or not.
 
 use std::cell::RefCell;
 
-use cohort_core::config::{AdapterKind, ArmConfig, CohortConfig, FILE};
+use cohort_core::config::{ArmConfig, CohortConfig, FILE};
 use cohort_core::error::Problem;
 
 use crate::adapters::{self, AdapterError};
@@ -104,13 +108,7 @@ pub fn check_arms(
                 findings.problems.push(place.problem(text, i, arm, &field, message));
             }
             Err(AdapterError::NotAvailable { kind, .. }) => {
-                let message = if arm.adapter == AdapterKind::Manual {
-                    "adapter `manual` is not built yet in this version of cohort: this arm cannot be run \
-                     (its runs would all be refused); drop the arm or run it when the manual adapter ships"
-                        .to_owned()
-                } else {
-                    format!("adapter `{kind}` is not available in this version of cohort")
-                };
+                let message = format!("adapter `{kind}` is not available in this version of cohort");
                 let p = place.problem(text, i, arm, "adapter", message);
                 match scope {
                     Scope::Freeze => findings.warnings.push(p),
@@ -237,30 +235,46 @@ label = "C"
 adapter = "manual"
 pinned_version = "v1"
 vendor_lineage = "z"
+settings = { plan = "Pro" }
 "#;
 
     fn config() -> CohortConfig {
         cohort_core::config::build_and_validate(TEXT).unwrap_or_else(|p| panic!("{p:?}"))
     }
 
+    /// Proves freeze-scope checks: a bad setting is a problem with its
+    /// line, and a valid manual arm passes (it is built in this version).
     #[test]
-    fn freeze_scope_refuses_bad_settings_and_only_warns_of_manual() {
+    fn freeze_scope_refuses_bad_settings_and_accepts_manual() {
         let f = check_arms(&config(), TEXT, Scope::Freeze, &[], &|_| None);
         assert_eq!(f.problems.len(), 1, "{:?}", f.problems);
         let p = f.problems[0].to_string();
         assert!(p.contains("cohort.toml:10:") && p.contains("arms[0].settings.refusal_rate"), "{p}");
         assert!(p.contains("\"a\"") && p.contains("from 0 to 1"), "{p}");
-        assert_eq!(f.warnings.len(), 1);
-        assert!(f.warnings[0].to_string().contains("manual"), "{:?}", f.warnings);
+        assert!(f.warnings.is_empty(), "{:?}", f.warnings);
+    }
+
+    /// Proves a manual arm's settings go through its own parser: an
+    /// unknown setting is refused at freeze and at run, naming it.
+    #[test]
+    fn manual_settings_are_checked() {
+        let text = TEXT.replace("settings = { plan = \"Pro\" }", "settings = { plan = \"Pro\", mode = \"deep\" }");
+        let config = cohort_core::config::build_and_validate(&text).unwrap_or_else(|p| panic!("{p:?}"));
+        for scope in [Scope::Freeze, Scope::Run] {
+            let f = check_arms(&config, &text, scope, &["c".to_owned()], &|_| None);
+            assert_eq!(f.problems.len(), 1, "{:?}", f.problems);
+            let p = f.problems[0].to_string();
+            assert!(p.contains("arms[2].settings.mode") && p.contains("unknown manual setting"), "{p}");
+            assert!(p.contains("cohort.toml:26:"), "{p}");
+        }
     }
 
     #[test]
     fn run_scope_names_missing_variables_and_never_a_value() {
         let f = check_arms(&config(), TEXT, Scope::Run, &[], &|_| None);
         let all: Vec<String> = f.problems.iter().map(ToString::to_string).collect();
-        assert_eq!(all.len(), 3, "{all:?}");
+        assert_eq!(all.len(), 2, "a manual arm needs no variable: {all:?}");
         assert!(all[1].contains("B_KEY") && all[1].contains("arms[1].settings.api_key_env"), "{all:?}");
-        assert!(all[2].contains("manual") && all[2].contains("arms[2].adapter"), "{all:?}");
         let set = check_arms(&config(), TEXT, Scope::Run, &["b".to_owned()], &|_| Some("sk-secret-123".into()));
         assert!(set.problems.is_empty(), "{:?}", set.problems);
         let empty = check_arms(&config(), TEXT, Scope::Run, &["b".to_owned()], &|_| Some("  ".into()));

@@ -84,13 +84,46 @@ pub struct RunRecord {
     /// older than version 3, which did not list them).
     #[serde(default)]
     pub attempts_complete: bool,
+    /// What the person who carried out a manual arm's run recorded
+    /// (`cohort submit`; seed 004: plan, settings, region, credits
+    /// debited); `None` for the other adapters (since version 4).
+    #[serde(default)]
+    pub manual: Option<ManualRun>,
+}
+
+/// A manual run's own facts, as the person submitted them. The version
+/// label, the times, the usage and the clarification exchange go in the
+/// record's common fields, as for every run.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManualRun {
+    /// Who held the lease: `manual:<arm>`.
+    pub holder: String,
+    /// When `cohort pending` first offered the run ([`rfc3339_ms`]).
+    pub offered_at: String,
+    /// When `cohort submit` recorded it.
+    pub submitted_at: String,
+    /// True when the person gave the run's times (`--started`, `--ended`);
+    /// false when they default to `offered_at` and `submitted_at` (an
+    /// upper bound on the real duration, not a measurement).
+    pub times_given: bool,
+    /// The subscription plan the product was used on; `None` when not given.
+    pub plan: Option<String>,
+    /// The region the product was used from; `None` when not given.
+    pub region: Option<String>,
+    /// The product settings the person used (`--setting key=value`), in
+    /// key order.
+    pub settings: std::collections::BTreeMap<String, String>,
+    /// The credits the product debited for the run, exactly as it showed
+    /// them (a decimal number kept as written, never converted to money);
+    /// `None` when not given.
+    pub credits_debited: Option<String>,
 }
 
 /// The current layout version of [`RunRecord`]. History (docs/records.md):
 /// 1, the first; 2, `system_sources`, `scoring`, `scoring_error`; 3,
 /// `attempts`, `attempts_complete`, times with milliseconds, capture and
-/// system-source publication dates.
-pub const RECORD_VERSION: u32 = 3;
+/// system-source publication dates; 4, `manual`.
+pub const RECORD_VERSION: u32 = 4;
 
 /// One attempt at the run, in the record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -10,6 +10,7 @@ mod init;
 mod judge;
 mod judge_proxy;
 mod local;
+mod manual;
 mod operate;
 pub(crate) mod report;
 mod review;
@@ -65,6 +66,14 @@ enum Command {
     Seed(roles::SeedArgs),
     /// Run a worker alone, against a coordinator.
     Worker(roles::WorkerArgs),
+    /// Manual arms: lease the due runs to you (in planned order, within the
+    /// arm's cap and the window) and show each exact prompt to paste into
+    /// the product (docs/manual.md; exit 0 also when nothing is due).
+    Pending(manual::PendingArgs),
+    /// Manual arms: record a run you carried out (output, times,
+    /// clarification, version label, plan, credits, usage), scored and
+    /// stored as an automatic run is (exit 2 when refused: nothing written).
+    Submit(manual::SubmitArgs),
     /// Show a cohort's progress, outcome table, paused arms and audit log.
     Status(operate::StatusArgs),
     /// Pause an arm: no new leases until resumed.
@@ -174,6 +183,8 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Coordinator(args) => roles::coordinator(args),
         Command::Seed(args) => roles::seed(args),
         Command::Worker(args) => roles::worker(args),
+        Command::Pending(args) => manual::pending(args),
+        Command::Submit(args) => manual::submit(args),
         Command::Status(args) => operate::status(args),
         Command::Pause(args) => operate::pause(args),
         Command::Resume(args) => operate::resume(args),

@@ -81,8 +81,16 @@ pub fn status(args: StatusArgs) -> anyhow::Result<()> {
         for arm in &status.arms {
             let finished: u64 = arm.by_outcome.values().sum();
             let filled = (finished * 30).checked_div(arm.planned).unwrap_or(0) as usize;
+            // A manual arm's open runs are leased to the person who runs
+            // them (`cohort pending`), not to a worker: say so.
+            let leased = match (arm.leased, arm.manual) {
+                (0, false) => String::new(),
+                (0, true) => " MANUAL".to_owned(),
+                (n, false) => format!(" {n} leased"),
+                (n, true) => format!(" MANUAL, {n} leased to manual:{} (`cohort submit`)", arm.id),
+            };
             out.push_str(&format!(
-                "{:>14} [{}{}] {finished}/{}{}\n",
+                "{:>14} [{}{}] {finished}/{}{leased}{}\n",
                 arm.id,
                 "=".repeat(filled),
                 " ".repeat(30 - filled),

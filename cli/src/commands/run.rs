@@ -225,11 +225,16 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
                 bar.set_length(arm.planned);
                 bar.set_position(finished);
                 let paused = if arm.paused.is_some() { " PAUSED" } else { "" };
-                bar.set_message(format!("completed {completed}, not completed {}{paused}", finished - completed));
+                // Workers never get a manual arm's runs: a person does.
+                let manual = if arm.manual { " MANUAL (`cohort pending`)" } else { "" };
+                bar.set_message(format!(
+                    "completed {completed}, not completed {}{paused}{manual}",
+                    finished - completed
+                ));
             }
         }
         let workers_done = worker_tasks.iter().all(|t| t.is_finished());
-        if status.done() || workers_done || only_paused_arms_left(&status) {
+        if status.done() || workers_done || nothing_left_for_workers(&status) {
             break status;
         }
         tokio::select! {
@@ -261,11 +266,29 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
     out.push_str(&super::table::outcome_table(&status));
     if was_interrupted {
         out.push_str("\ninterrupted: state is kept in the ledger; `cohort run` again resumes where this stopped.\n");
-    } else if only_paused_arms_left(&status) {
-        out.push_str(
-            "\nstopped: every run left belongs to a paused arm. Resume the arm (see above), then `cohort run` again;\n\
-             runs still pending when the window closes become not_run (arm_paused).\n",
-        );
+    } else if nothing_left_for_workers(&status) {
+        let manual_left: Vec<(&str, u64)> = status
+            .arms
+            .iter()
+            .filter(|a| a.manual)
+            .map(|a| (a.id.as_str(), runs_left(a)))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        if status.arms.iter().any(|a| a.paused.is_some() && !a.manual && runs_left(a) > 0) {
+            out.push_str(
+                "\nstopped: every run left belongs to a paused arm. Resume the arm (see above), then `cohort run` again;\n\
+                 runs still pending when the window closes become not_run (arm_paused).\n",
+            );
+        } else if !manual_left.is_empty() {
+            out.push_str("\nstopped: the runs left are manual: workers never run them.\n");
+        }
+        for (arm, n) in manual_left {
+            out.push_str(&format!(
+                "{n} manual run{} of {arm} wait for a person: `cohort pending {}`\n",
+                if n == 1 { "" } else { "s" },
+                dir.display()
+            ));
+        }
     } else if !status.done() {
         out.push_str("\nstopped before every run had its outcome: see `cohort status`.\n");
     }
@@ -309,12 +332,20 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
 /// and how to go on were printed.
 pub const EXIT_NOT_FINISHED: u8 = 4;
 
-/// Whether nothing can progress until an operator acts: no run in flight,
-/// and every pending run belongs to a paused arm.
-fn only_paused_arms_left(status: &cohort_coordinator::ledger::Status) -> bool {
-    let pending_unpaused: u64 =
-        status.arms.iter().filter(|a| a.paused.is_none()).map(|a| a.planned - a.by_outcome.values().sum::<u64>()).sum();
-    !status.done() && status.leased == 0 && pending_unpaused == 0
+/// Whether the workers can do nothing more until a person acts: no
+/// worker's run in flight, and every run without its outcome belongs to a
+/// paused arm (an operator resumes it) or to a manual arm (a person runs
+/// it: `cohort pending`, `cohort submit`), so `cohort run` stops instead
+/// of waiting for ever.
+fn nothing_left_for_workers(status: &cohort_coordinator::ledger::Status) -> bool {
+    let in_flight: u64 = status.arms.iter().filter(|a| !a.manual).map(|a| a.leased).sum();
+    let workable: u64 = status.arms.iter().filter(|a| a.paused.is_none() && !a.manual).map(runs_left).sum();
+    !status.done() && in_flight == 0 && workable == 0
+}
+
+/// The runs of an arm without their final outcome (pending or leased).
+fn runs_left(arm: &cohort_coordinator::ledger::ArmStatus) -> u64 {
+    arm.planned.saturating_sub(arm.by_outcome.values().sum::<u64>())
 }
 
 /// The `[judge] provider` that names the judge proxy's SIMULATED judge.
