@@ -42,6 +42,7 @@ pub fn attempt_from_pb(a: Option<&pb::Attempt>) -> Result<AttemptRecord, Status>
         worker: String::new(),
         attempt: 0,
         token: 0,
+        retry_after_ms: (a.retry_after_ms > 0).then_some(a.retry_after_ms),
     })
 }
 

@@ -306,12 +306,20 @@ impl Coordinator for CoordinatorService {
             .await
             .map_err(ledger_status)?;
         let response = match verdict {
-            AttemptVerdict::Stale => pb::ReportAttemptResponse { accepted: false, retry: false, final_outcome: 0 },
-            AttemptVerdict::Retry { .. } => pb::ReportAttemptResponse { accepted: true, retry: true, final_outcome: 0 },
+            AttemptVerdict::Stale => {
+                pb::ReportAttemptResponse { accepted: false, retry: false, final_outcome: 0, arm_paused: false }
+            }
+            AttemptVerdict::Retry { .. } => {
+                pb::ReportAttemptResponse { accepted: true, retry: true, final_outcome: 0, arm_paused: false }
+            }
+            AttemptVerdict::ArmPaused => {
+                pb::ReportAttemptResponse { accepted: true, retry: false, final_outcome: 0, arm_paused: true }
+            }
             AttemptVerdict::Final(o) => pb::ReportAttemptResponse {
                 accepted: true,
                 retry: false,
                 final_outcome: convert::outcome_to_pb(o) as i32,
+                arm_paused: false,
             },
         };
         Ok(Response::new(response))

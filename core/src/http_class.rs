@@ -5,8 +5,10 @@
 //! the status and the body bytes.
 //!
 //! The rules, in order:
-//! - a non-2xx answer: 402, and a 429 saying `insufficient_quota` or
-//!   "quota exceeded", are `quota_exhausted`; other 429s `rate_limited`;
+//! - a non-2xx answer: 401 and 403 are `auth_error` (the key or its
+//!   permissions: our configuration); 402, and a 429 saying
+//!   `insufficient_quota` or "quota exceeded", are `quota_exhausted`;
+//!   other 429s `rate_limited`;
 //!   408 `timeout`; a 502 saying "empty content" / "empty response" or with
 //!   an empty body `empty_content`; other 5xx `server_error`; anything else
 //!   `client_error` ([`classify_http`]);
@@ -40,6 +42,7 @@ pub fn classify_http(status: u16, body: &[u8]) -> (AttemptClass, String) {
         })
         .unwrap_or_else(|| text.trim().to_owned());
     let class = match status {
+        401 | 403 => AttemptClass::AuthError,
         402 => AttemptClass::QuotaExhausted,
         429 if lower.contains("insufficient_quota") || lower.contains("quota exceeded") => AttemptClass::QuotaExhausted,
         429 => AttemptClass::RateLimited,
@@ -169,7 +172,9 @@ mod tests {
         assert_eq!(class(502, "  "), AttemptClass::EmptyContent);
         assert_eq!(class(502, "bad gateway"), AttemptClass::ServerError);
         assert_eq!(class(400, "bad"), AttemptClass::ClientError);
-        assert_eq!(class(401, "who"), AttemptClass::ClientError);
+        assert_eq!(class(401, "who"), AttemptClass::AuthError);
+        assert_eq!(class(403, r#"{"error":{"message":"not allowed"}}"#), AttemptClass::AuthError);
+        assert_eq!(class(404, "no such model"), AttemptClass::ClientError);
         let (_, detail) = classify_http(400, br#"{"error":{"message":"model not found"}}"#);
         assert_eq!(detail, "HTTP 400: model not found");
         let (_, detail) = classify_http(500, "x".repeat(1000).as_bytes());

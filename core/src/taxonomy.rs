@@ -74,10 +74,15 @@ pub enum AttemptClass {
     Refused,
     /// The worker holding the lease was lost mid-run.
     WorkerLost,
+    /// HTTP 401/403 from a system under test: our configuration (a wrong or
+    /// expired key), not the product's answer. It pauses the arm and sends
+    /// the run back to its queue without using up its retry budget, so a
+    /// mistyped key never burns an arm's runs.
+    AuthError,
 }
 
 impl AttemptClass {
-    pub const ALL: [AttemptClass; 11] = [
+    pub const ALL: [AttemptClass; 12] = [
         AttemptClass::Ok,
         AttemptClass::RateLimited,
         AttemptClass::QuotaExhausted,
@@ -89,6 +94,7 @@ impl AttemptClass {
         AttemptClass::Malformed,
         AttemptClass::Refused,
         AttemptClass::WorkerLost,
+        AttemptClass::AuthError,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -104,13 +110,16 @@ impl AttemptClass {
             AttemptClass::Malformed => "malformed",
             AttemptClass::Refused => "refused",
             AttemptClass::WorkerLost => "worker_lost",
+            AttemptClass::AuthError => "auth_error",
         }
     }
 
     /// Whether this is an infrastructure outage in which nothing was
     /// obtained from the system, the only kind a run may be retried for
     /// (SPEC section 3). Quota exhaustion is an outage but is not retried:
-    /// waiting seconds does not refill a quota.
+    /// waiting seconds does not refill a quota. An authentication failure
+    /// is not either: it is a configuration error that no wait fixes (the
+    /// ledger pauses the arm instead).
     pub fn is_retryable_outage(self) -> bool {
         matches!(
             self,
@@ -152,6 +161,7 @@ mod tests {
             AttemptClass::ClientError,
             AttemptClass::Malformed,
             AttemptClass::QuotaExhausted,
+            AttemptClass::AuthError,
         ] {
             assert!(!c.is_retryable_outage(), "{c}");
         }

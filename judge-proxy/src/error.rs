@@ -78,7 +78,9 @@ impl ProxyError {
             ProxyError::Upstream { class, .. } => match class {
                 AttemptClass::QuotaExhausted | AttemptClass::RateLimited => tonic::Code::ResourceExhausted,
                 AttemptClass::Timeout => tonic::Code::DeadlineExceeded,
-                AttemptClass::ClientError => tonic::Code::FailedPrecondition,
+                // The upstream refused the proxy's own key: a configuration
+                // error of the proxy that no retry fixes.
+                AttemptClass::ClientError | AttemptClass::AuthError => tonic::Code::FailedPrecondition,
                 _ => tonic::Code::Unavailable,
             },
         }
@@ -176,6 +178,22 @@ mod tests {
             retry_after: None,
         };
         assert_eq!(e.http_status(), 402);
+        assert!(!e.is_retryable());
+    }
+
+    /// The upstream refusing the proxy's key is the proxy's configuration:
+    /// not retryable, a failed precondition, a bad gateway to HTTP clients
+    /// (their own key was fine).
+    #[test]
+    fn an_upstream_auth_error_is_a_configuration_error() {
+        let e = ProxyError::Upstream {
+            upstream: "u".into(),
+            class: AttemptClass::AuthError,
+            attempts: 1,
+            detail: "HTTP 401: Incorrect API key provided".into(),
+            retry_after: None,
+        };
+        assert_eq!((e.http_status(), e.grpc_code()), (502, tonic::Code::FailedPrecondition));
         assert!(!e.is_retryable());
     }
 }

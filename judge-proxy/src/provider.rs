@@ -368,7 +368,7 @@ mod tests {
         );
         assert_eq!(class(502, "bad gateway"), AttemptClass::ServerError);
         assert_eq!(class(400, "bad"), AttemptClass::ClientError);
-        assert_eq!(class(401, "who"), AttemptClass::ClientError);
+        assert_eq!(class(401, "who"), AttemptClass::AuthError);
         assert_eq!(class(200, r#"{"choices":[{"message":{"content":""}}]}"#), AttemptClass::EmptyContent);
         assert_eq!(class(200, r#"{"choices":[{"message":{"content":"Claim 1: Y"#), AttemptClass::Malformed);
         assert_eq!(class(200, r#"{"choices":[]}"#), AttemptClass::Malformed);

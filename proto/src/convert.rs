@@ -43,6 +43,7 @@ pub fn class_to_pb(c: AttemptClass) -> pb::AttemptClass {
         AttemptClass::Malformed => pb::AttemptClass::Malformed,
         AttemptClass::Refused => pb::AttemptClass::Refused,
         AttemptClass::WorkerLost => pb::AttemptClass::WorkerLost,
+        AttemptClass::AuthError => pb::AttemptClass::AuthError,
     }
 }
 
@@ -59,6 +60,7 @@ pub fn class_from_pb(value: i32) -> Result<AttemptClass, Status> {
         Ok(pb::AttemptClass::Malformed) => AttemptClass::Malformed,
         Ok(pb::AttemptClass::Refused) => AttemptClass::Refused,
         Ok(pb::AttemptClass::WorkerLost) => AttemptClass::WorkerLost,
+        Ok(pb::AttemptClass::AuthError) => AttemptClass::AuthError,
         _ => return Err(Status::invalid_argument(format!("attempt class {value} is not known"))),
     };
     Ok(class)

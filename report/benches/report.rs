@@ -241,6 +241,7 @@ async fn build(dir: &Path, n_questions: usize, repeats: usize) -> (usize, usize)
                 worker: String::new(),
                 attempt: 0,
                 token: 0,
+                retry_after_ms: None,
             };
             let result = RunResult { outcome, reason: String::new(), record_sha256, observed_version: None, attempt };
             results.push((LeaseRef { run_id: grant.run_id.clone(), token: grant.token }, result));

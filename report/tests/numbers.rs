@@ -123,6 +123,7 @@ fn attempt(class: AttemptClass, at: i64) -> AttemptRecord {
         worker: String::new(),
         attempt: 0,
         token: 0,
+        retry_after_ms: None,
     }
 }
 

@@ -117,6 +117,7 @@ pub async fn execute(ctx: &RunContext, arm: &ArmRuntime, lease: &pb::Lease, work
                 usage: None,
                 citations: Vec::new(),
                 sources: Vec::new(),
+                retry_after_ms: None,
             },
         };
         match &response.reply {
@@ -157,8 +158,14 @@ pub async fn record_answer(
         started_unix_ms: started_ms,
         ended_unix_ms: ended_ms,
         observed_version: reported_version.clone().unwrap_or_default(),
+        retry_after_ms: response.retry_after_ms.unwrap_or(0),
     };
-    if run_retryable(response.class) || response.class == AttemptClass::QuotaExhausted {
+    // Outages, quota and auth errors go to the ledger as attempts: it
+    // decides between a retry, a final outcome and pausing the arm.
+    if run_retryable(response.class)
+        || response.class == AttemptClass::QuotaExhausted
+        || response.class == AttemptClass::AuthError
+    {
         return Report::Attempt(attempt);
     }
 

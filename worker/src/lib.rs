@@ -346,7 +346,12 @@ async fn send_report(
                 async move { c.report_attempt(r).await }
             })
             .await
-            .map(|r| r.accepted)
+            .map(|r| {
+                if r.arm_paused {
+                    log_arm_paused(&lease.run_id, request.attempt.as_ref());
+                }
+                r.accepted
+            })
         }
         Report::Result { outcome, reason, record_sha256, observed_version, attempt } => {
             let request = pb::ReportResultRequest {
@@ -372,6 +377,23 @@ async fn send_report(
             Some(false)
         }
     }
+}
+
+/// Says that a run's attempt paused its arm (an `auth_error`: the system
+/// refused our key). The run is back in its queue, not final; the operator
+/// fixes the key and resumes the arm. The detail is the attempt's, already
+/// scrubbed of the key.
+fn log_arm_paused(run_id: &str, attempt: Option<&pb::Attempt>) {
+    // A run id is `{question}:{arm}:{repeat}`.
+    let arm = run_id.split(':').nth(1).unwrap_or_default();
+    let detail = attempt.map(|a| a.detail.as_str()).unwrap_or_default();
+    warn!(
+        arm,
+        run_id,
+        detail,
+        "arm paused: the system under test refused the credentials; the run is back in the queue. \
+         Fix the arm's key, then run `cohort resume DIR --arm {arm} --ack \"key fixed\"`"
+    );
 }
 
 /// The backoff between calls to a coordinator that is away: exponential

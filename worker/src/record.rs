@@ -348,6 +348,7 @@ mod tests {
             started_unix_ms: 5_000,
             ended_unix_ms: 5_432,
             observed_version: "m-2".into(),
+            retry_after_ms: 0,
         };
         let lease = pb::Lease {
             attempt: 3,

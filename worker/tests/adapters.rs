@@ -306,7 +306,7 @@ async fn api_key_is_a_bearer_and_never_shown() {
     let adapter =
         OpenAiChatAdapter::with_env(&arm(AdapterKind::OpenaiChat, settings), |_| Some(wrong.to_owned())).unwrap();
     let r = adapter.call(&prompt()).await;
-    assert_eq!((r.class, r.http_status), (AttemptClass::ClientError, 401), "{}", r.detail);
+    assert_eq!((r.class, r.http_status), (AttemptClass::AuthError, 401), "{}", r.detail);
     assert!(!r.detail.contains(wrong) && r.detail.contains("[redacted]"), "{}", r.detail);
     assert!(!format!("{adapter:?}").contains(wrong) && !format!("{r:?}").contains(wrong));
 }

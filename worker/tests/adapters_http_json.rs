@@ -280,7 +280,8 @@ async fn rate_limited_with_and_without_retry_after() {
 }
 
 /// Insufficient quota (429 saying so, and 402) is `quota_exhausted`; a 401
-/// echoing the key shows `[redacted]`; 500 and 503 are `server_error`.
+/// is `auth_error` and, echoing the key, shows `[redacted]`; 500 and 503
+/// are `server_error`.
 #[tokio::test]
 async fn quota_auth_and_server_errors() {
     let r = one(status(
@@ -292,7 +293,7 @@ async fn quota_auth_and_server_errors() {
     let r = one(status(402, json!({"error": {"message": "Payment required: 0 credits left"}}))).await;
     assert_eq!((r.class, r.http_status), (AttemptClass::QuotaExhausted, 402), "{}", r.detail);
     let r = one(status(401, json!({"error": {"message": format!("invalid key {KEY}")}}))).await;
-    assert_eq!((r.class, r.http_status), (AttemptClass::ClientError, 401), "{}", r.detail);
+    assert_eq!((r.class, r.http_status), (AttemptClass::AuthError, 401), "{}", r.detail);
     assert!(r.detail.contains("[redacted]"), "{}", r.detail);
     let r = one(status(500, json!({"error": {"message": "internal error"}}))).await;
     assert_eq!((r.class, r.http_status), (AttemptClass::ServerError, 500), "{}", r.detail);

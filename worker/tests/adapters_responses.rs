@@ -340,15 +340,14 @@ async fn insufficient_quota_is_quota_exhausted() {
     assert_eq!((r.class, r.http_status), (AttemptClass::QuotaExhausted, 402), "{}", r.detail);
 }
 
-/// A 401 that echoes the key is a `client_error` whose detail shows
-/// `[redacted]`, never the key (today's class for 401; `auth_error` is a
-/// later step of issue 10).
+/// A 401 that echoes the key is an `auth_error` (the ledger pauses the
+/// arm) whose detail shows `[redacted]`, never the key.
 #[tokio::test]
 async fn unauthorized_never_shows_the_key() {
     let r = one(status(401, json!({"error": {"message": format!("Incorrect API key provided: {KEY}. You can find your API key at https://platform.openai.com/account/api-keys."),
                                               "type": "invalid_request_error", "param": null, "code": "invalid_api_key"}})))
     .await;
-    assert_eq!((r.class, r.http_status), (AttemptClass::ClientError, 401), "{}", r.detail);
+    assert_eq!((r.class, r.http_status), (AttemptClass::AuthError, 401), "{}", r.detail);
     assert!(r.detail.contains("[redacted]"), "{}", r.detail);
 }
 

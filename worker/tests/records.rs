@@ -45,6 +45,7 @@ impl Adapter for Scripted {
             usage: None,
             citations: Vec::new(),
             sources: Vec::new(),
+            retry_after_ms: None,
         };
         match (request.attempt, request.question_id.as_str()) {
             (1, _) => answer(AttemptClass::ServerError, 503, "HTTP 503: scripted outage", Reply::Nothing),

@@ -59,6 +59,7 @@ fn attempt(class: AttemptClass, at: i64) -> AttemptRecord {
         worker: String::new(),
         attempt: 0,
         token: 0,
+        retry_after_ms: None,
     }
 }
 
@@ -502,6 +503,109 @@ pub async fn manual_runs_close_with_the_window(l: &dyn Ledger) {
     );
 }
 
+/// A provider's Retry-After: the run is not leased again before it, and
+/// its arm is held for everyone until then while other arms go on.
+pub async fn retry_after_holds_the_run_and_its_arm(l: &dyn Ledger) {
+    seeded(l).await;
+    let batch = l.lease("w", 8, 100, TTL).await.unwrap();
+    let (limited, others): (Vec<_>, Vec<_>) = batch.leases.iter().partition(|g| g.arm_id == "a");
+    let (g, rest) = limited.split_first().expect("a run of arm a");
+    for other in rest.iter().chain(others.iter()) {
+        assert!(l.release("w", &lref(other), 150).await.unwrap());
+    }
+    let mut rate_limited = attempt(AttemptClass::RateLimited, 190);
+    rate_limited.http_status = 429;
+    rate_limited.retry_after_ms = Some(2_000);
+    let v = l.report_attempt("w", &lref(g), &rate_limited, 200).await.unwrap();
+    assert_eq!(v, AttemptVerdict::Retry { not_before_ms: 2_200 }, "Retry-After 2000 ms beats the 100 ms backoff");
+    let s = l.status().await.unwrap();
+    assert_eq!(s.arms.iter().find(|a| a.id == "a").unwrap().held_until_ms, Some(2_200));
+    assert_eq!(s.arms.iter().find(|a| a.id == "b").unwrap().held_until_ms, None);
+    assert!(l.events(100).await.unwrap().iter().any(|e| e.kind == "arm_held" && e.detail.contains("2200")));
+
+    let during = l.lease("w", 8, 2_199, TTL).await.unwrap().leases;
+    assert!(during.iter().all(|x| x.arm_id != "a"), "arm a is held at +1999 ms: {during:?}");
+    assert!(during.iter().any(|x| x.arm_id == "b"), "arm b is not held");
+    let after = l.lease("w", 8, 2_200, TTL).await.unwrap().leases;
+    let again = after.iter().find(|x| x.run_id == g.run_id).expect("leased again at +2000 ms");
+    assert_eq!(again.attempt, 2);
+    assert_eq!(l.attempts(&g.run_id).await.unwrap()[0].retry_after_ms, Some(2_000), "kept in the attempt record");
+    assert_counts_add_up(l).await;
+}
+
+fn auth_error(at: i64) -> AttemptRecord {
+    let mut a = attempt(AttemptClass::AuthError, at);
+    a.http_status = 401;
+    a.detail = "HTTP 401: Incorrect API key provided: sk-wr****1234".into();
+    a
+}
+
+/// An auth_error is recorded but excused: the arm is paused with a reason
+/// that says what to do, the run is pending again at its place, and its
+/// retry budget is untouched; after resume it is leased again.
+pub async fn auth_error_pauses_the_arm_and_keeps_the_budget(l: &dyn Ledger) {
+    seeded(l).await;
+    let g = l.lease("w", 1, 100, TTL).await.unwrap().leases.remove(0);
+    let (run, arm) = (g.run_id.clone(), g.arm_id.clone());
+    assert_eq!(l.report_attempt("w", &lref(&g), &auth_error(100), 110).await.unwrap(), AttemptVerdict::ArmPaused);
+    let s = assert_counts_add_up(l).await;
+    let status = s.arms.iter().find(|a| a.id == arm).unwrap();
+    let reason = cohort_core::lifecycle::auth_pause_reason(&arm, 401, &auth_error(0).detail);
+    assert_eq!(status.paused.as_deref(), Some(reason.as_str()));
+    assert!(reason.contains("cohort resume") && reason.contains("Incorrect API key"), "{reason}");
+    assert_eq!(s.attempts_by_class.get(&AttemptClass::AuthError), Some(&1));
+    assert_eq!(s.finished, 0);
+    let row = l.runs().await.unwrap().into_iter().find(|r| r.run_id == run).unwrap();
+    assert_eq!((row.state, row.attempts, row.started_ms), (RunStateKind::Pending, 1, 0), "not started: excused");
+    assert!(l.lease("w", 8, 120, TTL).await.unwrap().leases.iter().all(|x| x.arm_id != arm), "the arm is paused");
+    assert!(l.events(100).await.unwrap().iter().any(|e| e.kind == "arm_paused" && e.detail.contains("auth_error")));
+
+    l.resume_arm(&arm, "fixed the key", None, 130).await.unwrap();
+    // Three counted attempts are allowed: the auth_error is not one of them.
+    let mut now = 200;
+    let g = find_lease(l, &run, now).await;
+    assert_eq!(g.attempt, 2);
+    let v = l.report_attempt("w", &lref(&g), &attempt(AttemptClass::ServerError, now), now + 1).await.unwrap();
+    assert_eq!(v, AttemptVerdict::Retry { not_before_ms: now + 1 + 100 }, "first counted attempt: 100 ms");
+    now += 101;
+    let g = find_lease(l, &run, now).await;
+    let v = l.report_attempt("w", &lref(&g), &attempt(AttemptClass::ServerError, now), now + 1).await.unwrap();
+    assert_eq!(v, AttemptVerdict::Retry { not_before_ms: now + 1 + 200 }, "second counted attempt: still retried");
+    now += 201;
+    let g = find_lease(l, &run, now).await;
+    assert_eq!(g.attempt, 4);
+    let v = l.report_attempt("w", &lref(&g), &attempt(AttemptClass::ServerError, now), now + 1).await.unwrap();
+    assert_eq!(v, AttemptVerdict::Final(Outcome::Unavailable), "third counted attempt ends it");
+    let row = l.runs().await.unwrap().into_iter().find(|r| r.run_id == run).unwrap();
+    assert_eq!((row.attempts, row.started_ms), (4, 200), "started at its first counted attempt");
+    assert_counts_add_up(l).await;
+}
+
+/// A run sent back by an auth_error whose arm stays paused until the
+/// window closes never reached the product: not_run (arm_paused).
+pub async fn window_close_during_an_auth_pause_is_not_run(l: &dyn Ledger) {
+    seeded(l).await;
+    let g = l.lease("w", 1, 100, TTL).await.unwrap().leases.remove(0);
+    assert_eq!(l.report_attempt("w", &lref(&g), &auth_error(100), 110).await.unwrap(), AttemptVerdict::ArmPaused);
+    l.close_window_if_due(100 + header().window_ms).await.unwrap();
+    let row = l.runs().await.unwrap().into_iter().find(|r| r.run_id == g.run_id).unwrap();
+    assert_eq!((row.outcome, row.reason.as_str()), (Some(Outcome::NotRun), CloseReason::ArmPaused.as_str()));
+    assert!(assert_counts_add_up(l).await.done());
+}
+
+/// An auth_error reported after the cohort closed cannot wait for a
+/// resume: the run gets its closing outcome at once.
+pub async fn auth_error_after_abort_is_final(l: &dyn Ledger) {
+    seeded(l).await;
+    let g = l.lease("w", 1, 10, TTL).await.unwrap().leases.remove(0);
+    l.abort("stop", 20).await.unwrap();
+    let v = l.report_attempt("w", &lref(&g), &auth_error(15), 30).await.unwrap();
+    assert_eq!(v, AttemptVerdict::Final(Outcome::NotRun), "no counted attempt: never reached the product");
+    let row = l.runs().await.unwrap().into_iter().find(|r| r.run_id == g.run_id).unwrap();
+    assert_eq!(row.reason, "aborted");
+    assert!(assert_counts_add_up(l).await.done());
+}
+
 /// Generates one `#[tokio::test]` per conformance case for a ledger made
 /// by `$make` (an async expression returning the ledger and a guard that
 /// must live as long as the test).
@@ -526,6 +630,10 @@ macro_rules! conformance_tests {
             manual_lease_grants_only_its_arm_in_order,
             manual_lease_refuses_other_arms,
             manual_runs_close_with_the_window,
+            retry_after_holds_the_run_and_its_arm,
+            auth_error_pauses_the_arm_and_keeps_the_budget,
+            window_close_during_an_auth_pause_is_not_run,
+            auth_error_after_abort_is_final,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

@@ -139,6 +139,11 @@ pub struct AttemptRecord {
     pub attempt: u32,
     #[serde(default)]
     pub token: u64,
+    /// The provider's Retry-After, in ms, when it sent one: the run's next
+    /// attempt waits at least this long and the arm is held for everyone
+    /// until then.
+    #[serde(default)]
+    pub retry_after_ms: Option<u64>,
 }
 
 /// The final result of a run, reported with its last attempt.
@@ -162,6 +167,10 @@ pub enum AttemptVerdict {
     Retry { not_before_ms: i64 },
     /// No retry: the run is final with this outcome.
     Final(Outcome),
+    /// Our configuration failed (`auth_error`): the attempt is recorded but
+    /// excused, the run is back in its queue at its place, and the arm is
+    /// paused until an operator resumes it.
+    ArmPaused,
 }
 
 /// The result of a lease call.
@@ -220,7 +229,9 @@ pub struct DiscardedReport {
 pub struct LedgerEvent {
     pub at_ms: i64,
     /// `seeded`, `window_opened`, `window_closed`, `arm_paused`,
-    /// `arm_resumed`, `aborted`, `expired`, `final`, `retry`, `discarded`.
+    /// `arm_resumed`, `arm_held` (a Retry-After holds the arm; the detail
+    /// names the instant), `aborted`, `expired`, `final`, `retry`,
+    /// `requeued` (after an excused auth_error), `discarded`.
     pub kind: String,
     #[serde(default)]
     pub run_id: String,
@@ -243,6 +254,12 @@ pub struct ArmStatus {
     /// Run by a person: leased only through [`LeaseScope::Manual`].
     #[serde(default)]
     pub manual: bool,
+    /// The end (ms) of the latest hold a provider's Retry-After put on the
+    /// arm; no run of the arm is leased before it. The stored instant, past
+    /// or not (status has no clock): the arm is held while now < it.
+    /// `None` when no hold was ever set.
+    #[serde(default)]
+    pub held_until_ms: Option<i64>,
 }
 
 /// The whole cohort's state and counts.

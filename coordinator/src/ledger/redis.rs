@@ -422,6 +422,7 @@ impl Ledger for RedisLedger {
         match reply.first().map(value_i64) {
             Some(1) => Ok(AttemptVerdict::Retry { not_before_ms: reply.get(1).map(value_i64).unwrap_or(now_ms) }),
             Some(2) => Ok(AttemptVerdict::Final(outcome_from(&reply.get(1).map(value_string).unwrap_or_default())?)),
+            Some(3) => Ok(AttemptVerdict::ArmPaused),
             _ => Ok(AttemptVerdict::Stale),
         }
     }
@@ -580,6 +581,7 @@ impl Ledger for RedisLedger {
             s.leased = parse(arms.get(&format!("{id}|leased")));
             s.paused = arms.get(&format!("{id}|paused")).cloned();
             s.manual = arms.contains_key(&format!("{id}|manual"));
+            s.held_until_ms = arms.get(&format!("{id}|hold")).and_then(|v| v.parse().ok());
             s.accepted_versions =
                 arms.get(&format!("{id}|versions")).and_then(|v| serde_json::from_str(v).ok()).unwrap_or_default();
             for o in Outcome::ALL {

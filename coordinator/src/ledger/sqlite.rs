@@ -3,8 +3,9 @@
 //!
 //! # Schema
 //!
-//! The schema lives in `sqlite_schema.sql` (version 1, kept in
-//! `PRAGMA user_version`) and is applied on the first open:
+//! The schema lives in `sqlite_schema.sql` (version 2, kept in
+//! `PRAGMA user_version`) and is applied on the first open; a version 1
+//! file is migrated in place by `sqlite_migrate_1_2.sql`:
 //!
 //! - `cohort`: one row (id = 1) with the cohort name, the manifest hash, the
 //!   [`PlanHeader`] as JSON, the last fencing token handed out, the window
@@ -12,9 +13,11 @@
 //!   rather than a key-value table, so the mutable cohort state is read and
 //!   written as one unit.
 //! - `questions(id, text)` and `arms(id, position, concurrency,
-//!   pinned_version, paused_reason, accepted_versions JSON)`.
+//!   pinned_version, paused_reason, accepted_versions JSON, held_until_ms)`
+//!   (the hold a provider's Retry-After put on the arm).
 //! - `runs`: one row per planned run, keyed by its position in the planned
-//!   order, with its state (`pending`, `leased`, `final`), attempt count,
+//!   order, with its state (`pending`, `leased`, `final`), attempt count
+//!   and how many of those were excused (`auth_error`),
 //!   retry backoff (`not_before_ms`), current lease (token, worker, grant,
 //!   expiry), first start, end, outcome, reason, record hash and observed
 //!   version. Indexed on (state, position) for leasing and closing and on
@@ -55,7 +58,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use cohort_core::config::RetryPolicy;
-use cohort_core::lifecycle::{CloseReason, RetryDecision, closed_outcome};
+use cohort_core::lifecycle::{CloseReason, RetryDecision, arm_hold_until, auth_pause_reason, closed_outcome};
 use cohort_core::taxonomy::{AttemptClass, Outcome};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
@@ -67,8 +70,11 @@ use super::{
 /// The schema, applied once to an empty file.
 const SCHEMA: &str = include_str!("sqlite_schema.sql");
 
+/// Brings a version 1 file to version 2 (excused attempts, arm holds).
+const MIGRATE_1_2: &str = include_str!("sqlite_migrate_1_2.sql");
+
 /// The schema version this code reads and writes (`PRAGMA user_version`).
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 /// How long a call waits for another connection's write lock (another
 /// process on the same file, e.g. `cohort status` or `cohort pause`) before
@@ -141,6 +147,7 @@ impl SqliteLedger {
         let version: i64 = tx.pragma_query_value(None, "user_version", |row| row.get(0)).sql()?;
         match version {
             0 => tx.execute_batch(SCHEMA).sql()?,
+            1 => tx.execute_batch(MIGRATE_1_2).sql()?,
             SCHEMA_VERSION => {}
             other => {
                 return Err(LedgerError::Corrupt(format!(
@@ -290,7 +297,7 @@ impl Ledger for SqliteLedger {
                 ..attempt.clone()
             };
             record_attempt(tx, &run.run_id, &record)?;
-            apply_failure(tx, policy, &run, attempt.class, &attempt.detail, now_ms)
+            apply_failure(tx, policy, &run, attempt, now_ms)
         })
     }
 
@@ -355,7 +362,7 @@ impl Ledger for SqliteLedger {
                          WHERE state = 'leased' AND expires_ms <= ?1 ORDER BY expires_ms, position"
                     ))
                     .sql()?;
-                let rows = stmt.query_map(params![now_ms], |row| Ok((LiveRun::from_row(row)?, row.get(7)?))).sql()?;
+                let rows = stmt.query_map(params![now_ms], |row| Ok((LiveRun::from_row(row)?, row.get(9)?))).sql()?;
                 rows.collect::<Result<_, _>>().sql()?
             };
             if expired.is_empty() {
@@ -373,6 +380,7 @@ impl Ledger for SqliteLedger {
                     worker: run.worker.clone(),
                     attempt: run.attempts,
                     token: run.token,
+                    retry_after_ms: None,
                 };
                 record_attempt(tx, &run.run_id, &record)?;
                 log_event(
@@ -382,7 +390,7 @@ impl Ledger for SqliteLedger {
                     &run.run_id,
                     &format!("worker {:?}, token {}, attempt {}", run.worker, run.token, run.attempts),
                 )?;
-                apply_failure(tx, policy, run, AttemptClass::WorkerLost, "", now_ms)?;
+                apply_failure(tx, policy, run, &record, now_ms)?;
             }
             Ok(expired.len() as u64)
         })
@@ -605,6 +613,7 @@ fn seed(
 
 /// One arm's room for leases during a lease call.
 struct ArmSlot {
+    /// Paused, or held by a provider's Retry-After until after now.
     paused: bool,
     /// Leases it may still take (its cap minus its current leases).
     free: u32,
@@ -648,11 +657,11 @@ fn lease(
     {
         let mut stmt = tx
             .prepare_cached(
-                "SELECT a.id, a.paused_reason IS NOT NULL, a.concurrency, \
+                "SELECT a.id, a.paused_reason IS NOT NULL OR COALESCE(a.held_until_ms, 0) > ?1, a.concurrency, \
                  (SELECT COUNT(*) FROM runs r WHERE r.state = 'leased' AND r.arm_id = a.id) FROM arms a",
             )
             .sql()?;
-        let mut rows = stmt.query([]).sql()?;
+        let mut rows = stmt.query(params![now_ms]).sql()?;
         while let Some(row) = rows.next().sql()? {
             let id: String = row.get(0).sql()?;
             if !eligible.contains(&id) {
@@ -724,7 +733,8 @@ fn lease(
         let mut grant = tx
             .prepare_cached(
                 "UPDATE runs SET state = 'leased', attempts = attempts + 1, token = ?2, worker = ?3, \
-                 leased_ms = ?4, expires_ms = ?5, started_ms = CASE WHEN attempts = 0 THEN ?4 ELSE started_ms END \
+                 leased_ms = ?4, expires_ms = ?5, \
+                 started_ms = CASE WHEN attempts = excused THEN ?4 ELSE started_ms END \
                  WHERE position = ?1",
             )
             .sql()?;
@@ -780,8 +790,9 @@ fn status(tx: &Transaction<'_>) -> Result<Status, LedgerError> {
     let manual: HashSet<&str> = header.arms.iter().filter(|a| a.manual).map(|a| a.id.as_str()).collect();
     let mut arms: Vec<ArmStatus> = Vec::new();
     {
-        let mut stmt =
-            tx.prepare_cached("SELECT id, paused_reason, accepted_versions FROM arms ORDER BY position").sql()?;
+        let mut stmt = tx
+            .prepare_cached("SELECT id, paused_reason, accepted_versions, held_until_ms FROM arms ORDER BY position")
+            .sql()?;
         let mut rows = stmt.query([]).sql()?;
         while let Some(row) = rows.next().sql()? {
             let id: String = row.get(0).sql()?;
@@ -790,6 +801,7 @@ fn status(tx: &Transaction<'_>) -> Result<Status, LedgerError> {
                 id,
                 paused: row.get(1).sql()?,
                 accepted_versions: from_json("accepted versions", &row.get::<_, String>(2).sql()?)?,
+                held_until_ms: row.get(3).sql()?,
                 ..ArmStatus::default()
             });
         }
@@ -943,7 +955,9 @@ fn close_pending(conn: &Connection, closing: Closing, now_ms: i64) -> Result<u64
     let paused = paused_arms(conn)?;
     let pending: Vec<(i64, String, u32)> = {
         let mut stmt = conn
-            .prepare_cached("SELECT position, arm_id, attempts FROM runs WHERE state = 'pending' ORDER BY position")
+            .prepare_cached(
+                "SELECT position, arm_id, attempts - excused FROM runs WHERE state = 'pending' ORDER BY position",
+            )
             .sql()?;
         let mut rows = stmt.query([]).sql()?;
         let mut pending = Vec::new();
@@ -958,13 +972,13 @@ fn close_pending(conn: &Connection, closing: Closing, now_ms: i64) -> Result<u64
              WHERE position = ?1",
         )
         .sql()?;
-    for (position, arm, attempts) in &pending {
+    for (position, arm, counted) in &pending {
         let reason = match closing {
             Closing::Abort => CloseReason::Aborted,
             Closing::Window if paused.contains(arm) => CloseReason::ArmPaused,
             Closing::Window => CloseReason::WindowClosed,
         };
-        stmt.execute(params![position, closed_outcome(*attempts).as_str(), reason.as_str(), now_ms]).sql()?;
+        stmt.execute(params![position, closed_outcome(*counted).as_str(), reason.as_str(), now_ms]).sql()?;
     }
     Ok(pending.len() as u64)
 }
@@ -976,6 +990,7 @@ fn paused_arms(conn: &Connection) -> Result<HashSet<String>, LedgerError> {
 }
 
 /// A leased run, as the fencing check reads it.
+#[derive(Clone)]
 struct LiveRun {
     position: i64,
     run_id: String,
@@ -985,10 +1000,19 @@ struct LiveRun {
     worker: String,
     leased_ms: i64,
     started_ms: i64,
+    /// Of `attempts`, the excused ones (auth_error).
+    excused: u32,
+}
+
+impl LiveRun {
+    /// The attempts that count against the retry budget.
+    fn counted(&self) -> u32 {
+        self.attempts.saturating_sub(self.excused)
+    }
 }
 
 /// The columns [`LiveRun::from_row`] reads, in order.
-const LIVE_RUN_COLUMNS: &str = "position, run_id, arm_id, attempts, token, worker, leased_ms, started_ms";
+const LIVE_RUN_COLUMNS: &str = "position, run_id, arm_id, attempts, token, worker, leased_ms, started_ms, excused";
 
 impl LiveRun {
     fn from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<LiveRun> {
@@ -1003,6 +1027,10 @@ impl LiveRun {
             worker: row.get(5)?,
             leased_ms: row.get(6)?,
             started_ms: row.get(7)?,
+            excused: {
+                let excused: i64 = row.get(8)?;
+                u32::try_from(excused).map_err(|_| rusqlite::Error::IntegralValueOutOfRange(8, excused))?
+            },
         })
     }
 }
@@ -1019,16 +1047,22 @@ fn leased_run(conn: &Connection, lease: &LeaseRef) -> Result<Option<LiveRun>, Le
     stmt.query_row(params![lease.run_id, token], LiveRun::from_row).optional().sql()
 }
 
-/// Applies the retry policy after a failed attempt of a leased run.
+/// Applies the retry policy after a failed attempt of a leased run: a
+/// provider's Retry-After holds the arm, then the run is retried, final,
+/// or (auth_error) back in its queue with the arm paused.
 fn apply_failure(
     conn: &Connection,
     policy: &RetryPolicy,
     run: &LiveRun,
-    class: AttemptClass,
-    detail: &str,
+    attempt: &AttemptRecord,
     now_ms: i64,
 ) -> Result<AttemptVerdict, LedgerError> {
-    match policy.decide(class, run.attempts, run.started_ms, now_ms) {
+    let (class, detail) = (attempt.class, attempt.detail.as_str());
+    if let Some(until) = arm_hold_until(now_ms, attempt.retry_after_ms) {
+        hold_arm(conn, &run.arm_id, until, now_ms)?;
+    }
+    match policy.decide(class, run.counted(), run.started_ms, now_ms, attempt.retry_after_ms) {
+        RetryDecision::PauseArm => excuse_and_pause(conn, run, attempt, now_ms),
         RetryDecision::RetryAt { not_before_ms } => match requeue(conn, run, run.attempts, not_before_ms, now_ms)? {
             Some(outcome) => Ok(AttemptVerdict::Final(outcome)),
             None => {
@@ -1049,6 +1083,51 @@ fn apply_failure(
             Ok(AttemptVerdict::Final(outcome))
         }
     }
+}
+
+/// Holds `arm` for everyone until `until_ms` (a provider's Retry-After);
+/// the later hold wins, and an extended hold is logged (`arm_held`).
+fn hold_arm(conn: &Connection, arm: &str, until_ms: i64, now_ms: i64) -> Result<(), LedgerError> {
+    let extended = conn
+        .execute(
+            "UPDATE arms SET held_until_ms = ?2 WHERE id = ?1 AND COALESCE(held_until_ms, 0) < ?2",
+            params![arm, until_ms],
+        )
+        .sql()?;
+    if extended == 1 {
+        log_event(conn, now_ms, "arm_held", "", &format!("arm {arm}: held until {until_ms} (Retry-After)"))?;
+        tracing::info!(arm, until_ms, "arm held by the provider's Retry-After");
+    }
+    Ok(())
+}
+
+/// An `auth_error`: the attempt is excused, the run goes back to its place
+/// in the queue at once and the arm is paused with a reason that says how
+/// to go on. If the cohort has closed, the run gets its closing outcome
+/// instead (`not_run` when it has no counted attempt).
+fn excuse_and_pause(
+    conn: &Connection,
+    run: &LiveRun,
+    attempt: &AttemptRecord,
+    now_ms: i64,
+) -> Result<AttemptVerdict, LedgerError> {
+    let excused = LiveRun { excused: run.excused.saturating_add(1), ..run.clone() };
+    conn.execute("UPDATE runs SET excused = ?2 WHERE position = ?1", params![run.position, excused.excused]).sql()?;
+    if let Some(outcome) = requeue(conn, &excused, run.attempts, 0, now_ms)? {
+        return Ok(AttemptVerdict::Final(outcome));
+    }
+    let reason = auth_pause_reason(&run.arm_id, attempt.http_status, &attempt.detail);
+    conn.execute("UPDATE arms SET paused_reason = ?2 WHERE id = ?1", params![run.arm_id, reason]).sql()?;
+    log_event(conn, now_ms, "arm_paused", "", &format!("arm {}: {reason}", run.arm_id))?;
+    log_event(
+        conn,
+        now_ms,
+        "requeued",
+        &run.run_id,
+        &format!("{} after attempt {} (excused), back at its place in the queue", attempt.class, run.attempts),
+    )?;
+    tracing::warn!(arm = %run.arm_id, run_id = %run.run_id, "arm paused: the system under test refused our credentials");
+    Ok(AttemptVerdict::ArmPaused)
 }
 
 /// Puts a leased run back in the queue with `attempts` counted, not to be
@@ -1072,14 +1151,15 @@ fn requeue(
         None
     };
     // A run given back before any counted attempt has not started.
+    let counted = attempts.saturating_sub(run.excused);
     conn.execute(
         "UPDATE runs SET state = 'pending', attempts = ?2, not_before_ms = ?3, expires_ms = 0, \
-         started_ms = CASE WHEN ?2 = 0 THEN 0 ELSE started_ms END WHERE position = ?1",
-        params![run.position, attempts, not_before_ms],
+         started_ms = CASE WHEN ?4 = 0 THEN 0 ELSE started_ms END WHERE position = ?1",
+        params![run.position, attempts, not_before_ms, counted],
     )
     .sql()?;
     let Some(reason) = closing else { return Ok(None) };
-    let outcome = closed_outcome(attempts);
+    let outcome = closed_outcome(counted);
     finalise(conn, run.position, &run.run_id, outcome, reason.as_str(), now_ms)?;
     Ok(Some(outcome))
 }
@@ -1236,6 +1316,35 @@ mod tests {
         assert!(l.finish("w", &LeaseRef { run_id: first.run_id, token: first.token }, &result(), 300).await.unwrap());
     }
 
+    /// A version 1 file (before excused attempts and arm holds) is migrated
+    /// on open and goes on where it stood.
+    #[tokio::test]
+    async fn a_version_1_file_is_migrated() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.sqlite");
+        {
+            let l = SqliteLedger::open(&path).unwrap();
+            l.seed(&conformance::header(), &conformance::questions(), &conformance::order(), 0).await.unwrap();
+        }
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(
+                "ALTER TABLE runs DROP COLUMN excused; ALTER TABLE arms DROP COLUMN held_until_ms; \
+                 PRAGMA user_version = 1;",
+            )
+            .unwrap();
+        }
+        let l = SqliteLedger::open(&path).unwrap();
+        let g = l.lease("w", 1, 100, conformance::TTL).await.unwrap().leases.remove(0);
+        let lease = LeaseRef { run_id: g.run_id.clone(), token: g.token };
+        let mut attempt = result().attempt;
+        attempt.class = AttemptClass::AuthError;
+        assert_eq!(l.report_attempt("w", &lease, &attempt, 110).await.unwrap(), AttemptVerdict::ArmPaused);
+        let version: i64 =
+            Connection::open(&path).unwrap().pragma_query_value(None, "user_version", |row| row.get(0)).unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+    }
+
     /// A retry reported after an abort cannot wait for a lease that will
     /// never come: the run is closed at once.
     #[tokio::test]
@@ -1269,6 +1378,7 @@ mod tests {
                 worker: String::new(),
                 attempt: 0,
                 token: 0,
+                retry_after_ms: None,
             },
         }
     }

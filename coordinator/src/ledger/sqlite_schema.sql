@@ -1,6 +1,7 @@
--- The embedded ledger's schema, version 1 (`PRAGMA user_version`).
+-- The embedded ledger's schema, version 2 (`PRAGMA user_version`).
 -- Applied once, in one transaction, by `SqliteLedger::open` on an empty
--- file. Enumerations are stored as their snake_case names.
+-- file (a version 1 file is migrated by `sqlite_migrate_1_2.sql`).
+-- Enumerations are stored as their snake_case names.
 
 -- The cohort itself: exactly one row (id = 1), written by `seed`. Typed
 -- columns rather than a key-value table, so that the mutable cohort state
@@ -35,7 +36,10 @@ CREATE TABLE arms (
     pinned_version    TEXT    NOT NULL,
     paused_reason     TEXT,
     -- JSON array of labels, the pinned one first.
-    accepted_versions TEXT    NOT NULL
+    accepted_versions TEXT    NOT NULL,
+    -- No run of the arm is leased before this instant (a provider's
+    -- Retry-After); NULL when never held.
+    held_until_ms     INTEGER
 );
 
 -- One row per planned run; `position` is its index in the planned order.
@@ -47,6 +51,9 @@ CREATE TABLE runs (
     rep              INTEGER NOT NULL,
     state            TEXT    NOT NULL CHECK (state IN ('pending', 'leased', 'final')),
     attempts         INTEGER NOT NULL DEFAULT 0,
+    -- Of those, the excused ones (auth_error): not counted against the
+    -- retry budget nor in the closing outcome.
+    excused          INTEGER NOT NULL DEFAULT 0,
     -- A pending run is not leased before this instant (retry backoff).
     not_before_ms    INTEGER NOT NULL DEFAULT 0,
     -- The current (or last) lease: fencing token, holder, grant, expiry.
@@ -94,4 +101,4 @@ CREATE TABLE events (
     detail TEXT    NOT NULL DEFAULT ''
 );
 
-PRAGMA user_version = 1;
+PRAGMA user_version = 2;

@@ -153,6 +153,7 @@ impl CommandAdapter {
             usage: None,
             citations: Vec::new(),
             sources: Vec::new(),
+            retry_after_ms: None,
         }
     }
 }

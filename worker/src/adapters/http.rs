@@ -273,14 +273,33 @@ pub(crate) fn with_retry_note(detail: String, after: Option<Duration>) -> String
     }
 }
 
+/// `after` in whole milliseconds, for the wire and the ledger.
+pub(crate) fn as_millis(after: Duration) -> u64 {
+    u64::try_from(after.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Puts the provider's Retry-After on a failed answer: in the detail of a
+/// 429 (for the operator) and, for any failure, as `retry_after_ms` (for
+/// the ledger's backoff and the arm's hold).
+pub(crate) fn note_retry_after(r: &mut AdapterResponse, after: Option<Duration>) {
+    if r.class == AttemptClass::Ok {
+        return;
+    }
+    if r.class == AttemptClass::RateLimited {
+        r.detail = with_retry_note(std::mem::take(&mut r.detail), after);
+    }
+    r.retry_after_ms = after.map(as_millis);
+}
+
 /// A classified non-2xx answer, the body scrubbed before classifying (a
-/// key cut by the detail's truncation would no longer be found).
+/// key cut by the detail's truncation would no longer be found), with the
+/// provider's Retry-After.
 pub(crate) fn http_failure(status: u16, headers: &HeaderMap, body: &[u8], secrets: &impl Scrub) -> AdapterResponse {
     let text = secrets.scrub(&String::from_utf8_lossy(body));
     let (class, detail) = http_class::classify_http(status, text.as_bytes());
-    let detail =
-        if class == AttemptClass::RateLimited { with_retry_note(detail, retry_after(headers)) } else { detail };
-    failure(class, status, detail)
+    let mut r = failure(class, status, detail);
+    note_retry_after(&mut r, retry_after(headers));
+    r
 }
 
 /// A transport failure: `timeout` when the client timed out, else
@@ -301,6 +320,7 @@ pub(crate) fn failure(class: AttemptClass, http_status: u16, detail: String) -> 
         usage: None,
         citations: Vec::new(),
         sources: Vec::new(),
+        retry_after_ms: None,
     }
 }
 
@@ -546,5 +566,31 @@ mod tests {
         assert!(retry_after(&h).is_some_and(|d| d > Duration::from_secs(25) && d <= Duration::from_secs(30)));
         h.insert("retry-after-ms", "150".parse().unwrap());
         assert_eq!(retry_after(&h), Some(Duration::from_millis(150)));
+    }
+
+    /// No-op scrubber for the failure tests (their bodies hold no secret).
+    struct NoSecrets;
+
+    impl Scrub for NoSecrets {
+        fn scrub(&self, text: &str) -> String {
+            text.to_owned()
+        }
+    }
+
+    /// A 429 with `Retry-After: 2` carries 2000 ms for the ledger (and a
+    /// note in its detail); a 401 is an auth_error with no retry time.
+    #[test]
+    fn failures_carry_the_retry_after() {
+        let mut h = HeaderMap::new();
+        h.insert("retry-after", "2".parse().unwrap());
+        let r = http_failure(429, &h, br#"{"error":{"message":"Rate limit reached"}}"#, &NoSecrets);
+        assert_eq!((r.class, r.retry_after_ms), (AttemptClass::RateLimited, Some(2_000)));
+        assert!(r.detail.contains("retry after 2 s"), "{}", r.detail);
+        let r = http_failure(503, &h, b"busy", &NoSecrets);
+        assert_eq!((r.class, r.retry_after_ms), (AttemptClass::ServerError, Some(2_000)));
+        let body = br#"{"error":{"message":"Incorrect API key provided: sk-wr****1234","type":"invalid_request_error","code":"invalid_api_key"}}"#;
+        let r = http_failure(401, &HeaderMap::new(), body, &NoSecrets);
+        assert_eq!((r.class, r.http_status, r.retry_after_ms), (AttemptClass::AuthError, 401, None));
+        assert_eq!(r.detail, "HTTP 401: Incorrect API key provided: sk-wr****1234");
     }
 }

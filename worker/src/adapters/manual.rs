@@ -104,6 +104,7 @@ impl Adapter for ManualAdapter {
             usage: None,
             citations: Vec::new(),
             sources: Vec::new(),
+            retry_after_ms: None,
         }
     }
 }
@@ -286,6 +287,7 @@ impl Submission {
             // are the ones the output itself carries (scoring reads them).
             citations: Vec::new(),
             sources: Vec::new(),
+            retry_after_ms: None,
         };
         Answer {
             conversation,

@@ -70,6 +70,10 @@ pub struct AdapterResponse {
     /// Source passages the system returned beside its text (e.g.
     /// Perplexity's `search_results`): used as evidence, recorded as such.
     pub sources: Vec<crate::score::SystemSource>,
+    /// The provider's Retry-After on a failed attempt, in ms: the ledger
+    /// waits at least this long before the run's next attempt and holds
+    /// the arm for every worker until then.
+    pub retry_after_ms: Option<u64>,
 }
 
 /// The content of a response.

@@ -177,6 +177,7 @@ impl OpenAiChatAdapter {
             usage: reply.usage.map(|(input_tokens, output_tokens)| TokenUsage { input_tokens, output_tokens }),
             citations: citations(&parsed),
             sources: search_results(&parsed),
+            retry_after_ms: None,
         }
     }
 }
@@ -200,9 +201,7 @@ impl Adapter for OpenAiChatAdapter {
         match response.bytes().await {
             Ok(body) => {
                 let mut r = http::apply_rule(self.clarification.as_ref(), request, self.read_answer(status, &body));
-                if r.class == AttemptClass::RateLimited {
-                    r.detail = http::with_retry_note(r.detail, retry);
-                }
+                http::note_retry_after(&mut r, retry);
                 r
             }
             Err(e) => http::transport_failure(&e, status, &self.api_key),

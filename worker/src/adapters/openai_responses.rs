@@ -308,6 +308,7 @@ impl OpenAiResponsesAdapter {
             usage,
             citations: read.citations,
             sources: Vec::new(),
+            retry_after_ms: None,
         }
     }
 }

@@ -132,6 +132,7 @@ fn nothing(class: AttemptClass, http_status: u16, detail: &str, version: Option<
         usage: None,
         citations: Vec::new(),
         sources: Vec::new(),
+        retry_after_ms: None,
     }
 }
 
@@ -199,6 +200,7 @@ impl Adapter for SimAdapter {
                 usage: Some(TokenUsage { input_tokens: 80, output_tokens: 20 }),
                 citations: Vec::new(),
                 sources: Vec::new(),
+                retry_after_ms: None,
             };
         }
         let (report, citations, sources) = self.report(&request.question_id, run);
@@ -212,6 +214,7 @@ impl Adapter for SimAdapter {
             observed_version: Some(version),
             citations,
             sources,
+            retry_after_ms: None,
         }
     }
 }

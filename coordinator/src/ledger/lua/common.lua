@@ -11,13 +11,15 @@
 --   P.."pending:"..arm   zset: run_id -> position, runs ready to lease
 --   P.."delayed"         zset: run_id -> not_before_ms, retries in backoff
 --   P.."leases"          zset: run_id -> expires_ms, runs leased now
---   P.."run:"..run_id    hash: pos, arm, q, rep, state, attempts, token,
---                        worker, expires, started, ended, outcome, reason,
---                        record, version
+--   P.."run:"..run_id    hash: pos, arm, q, rep, state, attempts, excused
+--                        (auth_error attempts, not counted against the
+--                        retry budget), token, worker, expires, started,
+--                        ended, outcome, reason, record, version
 --   P.."attempts:"..id   list: attempt records (JSON), in order
 --   P.."questions"       hash: question_id -> text
 --   P.."arms"            hash: ARM|cap, ARM|leased, ARM|paused, ARM|versions,
---                        ARM|manual (present, "1", for a manual arm)
+--                        ARM|manual (present, "1", for a manual arm),
+--                        ARM|hold (ms: no lease before it, from Retry-After)
 --   P.."counts"          hash: o|OUTCOME, c|CLASS, a|ARM|OUTCOME, a|ARM|planned
 --   P.."order"           list: run ids in planned order
 --   P.."discarded"       list: stale reports (JSON)
@@ -30,6 +32,8 @@ local RETRYABLE = { rate_limited = true, server_error = true, empty_content = tr
   connection_error = true, worker_lost = true }
 local FINAL_OF = { ok = 'completed', refused = 'refused', client_error = 'failed',
   malformed = 'failed', timeout = 'timed_out' }
+-- Classes excused from the retry budget (mirror of lifecycle::excused).
+local EXCUSED = { auth_error = true }
 
 local function event(now, kind, run_id, detail)
   redis.call('XADD', P .. 'events', 'MAXLEN', '~', 100000, '*',
@@ -105,24 +109,73 @@ local function closed_reason(arm, now)
   return nil
 end
 
--- The retry policy (mirror of cohort_core RetryPolicy::decide). Returns
--- ('retry', not_before) or ('final', outcome).
-local function decide(class, attempts, started, now)
+-- The retry policy (mirror of cohort_core RetryPolicy::decide), given the
+-- counted attempts (excused ones left out) and the provider's Retry-After
+-- in ms (0 = none). Returns ('retry', not_before), ('final', outcome) or
+-- ('pause', nil) for an excused class.
+local function decide(class, attempts, started, now, retry_after)
+  if EXCUSED[class] then return 'pause', nil end
   local m = redis.call('HMGET', META, 'max_attempts', 'initial_backoff_ms', 'max_backoff_ms', 'max_total_ms')
   local max_attempts, initial, max_backoff, max_total = tonumber(m[1]), tonumber(m[2]), tonumber(m[3]), tonumber(m[4])
   if RETRYABLE[class] and attempts < max_attempts and (now - started) < max_total then
     local doublings = math.min(math.max(attempts - 1, 0), 32)
     local backoff = math.min(initial * (2 ^ doublings), max_backoff)
-    return 'retry', now + backoff
+    return 'retry', now + math.max(backoff, retry_after)
   end
   return 'final', FINAL_OF[class] or 'unavailable'
 end
 
--- Applies a failed attempt to a leased run: retry or final.
-local function after_failure(run_id, arm, class, detail, now)
-  local r = redis.call('HMGET', P .. 'run:' .. run_id, 'attempts', 'started')
-  local kind, value = decide(class, tonumber(r[1]), tonumber(r[2]), now)
+-- The pause reason of an auth_error (mirror of lifecycle::auth_pause_reason).
+local function auth_pause_reason(arm, status, detail)
+  local what = 'an authentication failure'
+  if status > 0 then what = 'HTTP ' .. status end
+  local prefix = 'HTTP ' .. status .. ': '
+  if string.sub(detail, 1, #prefix) == prefix then detail = string.sub(detail, #prefix + 1) end
+  local said = ''
+  if detail ~= '' then said = ' (' .. detail .. ')' end
+  return 'auth_error: ' .. what .. ' from the system under test' .. said
+    .. '; fix the key, then run `cohort resume DIR --arm ' .. arm .. ' --ack "key fixed"`'
+end
+
+-- Holds an arm for everyone until `until_ms` (a provider's Retry-After); the
+-- later hold wins. Logged when it extends the hold.
+local function hold_arm(arm, until_ms, now)
+  local current = tonumber(redis.call('HGET', P .. 'arms', arm .. '|hold') or '0')
+  if until_ms > current then
+    redis.call('HSET', P .. 'arms', arm .. '|hold', until_ms)
+    event(now, 'arm_held', '', arm .. ': held until ' .. until_ms .. ' (Retry-After)')
+  end
+end
+
+-- Applies a failed attempt to a leased run: retry, final, or (auth_error)
+-- back to the queue with the arm paused. `status` is the HTTP status (0 for
+-- none), `retry_after` the provider's Retry-After in ms (0 for none).
+-- Returns ('retry', not_before), ('final', outcome) or ('pause', reason).
+local function after_failure(run_id, arm, class, detail, now, status, retry_after)
+  local r = redis.call('HMGET', P .. 'run:' .. run_id, 'attempts', 'started', 'excused')
+  local counted = tonumber(r[1]) - tonumber(r[3] or '0')
+  if retry_after > 0 then hold_arm(arm, now + retry_after, now) end
+  local kind, value = decide(class, counted, tonumber(r[2]), now, retry_after)
   end_lease(run_id, arm)
+  if kind == 'pause' then
+    redis.call('HINCRBY', P .. 'run:' .. run_id, 'excused', 1)
+    counted = counted - 1
+    local closed = closed_reason(arm, now)
+    if closed then
+      local outcome = 'not_run'
+      if counted > 0 then outcome = 'unavailable' end
+      finalize(run_id, arm, outcome, closed, now)
+      return 'final', outcome
+    end
+    -- No counted attempt left: the run has not started, as after a release.
+    if counted == 0 then redis.call('HSET', P .. 'run:' .. run_id, 'started', 0) end
+    requeue(run_id, arm, 0, now)
+    local reason = auth_pause_reason(arm, status, detail or '')
+    redis.call('HSET', P .. 'arms', arm .. '|paused', reason)
+    event(now, 'arm_paused', '', arm .. ': ' .. reason)
+    event(now, 'requeued', run_id, class .. ' (excused), back at its place in the queue')
+    return 'pause', reason
+  end
   local closed = kind == 'retry' and closed_reason(arm, now)
   if closed then
     finalize(run_id, arm, 'unavailable', class .. ', no retry possible: ' .. closed, now)
@@ -146,9 +199,9 @@ local function close_pending(reason, paused_reason, now, limit)
   local done = 0
   local arms = cjson.decode(redis.call('HGET', P .. 'arms', 'order'))
   local function close_run(run_id, arm)
-    local attempts = tonumber(redis.call('HGET', P .. 'run:' .. run_id, 'attempts'))
+    local r = redis.call('HMGET', P .. 'run:' .. run_id, 'attempts', 'excused')
     local outcome = 'not_run'
-    if attempts > 0 then outcome = 'unavailable' end
+    if tonumber(r[1]) - tonumber(r[2] or '0') > 0 then outcome = 'unavailable' end
     local why = reason
     if paused_reason and redis.call('HEXISTS', P .. 'arms', arm .. '|paused') == 1 then why = paused_reason end
     finalize(run_id, arm, outcome, why, now)

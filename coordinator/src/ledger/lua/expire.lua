@@ -9,6 +9,6 @@ for _, id in ipairs(ids) do
     detail = 'lease expired at ' .. r[4] .. ' without a heartbeat', started_ms = tonumber(r[4]), ended_ms = now })
   record_attempt(id, a, r[3], tonumber(r[1]), tonumber(r[2]))
   event(now, 'expired', id, 'lease of ' .. r[3] .. ' (token ' .. r[2] .. ')')
-  after_failure(id, arm_of(id), 'worker_lost', 'lease expired', now)
+  after_failure(id, arm_of(id), 'worker_lost', 'lease expired', now, 0, 0)
 end
 return #ids

@@ -2,7 +2,8 @@
 -- KEYS[1] meta. ARGV: now_ms, max, ttl_ms, worker, close_limit, scope
 -- ('auto': every arm without ARM|manual; 'manual': only arm ARGV[7], which
 -- must be manual), arm.
--- Atomic: the window check, the move of due retries, the grants, the
+-- Arms paused, at their cap, or held by a Retry-After (ARM|hold > now)
+-- grant nothing. Atomic: the window check, the move of due retries, the grants, the
 -- tokens and the arm slot counts happen in one script.
 -- Returns {closed, done, n, run_id, token, attempt, question_text, expires, ...},
 -- or an error UNKNOWNARM / NOTMANUAL for a manual scope naming a bad arm.
@@ -47,7 +48,8 @@ end
 local candidates = {}
 local arms = cjson.decode(redis.call('HGET', P .. 'arms', 'order'))
 for _, arm in ipairs(arms) do
-  if in_scope(arm) and redis.call('HEXISTS', P .. 'arms', arm .. '|paused') == 0 then
+  local hold = tonumber(redis.call('HGET', P .. 'arms', arm .. '|hold') or '0')
+  if in_scope(arm) and hold <= now and redis.call('HEXISTS', P .. 'arms', arm .. '|paused') == 0 then
     local a = redis.call('HMGET', P .. 'arms', arm .. '|cap', arm .. '|leased')
     local room = math.min(tonumber(a[1]) - tonumber(a[2] or 0), max)
     if room > 0 then
@@ -69,7 +71,8 @@ for _, c in ipairs(candidates) do
   local attempts = redis.call('HINCRBY', key, 'attempts', 1)
   local expires = now + ttl
   redis.call('HSET', key, 'state', 'leased', 'token', token, 'worker', worker, 'expires', expires)
-  if attempts == 1 then redis.call('HSET', key, 'started', now) end
+  -- The first counted attempt starts the run (excused ones do not count).
+  if attempts - tonumber(redis.call('HGET', key, 'excused') or '0') == 1 then redis.call('HSET', key, 'started', now) end
   redis.call('ZREM', P .. 'pending:' .. c.arm, c.id)
   redis.call('ZADD', P .. 'leases', expires, c.id)
   redis.call('HINCRBY', P .. 'arms', c.arm .. '|leased', 1)

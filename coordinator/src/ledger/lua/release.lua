@@ -10,11 +10,12 @@ end
 local arm = arm_of(id)
 end_lease(id, arm)
 local attempts = redis.call('HINCRBY', P .. 'run:' .. id, 'attempts', -1)
-if attempts == 0 then redis.call('HSET', P .. 'run:' .. id, 'started', 0) end
+local counted = attempts - tonumber(redis.call('HGET', P .. 'run:' .. id, 'excused') or '0')
+if counted == 0 then redis.call('HSET', P .. 'run:' .. id, 'started', 0) end
 local closed = closed_reason(arm, now)
 if closed then
   local outcome = 'not_run'
-  if attempts > 0 then outcome = 'unavailable' end
+  if counted > 0 then outcome = 'unavailable' end
   finalize(id, arm, outcome, closed, now)
   return 1
 end
