@@ -102,13 +102,15 @@ async fn openai_ok_reports_the_served_model() {
     assert!(usage.input_tokens > 0 && usage.output_tokens > 0);
 }
 
-/// A 429 without quota wording is `rate_limited`.
+/// A 429 without quota wording is `rate_limited`, and carries the
+/// provider's `Retry-After: 2` as 2000 ms for the ledger.
 #[tokio::test]
 async fn openai_429_is_rate_limited() {
     let mock = mock().await;
-    let r = call_mock(&mock, Some("rate_limit;retry_after=1"), json!({})).await;
+    let r = call_mock(&mock, Some("rate_limit;retry_after=2"), json!({})).await;
     assert_eq!((r.class, r.http_status), (AttemptClass::RateLimited, 429), "{}", r.detail);
     assert_eq!(r.reply, Reply::Nothing);
+    assert_eq!(r.retry_after_ms, Some(2_000), "{}", r.detail);
 }
 
 /// A 429 `insufficient_quota` and a 402 are `quota_exhausted`.
