@@ -12,13 +12,17 @@
 //!   back as they were frozen (from the artifact store), so the old cohort
 //!   verifies again. The old manifest is never touched.
 //!
+//! Every file is read only when it is a regular file (a symlink must lead
+//! to one), and through a cap: a link to `/dev/zero` or a FIFO in a cohort
+//! is refused, not read until memory runs out or forever.
+//!
 //! Architecture Invariant: bad input writes nothing. Every check runs
 //! before the first write.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -26,7 +30,7 @@ use cohort_core::cohort::{CohortFiles, FROZEN_FILES, OPTIONAL_FILES, ValidatedCo
 use cohort_core::config;
 use cohort_core::error::ValidationError;
 use cohort_core::hash::sha256_hex;
-use cohort_core::manifest::{self, Amendment, FileChange, Manifest, QuestionChanges, rfc3339};
+use cohort_core::manifest::{self, Amendment, FileChange, Integrity, Manifest, QuestionChanges, rfc3339};
 use cohort_core::questions;
 
 use crate::artifacts::ArtifactStore;
@@ -81,6 +85,12 @@ pub enum FreezeError {
     Write { path: PathBuf, source: io::Error },
     #[error("{} is larger than {MAX_FILE_BYTES} bytes: refusing to read it", path.display())]
     TooLarge { path: PathBuf },
+    #[error("{} is {kind}, not a regular file: refusing to read it; put the file itself there", path.display())]
+    NotRegular {
+        path: PathBuf,
+        /// What it is instead ("a FIFO", "a device", "a directory").
+        kind: &'static str,
+    },
     #[error("{}", ChangedMessage { dir, changes })]
     Changed { dir: PathBuf, changes: Vec<FileChange> },
     #[error("{} is not a manifest cohort can trust: {message}", path.display())]
@@ -156,6 +166,10 @@ fn amend(
     if changes.is_empty() {
         return Err(FreezeError::NothingToAmend { dir: dir.to_owned() });
     }
+    // The files changed, so only the fields that do not derive from them
+    // can be checked; an edited old manifest is not amended from.
+    old.check_own_fields(false)
+        .map_err(|p| FreezeError::BadManifest { path: dir.join(manifest::FILE), message: p.to_string() })?;
     if request.reason.trim().is_empty() {
         return Err(FreezeError::EmptyReason);
     }
@@ -178,6 +192,7 @@ fn amend(
     amendments.push(Amendment {
         from_cohort: old.cohort.clone(),
         from_manifest_sha256: old_manifest_sha256.to_owned(),
+        from_dir: dir.file_name().map(|n| n.to_string_lossy().into_owned()).filter(|n| config::is_plain_name(n)),
         amended_at: rfc3339(now),
         reason: request.reason.clone(),
         changes,
@@ -222,7 +237,7 @@ fn restore_frozen(dir: &Path, store: &ArtifactStore, old: &Manifest) -> Result<b
     }
     for (name, bytes) in originals {
         let path = dir.join(name);
-        if fs::read(&path).ok().is_some_and(|now| sha256_hex(&now) == sha256_hex(&bytes)) {
+        if read_capped(&path).ok().flatten().is_some_and(|now| sha256_hex(&now) == sha256_hex(&bytes)) {
             continue;
         }
         let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
@@ -303,13 +318,59 @@ pub fn read_cohort_files(dir: &Path) -> Result<CohortFiles, FreezeError> {
     Ok(CohortFiles { files })
 }
 
-fn read_capped(path: &Path) -> Result<Option<Vec<u8>>, FreezeError> {
-    match fs::metadata(path) {
-        Ok(m) if m.len() > MAX_FILE_BYTES => Err(FreezeError::TooLarge { path: path.to_owned() }),
-        Ok(_) => fs::read(path).map(Some).map_err(|source| FreezeError::Read { path: path.to_owned(), source }),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(FreezeError::Read { path: path.to_owned(), source }),
+/// The bytes of `path`, `None` when it does not exist (a dangling symlink
+/// included: validation names the file as missing). Only a regular file is
+/// read, and at most [`MAX_FILE_BYTES`] of it: the type is checked before
+/// opening (so a FIFO is never opened, which would block) and again on the
+/// opened file, and the read stops one byte past the cap, so a file that
+/// grows, or a device swapped in, is refused without being read whole.
+pub fn read_capped(path: &Path) -> Result<Option<Vec<u8>>, FreezeError> {
+    let read_error = |source| FreezeError::Read { path: path.to_owned(), source };
+    let metadata = match fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(read_error(source)),
+    };
+    regular(path, &metadata)?;
+    let file = fs::File::open(path).map_err(read_error)?;
+    let opened = file.metadata().map_err(read_error)?;
+    regular(path, &opened)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(opened.len().min(MAX_FILE_BYTES)).unwrap_or(0));
+    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(read_error)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(FreezeError::TooLarge { path: path.to_owned() });
     }
+    Ok(Some(bytes))
+}
+
+/// Refuses anything but a regular file of at most [`MAX_FILE_BYTES`].
+fn regular(path: &Path, metadata: &fs::Metadata) -> Result<(), FreezeError> {
+    let file_type = metadata.file_type();
+    if !file_type.is_file() {
+        return Err(FreezeError::NotRegular { path: path.to_owned(), kind: kind_of(&file_type) });
+    }
+    if metadata.len() > MAX_FILE_BYTES {
+        return Err(FreezeError::TooLarge { path: path.to_owned() });
+    }
+    Ok(())
+}
+
+/// What a file that is not regular is, in words.
+fn kind_of(file_type: &fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if file_type.is_fifo() {
+            return "a FIFO";
+        }
+        if file_type.is_char_device() || file_type.is_block_device() {
+            return "a device";
+        }
+        if file_type.is_socket() {
+            return "a socket";
+        }
+    }
+    if file_type.is_dir() { "a directory" } else { "not a file" }
 }
 
 /// The manifest of a frozen directory and the SHA-256 of its bytes; `None`
@@ -318,8 +379,10 @@ pub fn read_manifest(path: &Path) -> Result<Option<(Manifest, String)>, FreezeEr
     let Some(bytes) = read_capped(path)? else {
         return Ok(None);
     };
-    let manifest: Manifest = serde_json::from_slice(&bytes)
-        .map_err(|e| FreezeError::BadManifest { path: path.to_owned(), message: e.to_string() })?;
+    let manifest: Manifest = serde_json::from_slice(&bytes).map_err(|e| FreezeError::BadManifest {
+        path: path.to_owned(),
+        message: format!("{e}: it is not a manifest as freezing writes it"),
+    })?;
     Ok(Some((manifest, sha256_hex(&bytes))))
 }
 
@@ -334,15 +397,45 @@ pub fn load_frozen(dir: &Path) -> Result<(ValidatedCohort, Manifest, String), Fr
 }
 
 /// Checks a frozen directory: its files have the manifest's hashes, they
-/// are valid, and the manifest is the one they derive (it was not edited).
+/// are valid, and every field of the manifest is the one they derive or
+/// otherwise holds (it was not edited), its amendment log included, checked
+/// against the predecessor's manifest when that cohort is beside this one.
+/// A legacy manifest (no self-hash) passes with [`Integrity::Legacy`],
+/// which [`Manifest::is_legacy`] tells callers afterwards.
 fn verify(dir: &Path, files: &CohortFiles, manifest: &Manifest) -> Result<ValidatedCohort, FreezeError> {
     let changes = manifest.changes(&files.hashes());
     if !changes.is_empty() {
         return Err(FreezeError::Changed { dir: dir.to_owned(), changes });
     }
     let cohort = files.validate()?;
-    manifest
-        .check_consistency(&cohort)
-        .map_err(|message| FreezeError::BadManifest { path: dir.join(manifest::FILE), message })?;
+    let bad =
+        |path: PathBuf| move |p: manifest::ManifestProblem| FreezeError::BadManifest { path, message: p.to_string() };
+    let _: Integrity = manifest.check_consistency(&cohort).map_err(bad(dir.join(manifest::FILE)))?;
+    if let Some((predecessor, sha)) = predecessor(dir, manifest)? {
+        manifest.check_predecessor(&predecessor, &sha).map_err(bad(dir.join(manifest::FILE)))?;
+    }
     Ok(cohort)
+}
+
+/// The manifest the last amendment was made from, with its bytes' hash,
+/// when that cohort's directory is beside `dir` (`from_dir`, or for a
+/// legacy amendment the cohort's name) and its manifest names that cohort.
+/// A predecessor moved elsewhere is not looked for: the chain is then
+/// checked within this manifest only.
+fn predecessor(dir: &Path, manifest: &Manifest) -> Result<Option<(Manifest, String)>, FreezeError> {
+    let Some(last) = manifest.amendments.last() else {
+        return Ok(None);
+    };
+    let name = last.from_dir.as_deref().unwrap_or(&last.from_cohort);
+    if !config::is_plain_name(name) {
+        return Ok(None);
+    }
+    let Some(parent) = dir.parent() else {
+        return Ok(None);
+    };
+    let path = parent.join(name).join(manifest::FILE);
+    match read_manifest(&path)? {
+        Some((m, sha)) if m.cohort == last.from_cohort => Ok(Some((m, sha))),
+        _ => Ok(None),
+    }
 }

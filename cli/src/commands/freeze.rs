@@ -30,6 +30,13 @@ pub fn run(dir: &Path, amend: Option<(String, String)>, show: usize) -> anyhow::
                 manifest.cohort,
                 path.display()
             );
+            if manifest.is_legacy() {
+                let _ = writeln!(
+                    out,
+                    "  legacy manifest (version 1, no self-hash): every field the cohort files derive was derived \
+                     again and agrees; frozen_at, tool_version and the amendment log cannot be checked"
+                );
+            }
             print_manifest(&mut out, &manifest, show);
         }
         FreezeReport::Amended { manifest, dir: new_dir, restored } => {
