@@ -344,8 +344,11 @@ impl CohortConfig {
     }
 }
 
-/// Whether `id` may be used as a question or arm id: non-empty, and free of
-/// `:` (the run-id separator) and whitespace.
+/// Whether `id` may be used as a question or arm id (or a category, or a
+/// workflow): non-empty, and free of `:` (the run-id separator),
+/// whitespace, control characters and format characters (Unicode category
+/// Cf: zero-width spaces and joiners, bidirectional controls, the BOM),
+/// which would make two ids that look alike differ.
 pub fn id_problem(id: &str) -> Option<&'static str> {
     if id.is_empty() {
         Some("must not be empty")
@@ -354,8 +357,75 @@ pub fn id_problem(id: &str) -> Option<&'static str> {
     } else if id.chars().any(char::is_whitespace) {
         Some("must not contain whitespace")
     } else {
+        invisible_problem(id)
+    }
+}
+
+/// Whether `name` may be a cohort's name: not blank, and free of control
+/// and format characters, of `{` and `}` (the name is the Redis hash tag
+/// `cohort:{NAME}:`, which a `}` would end early), and of `/`, `\` and `..`
+/// (it names directories beside the cohort).
+pub fn name_problem(name: &str) -> Option<&'static str> {
+    if name.trim().is_empty() {
+        Some("must not be empty")
+    } else if name.contains(['{', '}']) {
+        Some("must not contain '{' or '}' (the name is the Redis hash tag of the cohort's keys)")
+    } else if name.contains(['/', '\\']) || name.contains("..") {
+        Some("must not contain '/', '\\' or '..' (the name names directories)")
+    } else {
+        invisible_problem(name)
+    }
+}
+
+fn invisible_problem(text: &str) -> Option<&'static str> {
+    if text.chars().any(char::is_control) {
+        Some("must not contain control characters")
+    } else if text.chars().any(is_format_char) {
+        Some("must not contain invisible format characters (zero-width spaces or joiners, bidi controls, a BOM)")
+    } else {
         None
     }
+}
+
+/// Unicode general category Cf (Unicode 15.1, DerivedGeneralCategory.txt),
+/// as ranges. Written out: the table is short and stable, and no crate of
+/// the workspace carries general categories.
+const FORMAT_CHARS: [(char, char); 21] = [
+    ('\u{AD}', '\u{AD}'),
+    ('\u{600}', '\u{605}'),
+    ('\u{61C}', '\u{61C}'),
+    ('\u{6DD}', '\u{6DD}'),
+    ('\u{70F}', '\u{70F}'),
+    ('\u{890}', '\u{891}'),
+    ('\u{8E2}', '\u{8E2}'),
+    ('\u{180E}', '\u{180E}'),
+    ('\u{200B}', '\u{200F}'),
+    ('\u{202A}', '\u{202E}'),
+    ('\u{2060}', '\u{2064}'),
+    ('\u{2066}', '\u{206F}'),
+    ('\u{FEFF}', '\u{FEFF}'),
+    ('\u{FFF9}', '\u{FFFB}'),
+    ('\u{110BD}', '\u{110BD}'),
+    ('\u{110CD}', '\u{110CD}'),
+    ('\u{13430}', '\u{1343F}'),
+    ('\u{1BCA0}', '\u{1BCA3}'),
+    ('\u{1D173}', '\u{1D17A}'),
+    ('\u{E0001}', '\u{E0001}'),
+    ('\u{E0020}', '\u{E007F}'),
+];
+
+fn is_format_char(c: char) -> bool {
+    FORMAT_CHARS.iter().any(|&(lo, hi)| (lo..=hi).contains(&c))
+}
+
+/// The form under which two ids are the same id: NFC, case-folded (each
+/// character upper- then lower-cased, which folds `ß` to `ss` and `ς` to
+/// `σ` as Unicode case folding does, and also takes the dotless `ı` for
+/// `i`: a confusable pair either way), NFC again. Ids whose keys are equal
+/// are duplicates, however they are spelled.
+pub fn id_key(id: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
+    id.nfc().flat_map(char::to_uppercase).flat_map(char::to_lowercase).nfc().collect()
 }
 
 /// `text` with the value of its top-level `name` replaced by `new_name`,
@@ -484,7 +554,11 @@ impl Validator<'_> {
     }
 
     fn config(&mut self, raw: RawConfig) -> CohortConfig {
+        let name_span = raw.name.span();
         let name = self.non_empty(raw.name, "name");
+        if let Some(why) = name_problem(&name).filter(|_| !name.trim().is_empty()) {
+            self.problem(name_span, "name", format!("{name:?} {why}"));
+        }
         let seed = self.seed(raw.seed);
         let window_hours = self.int(raw.window_hours, "window_hours", 1, DEFAULT_WINDOW_HOURS);
         let repeats_span = raw.repeats.as_ref().map(Spanned::span);
@@ -589,16 +663,29 @@ impl Validator<'_> {
             self.whole_file("arms", "no arms: add at least one [[arms]] table");
         }
         let mut arms: Vec<ArmConfig> = Vec::new();
+        // id_key -> (id, line) of the first arm with it.
+        let mut first_of: BTreeMap<String, (String, usize)> = BTreeMap::new();
         for (i, arm) in raw.into_iter().enumerate() {
             let arm_span = arm.span();
             let arm = arm.into_inner();
             let field = |name: &str| format!("arms[{i}].{name}");
             let id_span = arm.id.span();
             let id = arm.id.into_inner();
+            let line = crate::error::line_column(self.text, id_span.start).0;
             if let Some(why) = id_problem(&id) {
                 self.problem(id_span.clone(), field("id"), why);
-            } else if arms.iter().any(|a| a.id == id) {
-                self.problem(id_span, field("id"), format!("duplicate arm id \"{id}\""));
+            } else if let Some((first, first_line)) = first_of.get(&id_key(&id)) {
+                let message = if *first == id {
+                    format!("duplicate arm id \"{id}\" (first at line {first_line})")
+                } else {
+                    format!(
+                        "arm id {id:?} is the same id as {first:?} (line {first_line}) once case and Unicode \
+                         normalisation are ignored: make them differ in more than that"
+                    )
+                };
+                self.problem(id_span, field("id"), message);
+            } else {
+                first_of.insert(id_key(&id), (id.clone(), line));
             }
             let label = self.non_empty(arm.label, &field("label"));
             let pinned_version = match arm.pinned_version {
@@ -861,6 +948,34 @@ temperature = 0.0
         assert!(p[0].contains("arms[0].id") && p[0].contains("':'"), "{p:?}");
     }
 
+    /// Proves arm ids that differ only by case or normalisation are
+    /// duplicates named with both spellings and the first one's line.
+    #[test]
+    fn arm_ids_equal_after_case_folding_and_nfc_are_duplicates() {
+        let second = "\n[[arms]]\nid = \"A\"\nlabel = \"Arm A2\"\nadapter = \"sim\"\npinned_version = \"v\"\nvendor_lineage = \"simco2\"\n";
+        let p = problems(&format!("{GOOD}{second}"));
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(
+            p[0].starts_with("cohort.toml:19:6: field `arms[1].id`: arm id \"A\" is the same id as \"a\" (line 6)"),
+            "{p:?}"
+        );
+        let p = problems(&format!("{GOOD}{}", second.replace("\"A\"", "\"a\"")));
+        assert!(p.len() == 1 && p[0].contains("duplicate arm id \"a\" (first at line 6)"), "{p:?}");
+        let p = problems(&GOOD.replace("id = \"a\"", "id = \"a\\u200B\""));
+        assert!(p.len() == 1 && p[0].contains("arms[0].id") && p[0].contains("invisible"), "{p:?}");
+    }
+
+    /// Proves cohort names that would break the Redis hash tag or name
+    /// other directories, or hide characters, are refused naming `name`.
+    #[test]
+    fn cohort_names_with_braces_slashes_dots_or_invisible_characters_are_refused() {
+        for bad in ["a}b", "a{b", "a/b", "a\\\\b", "../x", "a..b", "a\\u200Bb", "a\\u0007b"] {
+            let p = problems(&GOOD.replace("name = \"demo\"", &format!("name = \"{bad}\"")));
+            assert!(p.len() == 1 && p[0].starts_with("cohort.toml:2:8: field `name`: "), "{bad}: {p:?}");
+        }
+        assert!(build_and_validate(&GOOD.replace("name = \"demo\"", "name = \"Démo 2026.v1\"")).is_ok());
+    }
+
     #[test]
     fn big_seeds_may_be_quoted() {
         let c = build_and_validate(&GOOD.replace("seed = 7", "seed = \"18446744073709551615\"")).unwrap();
@@ -879,10 +994,7 @@ temperature = 0.0
         let p = problems(&GOOD.replace("seed = 7", "seed = 7\nrepeats = 3\nrepeat_schedule = { every_hours = -1 }"));
         assert!(p.len() == 1 && p[0].contains("repeat_schedule.every_hours"), "{p:?}");
         let p = problems(&GOOD.replace("seed = 7", "seed = 7\nrepeats = 3\nrepeat_schedule = { every = 2 }"));
-        assert!(
-            p.iter().any(|p| p.contains("`repeat_schedule.every`: unknown field")),
-            "{p:?}"
-        );
+        assert!(p.iter().any(|p| p.contains("`repeat_schedule.every`: unknown field")), "{p:?}");
         let ok = GOOD.replace(
             "seed = 7",
             "seed = 7\nrepeats = 3\nrepeat_schedule = { every_hours = 24, note = \"weekly drift\" }",

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::id_problem;
+use crate::config::{id_key, id_problem};
 use crate::error::{LineCounter, Problem, json_element, json_elements};
 
 /// The file name of the questions within a cohort directory.
@@ -27,7 +27,9 @@ pub fn parse_and_validate(text: &str, categories: &[String]) -> Result<Vec<Quest
     let elements = json_elements(FILE, text)?;
     let mut problems = Vec::new();
     let mut questions: Vec<Question> = Vec::with_capacity(elements.len());
-    let mut first_line_of: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    // id_key -> (id, line) of the first question with it: ids equal after
+    // case folding and NFC are one id.
+    let mut first_of: std::collections::HashMap<String, (String, usize)> = std::collections::HashMap::new();
     // Lines are counted incrementally (elements come in file order), so
     // validation stays linear in the file size.
     let mut lines = LineCounter::default();
@@ -48,10 +50,19 @@ pub fn parse_and_validate(text: &str, categories: &[String]) -> Result<Vec<Quest
         let line = lines.line_at(text, offset);
         if let Some(why) = id_problem(&question.id) {
             problems.push(at(format!("question id \"{}\" {why}", question.id), "id"));
-        } else if let Some(first) = first_line_of.get(&question.id) {
-            problems.push(at(format!("duplicate question id \"{}\" (first at line {first})", question.id), "id"));
+        } else if let Some((first, first_line)) = first_of.get(&id_key(&question.id)) {
+            let message = if *first == question.id {
+                format!("duplicate question id \"{first}\" (first at line {first_line})")
+            } else {
+                format!(
+                    "question id {:?} is the same id as {first:?} (line {first_line}) once case and Unicode \
+                     normalisation are ignored: make them differ in more than that",
+                    question.id
+                )
+            };
+            problems.push(at(message, "id"));
         } else {
-            first_line_of.insert(question.id.clone(), line);
+            first_of.insert(id_key(&question.id), (question.id.clone(), line));
         }
         if !categories.contains(&question.category) {
             problems.push(at(
@@ -112,6 +123,33 @@ mod tests {
     fn syntax_errors_have_line_and_column() {
         let p = problems("[\n  {\"id\": \"s1\",,}\n]");
         assert!(p[0].starts_with("questions.json:2:"), "{p:?}");
+    }
+
+    /// Proves ids that differ only by case, by Unicode normalisation (NFC
+    /// and NFD spellings of one letter) are one id, named with both
+    /// spellings and lines; and that zero-width and control characters are
+    /// refused.
+    #[test]
+    fn ids_equal_after_case_folding_and_nfc_are_duplicates() {
+        let text = "[\n  {\"id\": \"s1\", \"category\": \"science\", \"text\": \"a\"},\n  {\"id\": \"S1\", \"category\": \"science\", \"text\": \"b\"}\n]";
+        assert_eq!(
+            problems(text),
+            ["questions.json:3:3: field `[1].id`: question id \"S1\" is the same id as \"s1\" (line 2) once case and \
+              Unicode normalisation are ignored: make them differ in more than that"]
+        );
+        let nfc_nfd = "[{\"id\":\"caf\u{e9}\",\"category\":\"science\",\"text\":\"a\"},\n{\"id\":\"cafe\u{301}\",\"category\":\"science\",\"text\":\"b\"}]";
+        let p = problems(nfc_nfd);
+        assert!(p.len() == 1 && p[0].contains("same id as \"café\" (line 1)"), "{p:?}");
+        let p = problems(
+            r#"[{"id":"STRASSE","category":"science","text":"a"},{"id":"straße","category":"science","text":"b"}]"#,
+        );
+        assert_eq!(p.len(), 1, "{p:?}");
+        for bad in [r"s\u200b1", r"s\u200d1", r"s\ufeff1", r"s\u202e1", r"s\u00ad1"] {
+            let p = problems(&format!(r#"[{{"id":"{bad}","category":"science","text":"a"}}]"#));
+            assert!(p.len() == 1 && p[0].contains("invisible format characters"), "{bad}: {p:?}");
+        }
+        let p = problems(r#"[{"id":"s\u00071","category":"science","text":"a"}]"#);
+        assert!(p.len() == 1 && p[0].contains("control characters"), "{p:?}");
     }
 
     #[test]
