@@ -74,6 +74,9 @@ impl CohortFiles {
                 None => problems.push(Problem::in_file(name, "missing: a cohort directory needs this file")),
                 Some(bytes) => match std::str::from_utf8(bytes) {
                     Ok(text) if text.trim().is_empty() => problems.push(Problem::in_file(name, "is empty")),
+                    Ok(text) if text.starts_with(BOM) && BOM_REFUSED.contains(&name) => {
+                        problems.push(bom_problem(name));
+                    }
                     Ok(text) => {
                         texts.insert(name, text);
                     }
@@ -120,6 +123,10 @@ impl CohortFiles {
         };
         let key = match (self.get(uncertainty_key::FILE), &questions) {
             (Some(bytes), Some(questions)) => match std::str::from_utf8(bytes) {
+                Ok(text) if text.starts_with(BOM) => {
+                    problems.push(bom_problem(uncertainty_key::FILE));
+                    None
+                }
                 Ok(text) => {
                     let ids = questions.iter().map(|q| q.id.as_str()).collect();
                     match uncertainty_key::parse_and_validate(text, &ids) {
@@ -154,6 +161,28 @@ impl CohortFiles {
             }
             _ => Err(ValidationError { problems }),
         }
+    }
+}
+
+/// The byte-order mark some editors put at the start of UTF-8 files.
+const BOM: char = '\u{feff}';
+
+/// The files a BOM is refused in: the parsed ones, which never froze with
+/// one (the parsers refused it as "expected value"). Stripping it silently
+/// would freeze a hash of bytes other than the ones read, and a tool that
+/// re-derives the cohort from the files would have to know to strip it too;
+/// refusing keeps the frozen bytes the ones every reader parses. The text
+/// files (`suffix.txt`, `protocol.md`, `rubric.md`) are frozen as they are,
+/// as before: refusing a BOM there now would fail cohorts already frozen.
+const BOM_REFUSED: [&str; 2] = [config::FILE, questions::FILE];
+
+fn bom_problem(file: &str) -> Problem {
+    Problem {
+        file: file.to_owned(),
+        line: Some(1),
+        column: Some(1),
+        field: None,
+        message: format!("{file} starts with a byte-order mark (U+FEFF): save it as UTF-8 without BOM"),
     }
 }
 
@@ -235,6 +264,22 @@ mod tests {
         f.files.insert(uncertainty_key::FILE.into(), Some(br#"[{"question_id":"nope","answerable":true}]"#.to_vec()));
         let e = f.validate().unwrap_err();
         assert!(e.to_string().contains("uncertainty_key.json:1:2: field `[0].question_id`"), "{e}");
+    }
+
+    /// Proves a byte-order mark in a parsed file is named (it was
+    /// "expected value") with what to do, and refused rather than stripped.
+    #[test]
+    fn a_bom_in_a_parsed_file_says_to_save_without_it() {
+        let e = files(TOML, &format!("\u{feff}{QUESTIONS}")).validate().unwrap_err();
+        assert_eq!(
+            e.problems.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            ["questions.json:1:1: questions.json starts with a byte-order mark (U+FEFF): save it as UTF-8 without BOM"]
+        );
+        let e = files(&format!("\u{feff}{TOML}"), QUESTIONS).validate().unwrap_err();
+        assert!(
+            e.problems[0].to_string().starts_with("cohort.toml:1:1: cohort.toml starts with a byte-order mark"),
+            "{e}"
+        );
     }
 
     #[test]

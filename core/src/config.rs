@@ -34,12 +34,12 @@ pub const DEFAULT_CATEGORIES: [&str; 5] = ["science", "technology", "history", "
 struct RawConfig {
     name: Spanned<String>,
     seed: Spanned<RawSeed>,
-    window_hours: Option<Spanned<i64>>,
-    repeats: Option<Spanned<i64>>,
+    window_hours: Option<Spanned<WholeNumber>>,
+    repeats: Option<Spanned<WholeNumber>>,
     /// A table (`every_hours`, `note`); read by hand so that the free-text
     /// form of earlier versions gets a message saying what to write.
     repeat_schedule: Option<Spanned<toml::Value>>,
-    run_timeout_secs: Option<Spanned<i64>>,
+    run_timeout_secs: Option<Spanned<WholeNumber>>,
     categories: Option<Spanned<Vec<Spanned<String>>>>,
     #[serde(default)]
     arms: Vec<Spanned<RawArm>>,
@@ -65,13 +65,82 @@ struct RawPublication {
 }
 
 /// A seed as written: TOML integers stop at 2^63-1, so the full u64 range
-/// may also be written as a string of decimal digits.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
+/// may also be written as a string of decimal digits. A larger unquoted
+/// number is read too (the parser gives it as an i128), so that the
+/// message can say to quote it rather than name a serde enum.
+#[derive(Debug)]
 enum RawSeed {
-    Int(i64),
+    Int(i128),
     Text(String),
 }
+
+impl<'de> Deserialize<'de> for RawSeed {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Seed;
+        impl serde::de::Visitor<'_> for Seed {
+            type Value = RawSeed;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(
+                    "a whole number from 0 to 2^64-1 for `seed` (quoted above 2^63-1: seed = \"18446744073709551615\")",
+                )
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<RawSeed, E> {
+                Ok(RawSeed::Int(v.into()))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<RawSeed, E> {
+                Ok(RawSeed::Int(v.into()))
+            }
+            fn visit_i128<E>(self, v: i128) -> Result<RawSeed, E> {
+                Ok(RawSeed::Int(v))
+            }
+            fn visit_u128<E>(self, v: u128) -> Result<RawSeed, E> {
+                Ok(RawSeed::Int(i128::try_from(v).unwrap_or(i128::MAX)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<RawSeed, E> {
+                Ok(RawSeed::Text(v.to_owned()))
+            }
+        }
+        d.deserialize_any(Seed)
+    }
+}
+
+/// A whole number as written, of any size the parser reads (TOML's own
+/// stop at 2^63-1; larger ones come as i128), so a value out of range is
+/// a problem that names its field and the range, not "expected i64".
+#[derive(Debug, Clone, Copy)]
+struct WholeNumber(i128);
+
+impl<'de> Deserialize<'de> for WholeNumber {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Whole;
+        impl serde::de::Visitor<'_> for Whole {
+            type Value = WholeNumber;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a whole number")
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<WholeNumber, E> {
+                Ok(WholeNumber(v.into()))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<WholeNumber, E> {
+                Ok(WholeNumber(v.into()))
+            }
+            fn visit_i128<E>(self, v: i128) -> Result<WholeNumber, E> {
+                Ok(WholeNumber(v))
+            }
+            fn visit_u128<E>(self, v: u128) -> Result<WholeNumber, E> {
+                Ok(WholeNumber(i128::try_from(v).unwrap_or(i128::MAX)))
+            }
+        }
+        d.deserialize_any(Whole)
+    }
+}
+
+/// The largest `run_timeout_secs` (and `retry.max_total_secs`): its
+/// milliseconds must fit the ledger's i64 (it was cast, and a larger value
+/// turned negative).
+pub const MAX_SECS: u64 = (i64::MAX / 1000) as u64;
+/// The largest backoff in milliseconds: an i64 in the ledger.
+const MAX_MS: u64 = i64::MAX as u64;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -81,7 +150,7 @@ struct RawArm {
     adapter: Spanned<AdapterKind>,
     pinned_version: Option<Spanned<String>>,
     vendor_lineage: Option<Spanned<String>>,
-    concurrency: Option<Spanned<i64>>,
+    concurrency: Option<Spanned<WholeNumber>>,
     #[serde(default)]
     optional: bool,
     workflow: Option<Spanned<String>>,
@@ -99,7 +168,7 @@ struct RawJudge {
     served_model: Option<Spanned<String>>,
     vendor_lineage: Spanned<String>,
     temperature: Option<Spanned<f64>>,
-    batch_size: Option<Spanned<i64>>,
+    batch_size: Option<Spanned<WholeNumber>>,
     lineage_waiver: Option<Spanned<RawWaiver>>,
 }
 
@@ -113,10 +182,10 @@ struct RawWaiver {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRetry {
-    max_attempts: Option<Spanned<i64>>,
-    initial_backoff_ms: Option<Spanned<i64>>,
-    max_backoff_ms: Option<Spanned<i64>>,
-    max_total_secs: Option<Spanned<i64>>,
+    max_attempts: Option<Spanned<WholeNumber>>,
+    initial_backoff_ms: Option<Spanned<WholeNumber>>,
+    max_backoff_ms: Option<Spanned<WholeNumber>>,
+    max_total_secs: Option<Spanned<WholeNumber>>,
 }
 
 /// A price catalog as written: the `[prices]` table of `cohort.toml` or of
@@ -560,9 +629,9 @@ impl Validator<'_> {
             self.problem(name_span, "name", format!("{name:?} {why}"));
         }
         let seed = self.seed(raw.seed);
-        let window_hours = self.int(raw.window_hours, "window_hours", 1, DEFAULT_WINDOW_HOURS);
+        let window_hours = self.whole(raw.window_hours, "window_hours", 1, u32::MAX, DEFAULT_WINDOW_HOURS);
         let repeats_span = raw.repeats.as_ref().map(Spanned::span);
-        let repeats = self.int(raw.repeats, "repeats", 1, 1u32);
+        let repeats = self.whole(raw.repeats, "repeats", 1, u32::MAX, 1u32);
         let repeat_schedule = raw.repeat_schedule.and_then(|s| self.repeat_schedule(s));
         if repeats > 1
             && repeat_schedule.is_none()
@@ -576,7 +645,8 @@ impl Validator<'_> {
                  0 runs every round at once)",
             );
         }
-        let run_timeout_secs = self.int(raw.run_timeout_secs, "run_timeout_secs", 1, DEFAULT_RUN_TIMEOUT_SECS);
+        let run_timeout_secs =
+            self.whole(raw.run_timeout_secs, "run_timeout_secs", 1, MAX_SECS, DEFAULT_RUN_TIMEOUT_SECS);
         let categories = self.categories(raw.categories);
         let arms = self.arms(raw.arms);
         let judge = raw.judge.map(|judge| self.judge(judge, &arms));
@@ -621,18 +691,53 @@ impl Validator<'_> {
 
     fn seed(&mut self, seed: Spanned<RawSeed>) -> u64 {
         let span = seed.span();
+        let range = "must be a whole number from 0 to 2^64-1 (quoted above 2^63-1)";
         match seed.into_inner() {
-            RawSeed::Int(n) if n >= 0 => n as u64,
-            RawSeed::Text(s) if s.bytes().all(|b| b.is_ascii_digit()) && !s.is_empty() => match s.parse() {
-                Ok(n) => n,
+            RawSeed::Int(n) => match u64::try_from(n) {
+                Ok(v) if n <= i128::from(i64::MAX) => v,
+                Ok(_) => {
+                    self.problem(
+                        span,
+                        "seed",
+                        format!(
+                            "{n} is above 2^63-1, the largest number TOML writes unquoted: quote it: seed = \"{n}\""
+                        ),
+                    );
+                    0
+                }
                 Err(_) => {
-                    self.problem(span, "seed", format!("{s} does not fit in 64 bits"));
+                    self.problem(span, "seed", format!("{range} (got {n})"));
                     0
                 }
             },
-            _ => {
-                self.problem(span, "seed", "must be a whole number from 0 to 2^64-1 (quote it when above 2^63-1)");
+            RawSeed::Text(s) if s.bytes().all(|b| b.is_ascii_digit()) && !s.is_empty() => match s.parse() {
+                Ok(n) => n,
+                Err(_) => {
+                    self.problem(span, "seed", format!("{s} does not fit in 64 bits: {range}"));
+                    0
+                }
+            },
+            RawSeed::Text(s) => {
+                self.problem(span, "seed", format!("{range} (got {s:?})"));
                 0
+            }
+        }
+    }
+
+    /// A whole number from `min` to `max`; `default` when absent (and,
+    /// with a problem naming the field and the range, when out of it).
+    fn whole<T>(&mut self, value: Option<Spanned<WholeNumber>>, field: &str, min: i128, max: T, default: T) -> T
+    where
+        T: TryFrom<i128> + Into<i128> + Copy + std::fmt::Display,
+    {
+        let Some(value) = value else { return default };
+        let span = value.span();
+        let n = value.into_inner().0;
+        match T::try_from(n) {
+            Ok(v) if n >= min && n <= max.into() => v,
+            _ => {
+                self.problem(span, field, format!("must be a whole number from {min} to {max} (got {n})"));
+                default
             }
         }
     }
@@ -710,7 +815,7 @@ impl Validator<'_> {
                     String::new()
                 }
             };
-            let concurrency = self.int(arm.concurrency, &field("concurrency"), 1, 1u32);
+            let concurrency = self.whole(arm.concurrency, &field("concurrency"), 1, u32::MAX, 1u32);
             let workflow = match arm.workflow {
                 Some(w) => {
                     let span = w.span();
@@ -773,7 +878,7 @@ impl Validator<'_> {
                 0.0
             }
         };
-        let batch_size = self.int(judge.batch_size, "judge.batch_size", 1, DEFAULT_JUDGE_BATCH_SIZE);
+        let batch_size = self.whole(judge.batch_size, "judge.batch_size", 1, u32::MAX, DEFAULT_JUDGE_BATCH_SIZE);
         let lineage_waiver = judge.lineage_waiver.map(|w| {
             let w = w.into_inner();
             LineageWaiver {
@@ -802,10 +907,16 @@ impl Validator<'_> {
     fn retry(&mut self, raw: RawRetry) -> RetryPolicy {
         let d = RetryPolicy::default();
         let policy = RetryPolicy {
-            max_attempts: self.int(raw.max_attempts, "retry.max_attempts", 1, d.max_attempts),
-            initial_backoff_ms: self.int(raw.initial_backoff_ms, "retry.initial_backoff_ms", 0, d.initial_backoff_ms),
-            max_backoff_ms: self.int(raw.max_backoff_ms, "retry.max_backoff_ms", 0, d.max_backoff_ms),
-            max_total_secs: self.int(raw.max_total_secs, "retry.max_total_secs", 1, d.max_total_secs),
+            max_attempts: self.whole(raw.max_attempts, "retry.max_attempts", 1, u32::MAX, d.max_attempts),
+            initial_backoff_ms: self.whole(
+                raw.initial_backoff_ms,
+                "retry.initial_backoff_ms",
+                0,
+                MAX_MS,
+                d.initial_backoff_ms,
+            ),
+            max_backoff_ms: self.whole(raw.max_backoff_ms, "retry.max_backoff_ms", 0, MAX_MS, d.max_backoff_ms),
+            max_total_secs: self.whole(raw.max_total_secs, "retry.max_total_secs", 1, MAX_SECS, d.max_total_secs),
         };
         if policy.max_backoff_ms < policy.initial_backoff_ms {
             self.problems.push(
@@ -974,6 +1085,41 @@ temperature = 0.0
             assert!(p.len() == 1 && p[0].starts_with("cohort.toml:2:8: field `name`: "), "{bad}: {p:?}");
         }
         assert!(build_and_validate(&GOOD.replace("name = \"demo\"", "name = \"Démo 2026.v1\"")).is_ok());
+    }
+
+    /// Proves the numbers the parser once reported as "untagged enum
+    /// RawSeed" or "expected i64" name the file, line and field, and say
+    /// what to write.
+    #[test]
+    fn out_of_range_and_mistyped_numbers_name_their_field() {
+        let p = problems(&GOOD.replace("seed = 7", "seed = 18446744073709551615"));
+        assert_eq!(
+            p,
+            ["cohort.toml:3:8: field `seed`: 18446744073709551615 is above 2^63-1, the largest number TOML writes \
+              unquoted: quote it: seed = \"18446744073709551615\""]
+        );
+        let p = problems(&GOOD.replace("seed = 7", "seed = 1.5"));
+        assert!(
+            p.len() == 1 && p[0].starts_with("cohort.toml:3:8: field `seed`: ") && p[0].contains("quoted"),
+            "{p:?}"
+        );
+        let p = problems(&GOOD.replace("seed = 7", "seed = 7\nrun_timeout_secs = 99999999999999999999"));
+        assert_eq!(
+            p,
+            ["cohort.toml:4:20: field `run_timeout_secs`: must be a whole number from 1 to 9223372036854775 (got \
+              99999999999999999999)"]
+        );
+        // Milliseconds of the largest accepted value fit the ledger's i64.
+        assert!(i64::try_from(MAX_SECS * 1000).is_ok());
+        let p = problems(&GOOD.replace("seed = 7", "seed = 7\nwindow_hours = \"two days\""));
+        assert!(p.len() == 1 && p[0].starts_with("cohort.toml:4:16: field `window_hours`: "), "{p:?}");
+        let p = problems(&GOOD.replace("adapter = \"sim\"", "adapter = \"sim\"\nconcurrency = 1.5"));
+        assert!(p.len() == 1 && p[0].contains("field `arms[0].concurrency`"), "{p:?}");
+        let p = problems(&GOOD.replace("temperature = 0.0", "temperature = 0.0\nbatch_size = 4294967296"));
+        assert!(
+            p.len() == 1 && p[0].contains("field `judge.batch_size`: must be a whole number from 1 to 4294967295"),
+            "{p:?}"
+        );
     }
 
     #[test]

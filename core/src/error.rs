@@ -95,9 +95,16 @@ impl<'a> TomlChecker<'a> {
     }
 
     /// The problem of a TOML syntax or shape error (unknown field, wrong
-    /// type), at its position.
+    /// type), at its position, naming the field when the error is at a
+    /// value written `key = value` ([`toml_field_at`]): the parser's own
+    /// message names the type it expected, not the field.
     pub fn parse_error(file: &str, text: &str, e: &toml::de::Error) -> Problem {
-        Problem::at_offset(file, text, e.span().map_or(0, |s| s.start), e.message().trim().to_owned())
+        let offset = e.span().map_or(0, |s| s.start);
+        let problem = Problem::at_offset(file, text, offset, e.message().trim().to_owned());
+        match toml_field_at(text, offset) {
+            Some(field) => problem.field(field),
+            None => problem,
+        }
     }
 
     /// Records a problem about `field` at the start of `span`.
@@ -133,6 +140,47 @@ impl<'a> TomlChecker<'a> {
         }
         value.into_inner()
     }
+}
+
+/// The field whose value starts at byte `offset` of the TOML `text`, as a
+/// path (`judge.batch_size`, `arms[1].concurrency`), when the value is
+/// written on its key's line under a `[table]` or `[[array]]` header (or
+/// at the top). `None` elsewhere (inside a multi-line array or an inline
+/// table): the problem still has its line and column.
+pub fn toml_field_at(text: &str, offset: usize) -> Option<String> {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = &text[..offset];
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let key = before[line_start..].trim_end().strip_suffix('=')?.trim();
+    let plain = |k: &str| {
+        !k.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'"'))
+    };
+    if !plain(key) {
+        return None;
+    }
+    let key = key.replace('"', "");
+    let lines: Vec<&str> = before[..line_start].lines().map(str::trim).collect();
+    let Some(header) = lines.iter().rev().find(|l| l.starts_with('[')) else {
+        return Some(key);
+    };
+    if let Some(array) = header.strip_prefix("[[").and_then(|h| h.strip_suffix("]]")) {
+        let array = array.trim().replace('"', "");
+        let index = lines
+            .iter()
+            .filter(|l| {
+                l.strip_prefix("[[")
+                    .and_then(|h| h.strip_suffix("]]"))
+                    .is_some_and(|h| h.trim().replace('"', "") == array)
+            })
+            .count()
+            .saturating_sub(1);
+        return Some(format!("{array}[{index}].{key}"));
+    }
+    let table = header.strip_prefix('[')?.strip_suffix(']')?.trim().replace('"', "");
+    Some(format!("{table}.{key}"))
 }
 
 /// The 1-based line and column (in characters) of byte `offset` in `text`.
