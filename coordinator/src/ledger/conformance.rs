@@ -29,6 +29,8 @@ pub fn header() -> PlanHeader {
             ArmPlan { id: "a".into(), concurrency: 2, pinned_version: "a-1".into(), manual: false },
             ArmPlan { id: "b".into(), concurrency: 1, pinned_version: "b-1".into(), manual: false },
         ],
+        rounds: 1,
+        round_every_ms: 0,
     }
 }
 
@@ -606,6 +608,94 @@ pub async fn auth_error_after_abort_is_final(l: &dyn Ledger) {
     assert!(assert_counts_add_up(l).await.done());
 }
 
+// === rounds of a repeated-run cohort ===
+
+/// The plan of the round cases: questions q1..q3, one arm `a` (cap 100),
+/// 3 rounds opening 1 s apart, each with a 1.5 s window.
+pub fn rounds_header(every_ms: i64) -> PlanHeader {
+    let mut h = header();
+    h.arms = vec![ArmPlan { id: "a".into(), concurrency: 100, pinned_version: "a-1".into(), manual: false }];
+    h.window_ms = 1_500;
+    h.rounds = 3;
+    h.round_every_ms = every_ms;
+    h
+}
+
+async fn seeded_rounds(l: &dyn Ledger, every_ms: i64) {
+    let order: Vec<String> = run_order(&["q1", "q2", "q3"], &["a"], 3, 99).iter().map(ToString::to_string).collect();
+    let questions: Vec<(String, String)> = questions().into_iter().take(3).collect();
+    assert_eq!(l.seed(&rounds_header(every_ms), &questions, &order, 0).await.unwrap(), SeedOutcome::Seeded);
+}
+
+fn repeats(batch: &LeaseBatch) -> Vec<u32> {
+    batch.leases.iter().map(|g| g.repeat).collect()
+}
+
+/// Round k is leased only from its opening, (k-1) x every after the first
+/// start; its own window closes its pending runs (not_run, window_closed)
+/// while later rounds go on; a retry after its round closed is final; the
+/// cohort's window is the last round's.
+pub async fn rounds_open_on_their_schedule_with_their_own_windows(l: &dyn Ledger) {
+    seeded_rounds(l, 1_000).await;
+    let first = l.lease("w", 10, 0, TTL).await.unwrap();
+    assert_eq!(repeats(&first), vec![1, 1, 1], "before the first start only round 1 can start the cohort");
+    for g in &first.leases {
+        assert!(l.finish("w", &lref(g), &completed(1), 2).await.unwrap());
+    }
+    assert_eq!(l.status().await.unwrap().window_end_ms, Some(2 * 1_000 + 1_500), "the last round's window");
+    let early = l.lease("w", 10, 999, TTL).await.unwrap();
+    assert!(early.leases.is_empty() && !early.closed, "round 2 is not open at +999 ms");
+    let second = l.lease("w", 2, 1_000, TTL).await.unwrap();
+    assert_eq!(repeats(&second), vec![2, 2], "round 2 opens at +1000 ms");
+
+    // Round 2's window (1000..2500) closes its one run still pending.
+    assert_eq!(l.close_window_if_due(2_499).await.unwrap(), 0);
+    assert_eq!(l.close_window_if_due(2_500).await.unwrap(), 1);
+    let closed: Vec<RunRow> = l.runs().await.unwrap().into_iter().filter(|r| r.state == RunStateKind::Final).collect();
+    let not_run: Vec<&RunRow> = closed.iter().filter(|r| r.outcome == Some(Outcome::NotRun)).collect();
+    assert_eq!(not_run.len(), 1);
+    assert!(not_run[0].run_id.ends_with(":2") && not_run[0].reason == CloseReason::WindowClosed.as_str());
+    assert!(l.events(100).await.unwrap().iter().any(|e| e.kind == "round_closed"), "logged");
+
+    // Round 3 (2000..3500) is still open; round 2's leased runs still report.
+    let third = l.lease("w", 10, 2_600, TTL).await.unwrap();
+    assert_eq!(repeats(&third), vec![3, 3, 3]);
+    let v = l
+        .report_attempt("w", &lref(&second.leases[0]), &attempt(AttemptClass::ServerError, 2_700), 2_700)
+        .await
+        .unwrap();
+    assert_eq!(v, AttemptVerdict::Final(Outcome::Unavailable), "no retry after its round's window");
+    assert!(l.finish("w", &lref(&second.leases[1]), &completed(2_701), 2_702).await.unwrap(), "started inside");
+    for g in &third.leases {
+        assert!(l.finish("w", &lref(g), &completed(2_800), 2_801).await.unwrap());
+    }
+    let s = assert_counts_add_up(l).await;
+    assert!(s.done());
+    assert_eq!(s.by_outcome.get(&Outcome::Completed), Some(&7));
+    assert_eq!((s.by_outcome.get(&Outcome::NotRun), s.by_outcome.get(&Outcome::Unavailable)), (Some(&1), Some(&1)));
+}
+
+/// An abort closes the runs of rounds that have not opened yet too.
+pub async fn abort_closes_rounds_not_open_yet(l: &dyn Ledger) {
+    seeded_rounds(l, 1_000).await;
+    let first = l.lease("w", 10, 0, TTL).await.unwrap();
+    assert_eq!(first.leases.len(), 3);
+    assert_eq!(l.abort("stopped", 10).await.unwrap(), 6, "rounds 2 and 3, never opened");
+    let s = assert_counts_add_up(l).await;
+    assert_eq!(s.by_outcome.get(&Outcome::NotRun), Some(&6));
+    assert!(l.lease("w", 10, 1_000, TTL).await.unwrap().leases.is_empty());
+}
+
+/// `every = 0`: every round opens at the first start, in one window.
+pub async fn rounds_at_once_share_one_window(l: &dyn Ledger) {
+    seeded_rounds(l, 0).await;
+    let all = l.lease("w", 10, 0, TTL).await.unwrap();
+    let mut reps = repeats(&all);
+    reps.sort_unstable();
+    assert_eq!(reps, vec![1, 1, 1, 2, 2, 2, 3, 3, 3]);
+    assert_eq!(l.status().await.unwrap().window_end_ms, Some(1_500));
+}
+
 /// Generates one `#[tokio::test]` per conformance case for a ledger made
 /// by `$make` (an async expression returning the ledger and a guard that
 /// must live as long as the test).
@@ -634,6 +724,9 @@ macro_rules! conformance_tests {
             auth_error_pauses_the_arm_and_keeps_the_budget,
             window_close_during_an_auth_pause_is_not_run,
             auth_error_after_abort_is_final,
+            rounds_open_on_their_schedule_with_their_own_windows,
+            abort_closes_rounds_not_open_yet,
+            rounds_at_once_share_one_window,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {

@@ -30,10 +30,23 @@ pub struct PlanHeader {
     /// SHA-256 of manifest.json: a ledger seeded from one manifest refuses
     /// another.
     pub manifest_sha256: String,
-    /// The collection window, from the first lease.
+    /// The collection window, from the first lease; in a repeated-run
+    /// cohort with a schedule, each round's own window.
     pub window_ms: i64,
     pub retry: RetryPolicy,
     pub arms: Vec<ArmPlan>,
+    /// How many rounds (the cohort's repeats; round `k` is repeat `k`).
+    #[serde(default = "one_round")]
+    pub rounds: u32,
+    /// Milliseconds between the openings of consecutive rounds, from the
+    /// first start (`[repeat_schedule] every_hours`); 0 opens every round
+    /// at the first start.
+    #[serde(default)]
+    pub round_every_ms: i64,
+}
+
+fn one_round() -> u32 {
+    1
 }
 
 impl PlanHeader {
@@ -55,7 +68,43 @@ impl PlanHeader {
                     manual: a.adapter == cohort_core::config::AdapterKind::Manual,
                 })
                 .collect(),
+            rounds: config.repeats.max(1),
+            round_every_ms: config.repeat_schedule.as_ref().map_or(0, |s| s.opens_after_ms(2)),
         }
+    }
+
+    /// The rounds open for leasing at `now_ms` (rounds `1..=n`), given the
+    /// first start (`None`: not started yet, when only round 1 can start
+    /// the cohort, unless every round opens at once).
+    pub fn rounds_open(&self, first_start_ms: Option<i64>, now_ms: i64) -> u32 {
+        if self.round_every_ms <= 0 {
+            return self.rounds;
+        }
+        let Some(start) = first_start_ms else { return 1 };
+        let elapsed = now_ms.saturating_sub(start).max(0);
+        u32::try_from(elapsed / self.round_every_ms).unwrap_or(u32::MAX).saturating_add(1).min(self.rounds)
+    }
+
+    /// The rounds whose own window has closed at `now_ms` (rounds
+    /// `1..=n`); 0 before the first start. The last round closes with the
+    /// cohort's window ([`PlanHeader::window_end_ms`]).
+    pub fn rounds_closed(&self, first_start_ms: Option<i64>, now_ms: i64) -> u32 {
+        let Some(start) = first_start_ms else { return 0 };
+        if now_ms < start.saturating_add(self.window_ms) {
+            return 0;
+        }
+        if self.round_every_ms <= 0 {
+            return self.rounds;
+        }
+        let past = now_ms.saturating_sub(start).saturating_sub(self.window_ms);
+        u32::try_from(past / self.round_every_ms).unwrap_or(u32::MAX).saturating_add(1).min(self.rounds)
+    }
+
+    /// When the cohort's window (its last round's) closes, for a first
+    /// start at `first_start_ms`.
+    pub fn window_end_ms(&self, first_start_ms: i64) -> i64 {
+        let last_opens = i64::from(self.rounds.saturating_sub(1)).saturating_mul(self.round_every_ms.max(0));
+        first_start_ms.saturating_add(last_opens).saturating_add(self.window_ms)
     }
 }
 

@@ -256,10 +256,15 @@ impl Ledger for RedisLedger {
                     ("planned", order.len().to_string()),
                     ("finished", "0".to_owned()),
                     ("discarded", "0".to_owned()),
+                    ("rounds", header.rounds.max(1).to_string()),
+                    ("round_every_ms", header.round_every_ms.max(0).to_string()),
+                    ("rounds_closed", "0".to_owned()),
                 ],
             )
             .ignore()
             .del(self.key("order"))
+            .ignore()
+            .del(self.key("rounds"))
             .ignore()
             .del(self.key("counts"))
             .ignore()
@@ -306,9 +311,13 @@ impl Ledger for RedisLedger {
                         ("attempts", "0".to_owned()),
                     ],
                 )
-                .ignore()
-                .zadd(self.key(&format!("pending:{arm}")), run_id, position)
                 .ignore();
+                // A later round waits in `rounds` until it opens (lease.lua).
+                if rep > 1 && header.round_every_ms > 0 {
+                    p.zadd(self.key("rounds"), run_id, rep).ignore();
+                } else {
+                    p.zadd(self.key(&format!("pending:{arm}")), run_id, position).ignore();
+                }
             }
             p.rpush(self.key("order"), chunk).ignore();
             p.query_async::<()>(&mut self.rt()).await.map_err(redis_err)?;

@@ -216,7 +216,7 @@ impl Ledger for SqliteLedger {
         self.write(|tx, cache| {
             let plan = plan(tx, cache)?;
             let eligible = eligible_arms(plan, scope)?;
-            lease(tx, plan.window_ms, &eligible, worker, max, now_ms, ttl_ms)
+            lease(tx, plan, &eligible, worker, max, now_ms, ttl_ms)
         })
     }
 
@@ -397,11 +397,15 @@ impl Ledger for SqliteLedger {
     }
 
     async fn close_window_if_due(&self, now_ms: i64) -> Result<u64, LedgerError> {
-        self.write(|tx, _| {
+        self.write(|tx, cache| {
             let Some(cohort) = cohort_state(tx)? else {
                 return Ok(0);
             };
-            Ok(close_window_if_due(tx, &cohort, now_ms)?.unwrap_or(0))
+            let plan = plan(tx, cache)?;
+            if !cohort.window_due(now_ms) {
+                return close_rounds_if_due(tx, plan, &cohort, now_ms);
+            }
+            Ok(close_window_if_due(tx, plan, &cohort, now_ms)?.unwrap_or(0))
         })
     }
 
@@ -456,7 +460,7 @@ impl Ledger for SqliteLedger {
             cohort_state(tx)?.ok_or(LedgerError::NotSeeded)?;
             // The first reason stands: a second abort only sweeps up.
             tx.execute("UPDATE cohort SET aborted = COALESCE(aborted, ?1) WHERE id = 1", params![reason]).sql()?;
-            let closed = close_pending(tx, Closing::Abort, now_ms)?;
+            let closed = close_pending(tx, Closing::Abort, now_ms, u32::MAX)?;
             log_event(tx, now_ms, "aborted", "", &format!("{reason} ({closed} pending runs finalised)"))?;
             tracing::warn!(reason, closed, "cohort aborted");
             Ok(closed)
@@ -640,7 +644,7 @@ fn eligible_arms(plan: &PlanHeader, scope: LeaseScope<'_>) -> Result<HashSet<Str
 
 fn lease(
     tx: &Transaction<'_>,
-    window_ms: i64,
+    plan: &PlanHeader,
     eligible: &HashSet<String>,
     worker: &str,
     max: u32,
@@ -649,7 +653,7 @@ fn lease(
 ) -> Result<LeaseBatch, LedgerError> {
     let cohort = cohort_state(tx)?.ok_or(LedgerError::NotSeeded)?;
     // Closing is part of leasing: no reconcile loop has to run first.
-    if close_window_if_due(tx, &cohort, now_ms)?.is_some() || cohort.aborted.is_some() {
+    if close_window_if_due(tx, plan, &cohort, now_ms)?.is_some() || cohort.aborted.is_some() {
         return Ok(LeaseBatch { leases: Vec::new(), closed: true, done: all_final(tx)? });
     }
 
@@ -683,10 +687,13 @@ fn lease(
         let mut stmt = tx
             .prepare_cached(
                 "SELECT position, run_id, question_id, arm_id, rep, attempts FROM runs \
-                 WHERE state = 'pending' AND not_before_ms <= ?1 ORDER BY position",
+                 WHERE state = 'pending' AND not_before_ms <= ?1 AND rep <= ?2 ORDER BY position",
             )
             .sql()?;
-        let mut rows = stmt.query(params![now_ms]).sql()?;
+        // A round's runs are leased only once it has opened (its frozen
+        // start); before the first start only round 1 can start the cohort.
+        let rounds_open = plan.rounds_open(cohort.window_start_ms, now_ms);
+        let mut rows = stmt.query(params![now_ms, rounds_open]).sql()?;
         while let Some(row) = rows.next().sql()? {
             let arm_id: String = row.get(3).sql()?;
             let Some(slot) = arms.get_mut(&arm_id) else { continue };
@@ -719,7 +726,7 @@ fn lease(
     // SPEC section 3: the window runs from the first start, so it opens
     // with the first lease actually granted.
     if cohort.window_start_ms.is_none() {
-        let end = now_ms.saturating_add(window_ms);
+        let end = plan.window_end_ms(now_ms);
         tx.execute("UPDATE cohort SET window_start_ms = ?1, window_end_ms = ?2 WHERE id = 1", params![now_ms, end])
             .sql()?;
         log_event(tx, now_ms, "window_opened", "", &format!("closes at {end}"))?;
@@ -874,6 +881,8 @@ struct CohortState {
     window_end_ms: Option<i64>,
     window_closed: bool,
     aborted: Option<String>,
+    /// Rounds `1..=n` whose own window has been closed.
+    rounds_closed: u32,
 }
 
 impl CohortState {
@@ -885,7 +894,7 @@ impl CohortState {
 
 fn cohort_state(conn: &Connection) -> Result<Option<CohortState>, LedgerError> {
     conn.query_row(
-        "SELECT last_token, window_start_ms, window_end_ms, window_closed_ms IS NOT NULL, aborted \
+        "SELECT last_token, window_start_ms, window_end_ms, window_closed_ms IS NOT NULL, aborted, rounds_closed \
          FROM cohort WHERE id = 1",
         [],
         |row| {
@@ -895,6 +904,7 @@ fn cohort_state(conn: &Connection) -> Result<Option<CohortState>, LedgerError> {
                 window_end_ms: row.get(2)?,
                 window_closed: row.get(3)?,
                 aborted: row.get(4)?,
+                rounds_closed: row.get(5)?,
             })
         },
     )
@@ -928,17 +938,48 @@ fn all_final(conn: &Connection) -> Result<bool, LedgerError> {
 /// run gets its closing outcome. `None` when not due; otherwise how many
 /// runs it finalised (0 when it was already closed). The `window_closed`
 /// event is logged once.
-fn close_window_if_due(conn: &Connection, cohort: &CohortState, now_ms: i64) -> Result<Option<u64>, LedgerError> {
+fn close_window_if_due(
+    conn: &Connection,
+    plan: &PlanHeader,
+    cohort: &CohortState,
+    now_ms: i64,
+) -> Result<Option<u64>, LedgerError> {
     if !cohort.window_due(now_ms) {
+        close_rounds_if_due(conn, plan, cohort, now_ms)?;
         return Ok(None);
     }
-    let closed = close_pending(conn, Closing::Window, now_ms)?;
+    // The cohort's window closes every round still open with it.
+    let closed = close_pending(conn, Closing::Window, now_ms, u32::MAX)?;
     if !cohort.window_closed {
         conn.execute("UPDATE cohort SET window_closed_ms = ?1 WHERE id = 1", params![now_ms]).sql()?;
         log_event(conn, now_ms, "window_closed", "", &format!("{closed} pending runs finalised"))?;
         tracing::info!(closed, "collection window closed");
     }
     Ok(Some(closed))
+}
+
+/// Closes the rounds whose own window has passed before the cohort's
+/// (a repeated-run cohort with a schedule): their pending runs get their
+/// closing outcome as at the window's end, once per round (`round_closed`
+/// is logged). Returns how many runs it finalised.
+fn close_rounds_if_due(
+    conn: &Connection,
+    plan: &PlanHeader,
+    cohort: &CohortState,
+    now_ms: i64,
+) -> Result<u64, LedgerError> {
+    let due = plan.rounds_closed(cohort.window_start_ms, now_ms);
+    // The last round closes with the cohort's window.
+    if due <= cohort.rounds_closed || due >= plan.rounds {
+        return Ok(0);
+    }
+    let closed = close_pending(conn, Closing::Window, now_ms, due)?;
+    conn.execute("UPDATE cohort SET rounds_closed = ?1 WHERE id = 1", params![due]).sql()?;
+    for round in cohort.rounds_closed + 1..=due {
+        log_event(conn, now_ms, "round_closed", "", &format!("round {round}'s window closed"))?;
+    }
+    tracing::info!(rounds = due, closed, "round windows closed");
+    Ok(closed)
 }
 
 /// What is closing the pending runs.
@@ -950,16 +991,18 @@ enum Closing {
     Abort,
 }
 
-/// Finalises every pending run with [`closed_outcome`]; returns how many.
-fn close_pending(conn: &Connection, closing: Closing, now_ms: i64) -> Result<u64, LedgerError> {
+/// Finalises every pending run of rounds `1..=max_round` with
+/// [`closed_outcome`]; returns how many.
+fn close_pending(conn: &Connection, closing: Closing, now_ms: i64, max_round: u32) -> Result<u64, LedgerError> {
     let paused = paused_arms(conn)?;
     let pending: Vec<(i64, String, u32)> = {
         let mut stmt = conn
             .prepare_cached(
-                "SELECT position, arm_id, attempts - excused FROM runs WHERE state = 'pending' ORDER BY position",
+                "SELECT position, arm_id, attempts - excused FROM runs WHERE state = 'pending' AND rep <= ?1 \
+                 ORDER BY position",
             )
             .sql()?;
-        let mut rows = stmt.query([]).sql()?;
+        let mut rows = stmt.query(params![max_round]).sql()?;
         let mut pending = Vec::new();
         while let Some(row) = rows.next().sql()? {
             pending.push((row.get(0).sql()?, row.get(1).sql()?, to_unsigned("attempts", row.get(2).sql()?)?));
@@ -1145,7 +1188,7 @@ fn requeue(
     let cohort = cohort_state(conn)?.ok_or(LedgerError::NotSeeded)?;
     let closing = if cohort.aborted.is_some() {
         Some(CloseReason::Aborted)
-    } else if cohort.window_closed || cohort.window_due(now_ms) {
+    } else if cohort.window_closed || cohort.window_due(now_ms) || round_closed(conn, run.position, &cohort, now_ms)? {
         Some(if paused_arms(conn)?.contains(&run.arm_id) { CloseReason::ArmPaused } else { CloseReason::WindowClosed })
     } else {
         None
@@ -1162,6 +1205,21 @@ fn requeue(
     let outcome = closed_outcome(counted);
     finalise(conn, run.position, &run.run_id, outcome, reason.as_str(), now_ms)?;
     Ok(Some(outcome))
+}
+
+/// Whether the run at `position` belongs to a round whose own window has
+/// passed (its runs can no longer start).
+fn round_closed(conn: &Connection, position: i64, cohort: &CohortState, now_ms: i64) -> Result<bool, LedgerError> {
+    let mut cache = None;
+    let plan = plan(conn, &mut cache)?;
+    if plan.rounds <= 1 {
+        return Ok(false);
+    }
+    let round: u32 = to_unsigned(
+        "repeat",
+        conn.query_row("SELECT rep FROM runs WHERE position = ?1", params![position], |r| r.get(0)).sql()?,
+    )?;
+    Ok(round <= plan.rounds_closed(cohort.window_start_ms, now_ms))
 }
 
 /// Makes a run final with `outcome` (no record: the run produced none).

@@ -20,7 +20,9 @@ CREATE TABLE cohort (
     -- When the window was closed (its pending runs finalised); NULL before.
     window_closed_ms INTEGER,
     -- The operator's reason, once aborted.
-    aborted          TEXT
+    aborted          TEXT,
+    -- A repeated-run cohort: rounds 1..=n whose own window has closed.
+    rounds_closed    INTEGER NOT NULL DEFAULT 0
 );
 
 CREATE TABLE questions (

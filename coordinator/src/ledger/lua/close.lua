@@ -1,4 +1,5 @@
--- close: finalises pending runs when the window has passed (mode 'window')
+-- close: finalises pending runs when a round's or the cohort's window has
+-- passed (mode 'window')
 -- or the cohort is aborted (mode 'abort', ARGV[4] = reason, recorded once).
 -- KEYS[1] meta. ARGV: now_ms, mode, limit, reason. Atomic per call; at most
 -- `limit` runs per call (callers loop until 0). Returns how many it finalised.
@@ -11,5 +12,7 @@ if mode == 'abort' then
   end
   return close_pending('aborted', nil, now, limit)
 end
+local rounds = close_rounds_if_due(now, limit)
+if rounds > 0 then return rounds end
 local _, n = close_window_if_due(now, limit)
 return n

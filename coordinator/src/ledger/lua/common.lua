@@ -7,9 +7,12 @@
 --   P.."meta"            hash: seeded, manifest_sha256, header (JSON),
 --                        token (fencing counter), window_ms, retry policy,
 --                        window_start, window_end, window_closed, aborted,
---                        planned, finished, discarded
+--                        planned, finished, discarded, rounds,
+--                        round_every_ms, rounds_closed
 --   P.."pending:"..arm   zset: run_id -> position, runs ready to lease
 --   P.."delayed"         zset: run_id -> not_before_ms, retries in backoff
+--   P.."rounds"          zset: run_id -> round, runs of rounds not open yet
+--                        (a repeated-run cohort with round_every_ms > 0)
 --   P.."leases"          zset: run_id -> expires_ms, runs leased now
 --   P.."run:"..run_id    hash: pos, arm, q, rep, state, attempts, excused
 --                        (auth_error attempts, not counted against the
@@ -97,12 +100,50 @@ local function requeue(run_id, arm, not_before, now)
   end
 end
 
+-- The rounds of a repeated-run cohort (mirror of cohort_coordinator's
+-- PlanHeader::rounds_open / rounds_closed): round k opens
+-- (k-1)*round_every_ms after the first start and has its own window_ms.
+local function round_params()
+  local m = redis.call('HMGET', META, 'round_every_ms', 'rounds', 'window_start', 'window_ms')
+  return tonumber(m[1] or '0'), tonumber(m[2] or '1'), m[3] and tonumber(m[3]), tonumber(m[4])
+end
+
+-- Rounds 1..n open for leasing at `now`.
+local function rounds_open(now)
+  local every, rounds, start = round_params()
+  if every <= 0 then return rounds end
+  if not start then return 1 end
+  return math.min(rounds, math.floor(math.max(now - start, 0) / every) + 1)
+end
+
+-- Rounds 1..n whose own window has closed at `now`.
+local function rounds_closed(now)
+  local every, rounds, start, window = round_params()
+  if not start or now < start + window then return 0 end
+  if every <= 0 then return rounds end
+  return math.min(rounds, math.floor((now - start - window) / every) + 1)
+end
+
+-- Moves the runs of the rounds that have opened into their arms' queues.
+local function release_rounds(now)
+  local ids = redis.call('ZRANGEBYSCORE', P .. 'rounds', '-inf', rounds_open(now))
+  for _, id in ipairs(ids) do
+    redis.call('ZREM', P .. 'rounds', id)
+    redis.call('ZADD', P .. 'pending:' .. arm_of(id), redis.call('HGET', P .. 'run:' .. id, 'pos'), id)
+  end
+end
+
 -- Why nothing can be leased any more, or nil: a run sent back to the queue
--- then would never run, so it is closed at once instead.
-local function closed_reason(arm, now)
+-- then would never run, so it is closed at once instead. With `run_id`,
+-- the end of that run's round's window counts too.
+local function closed_reason(arm, now, run_id)
   if redis.call('HEXISTS', META, 'aborted') == 1 then return 'aborted' end
   local w = redis.call('HMGET', META, 'window_end', 'window_closed')
-  if w[2] == '1' or (w[1] and now >= tonumber(w[1])) then
+  local closed = w[2] == '1' or (w[1] and now >= tonumber(w[1]))
+  if not closed and run_id then
+    closed = tonumber(redis.call('HGET', P .. 'run:' .. run_id, 'rep') or '1') <= rounds_closed(now)
+  end
+  if closed then
     if redis.call('HEXISTS', P .. 'arms', arm .. '|paused') == 1 then return 'arm_paused' end
     return 'window_closed'
   end
@@ -160,7 +201,7 @@ local function after_failure(run_id, arm, class, detail, now, status, retry_afte
   if kind == 'pause' then
     redis.call('HINCRBY', P .. 'run:' .. run_id, 'excused', 1)
     counted = counted - 1
-    local closed = closed_reason(arm, now)
+    local closed = closed_reason(arm, now, run_id)
     if closed then
       local outcome = 'not_run'
       if counted > 0 then outcome = 'unavailable' end
@@ -176,7 +217,7 @@ local function after_failure(run_id, arm, class, detail, now, status, retry_afte
     event(now, 'requeued', run_id, class .. ' (excused), back at its place in the queue')
     return 'pause', reason
   end
-  local closed = kind == 'retry' and closed_reason(arm, now)
+  local closed = kind == 'retry' and closed_reason(arm, now, run_id)
   if closed then
     finalize(run_id, arm, 'unavailable', class .. ', no retry possible: ' .. closed, now)
     return 'final', 'unavailable'
@@ -215,12 +256,54 @@ local function close_pending(reason, paused_reason, now, limit)
       close_run(id, arm)
     end
   end
-  if done < limit then
-    local ids = redis.call('ZRANGE', P .. 'delayed', 0, limit - done - 1)
-    for _, id in ipairs(ids) do
-      redis.call('ZREM', P .. 'delayed', id)
-      close_run(id, arm_of(id))
+  for _, set in ipairs({ 'delayed', 'rounds' }) do
+    if done < limit then
+      local ids = redis.call('ZRANGE', P .. set, 0, limit - done - 1)
+      for _, id in ipairs(ids) do
+        redis.call('ZREM', P .. set, id)
+        close_run(id, arm_of(id))
+      end
     end
+  end
+  return done
+end
+
+-- Closes the rounds whose own window has passed before the cohort's: up to
+-- `limit` of their pending runs get their closing outcome (callers loop);
+-- once none is left, rounds_closed moves and `round_closed` is logged.
+-- The last round closes with the cohort's window. Returns how many it
+-- finalised.
+local function close_rounds_if_due(now, limit)
+  local _, rounds = round_params()
+  local due = rounds_closed(now)
+  local before = tonumber(redis.call('HGET', META, 'rounds_closed') or '0')
+  if due <= before or due >= rounds then return 0 end
+  release_rounds(now)
+  local done = 0
+  local function sweep(set, arm)
+    local ids = redis.call('ZRANGE', P .. set, 0, -1)
+    for _, id in ipairs(ids) do
+      if done >= limit then return end
+      local r = redis.call('HMGET', P .. 'run:' .. id, 'rep', 'attempts', 'excused')
+      if tonumber(r[1]) <= due then
+        redis.call('ZREM', P .. set, id)
+        local a = arm or arm_of(id)
+        local outcome = 'not_run'
+        if tonumber(r[2]) - tonumber(r[3] or '0') > 0 then outcome = 'unavailable' end
+        local why = 'window_closed'
+        if redis.call('HEXISTS', P .. 'arms', a .. '|paused') == 1 then why = 'arm_paused' end
+        finalize(id, a, outcome, why, now)
+        done = done + 1
+      end
+    end
+  end
+  for _, arm in ipairs(cjson.decode(redis.call('HGET', P .. 'arms', 'order'))) do
+    sweep('pending:' .. arm, arm)
+  end
+  sweep('delayed', nil)
+  if done < limit then
+    redis.call('HSET', META, 'rounds_closed', due)
+    for round = before + 1, due do event(now, 'round_closed', '', 'round ' .. round .. "'s window closed") end
   end
   return done
 end

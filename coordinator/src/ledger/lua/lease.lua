@@ -37,6 +37,11 @@ if closed or redis.call('HEXISTS', META, 'aborted') == 1 then
   return { 1, finished_all() and 1 or 0, 0 }
 end
 
+-- Rounds whose own window passed are closed (up to close_limit runs; the
+-- rest on later calls), and rounds that have opened join their queues.
+close_rounds_if_due(now, close_limit)
+release_rounds(now)
+
 -- Retries whose backoff has elapsed go back to their arm's queue.
 local due = redis.call('ZRANGEBYSCORE', P .. 'delayed', '-inf', now)
 for _, id in ipairs(due) do
@@ -85,10 +90,12 @@ for _, c in ipairs(candidates) do
   n = n + 1
 end
 -- The window opens at the first start: the first lease that grants a run.
+-- With rounds, the cohort's window ends with its last round's.
 if n > 0 and not redis.call('HGET', META, 'window_start') then
-  local window_ms = tonumber(redis.call('HGET', META, 'window_ms'))
-  redis.call('HSET', META, 'window_start', now, 'window_end', now + window_ms)
-  event(now, 'window_opened', '', 'closes at ' .. (now + window_ms))
+  local every, rounds, _, window_ms = round_params()
+  local finish = now + (rounds - 1) * math.max(every, 0) + window_ms
+  redis.call('HSET', META, 'window_start', now, 'window_end', finish)
+  event(now, 'window_opened', '', 'closes at ' .. finish)
 end
 out[3] = n
 out[2] = finished_all() and 1 or 0

@@ -12,7 +12,7 @@ end_lease(id, arm)
 local attempts = redis.call('HINCRBY', P .. 'run:' .. id, 'attempts', -1)
 local counted = attempts - tonumber(redis.call('HGET', P .. 'run:' .. id, 'excused') or '0')
 if counted == 0 then redis.call('HSET', P .. 'run:' .. id, 'started', 0) end
-local closed = closed_reason(arm, now)
+local closed = closed_reason(arm, now, id)
 if closed then
   local outcome = 'not_run'
   if counted > 0 then outcome = 'unavailable' end
