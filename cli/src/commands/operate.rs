@@ -64,6 +64,27 @@ fn block_on<F: std::future::Future<Output = anyhow::Result<()>>>(f: F) -> anyhow
     tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(f)
 }
 
+/// The rounds of a repeated-run cohort with a schedule: when each opens
+/// and closes (from the first start), or the rule before it; empty for a
+/// cohort of one round.
+fn rounds_line(frozen: &local::Frozen, first_start_ms: Option<i64>) -> String {
+    let config = &frozen.cohort.config;
+    let Some(schedule) = config.repeat_schedule.as_ref().filter(|_| config.repeats > 1) else { return String::new() };
+    let mut out = format!("rounds: {}\n", schedule.describe(config.repeats, config.window_hours));
+    if let Some(start) = first_start_ms {
+        let window_ms = i64::from(config.window_hours) * 3_600_000;
+        for round in 1..=config.repeats {
+            let opens = start.saturating_add(schedule.opens_after_ms(round));
+            out.push_str(&format!(
+                "  round {round}: opens {} closes {}\n",
+                fmt_ms(opens),
+                fmt_ms(opens.saturating_add(window_ms))
+            ));
+        }
+    }
+    out
+}
+
 pub fn status(args: StatusArgs) -> anyhow::Result<()> {
     block_on(async move {
         let frozen = local::load(&args.dir)?;
@@ -102,6 +123,7 @@ pub fn status(args: StatusArgs) -> anyhow::Result<()> {
             (Some(s), Some(e)) => out.push_str(&format!("window: opened {} closes {}\n", fmt_ms(s), fmt_ms(e))),
             _ => out.push_str("window: not opened yet (it opens at the first lease)\n"),
         }
+        out.push_str(&rounds_line(&frozen, status.window_start_ms));
         out.push('\n');
         out.push_str(&super::table::outcome_table(&status));
         let events = ledger.events(args.events).await?;

@@ -176,6 +176,13 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
             return Err(super::Exit(super::judge::EXIT_REFUSED).into());
         }
     }
+    if let Some(schedule) = config.repeat_schedule.as_ref().filter(|s| config.repeats > 1 && s.every_hours > 0) {
+        super::emit(&format!(
+            "rounds: {}; this run waits for each round to open (Ctrl-C stops it, `cohort run` again resumes; \
+             `cohort status` shows when each round opens)\n",
+            schedule.describe(config.repeats, config.window_hours)
+        ));
+    }
     let pass = super::judge::inline_pass(&frozen, inline_judge.as_ref(), &args.pass)?;
     let total_caps: u32 = config.arms.iter().map(|a| a.concurrency).sum();
     let workers = args.workers.max(1);
