@@ -104,10 +104,11 @@ fn records(dir: &Path) -> Vec<Value> {
             let path = entry.unwrap().path();
             if path.is_dir() {
                 stack.push(path);
-            } else if let Ok(v) = serde_json::from_slice::<Value>(&fs::read(&path).unwrap()) {
-                if v.get("record_version").is_some() && v.get("run_id").is_some() {
-                    out.push(v);
-                }
+            } else if let Ok(v) = serde_json::from_slice::<Value>(&fs::read(&path).unwrap())
+                && v.get("record_version").is_some()
+                && v.get("run_id").is_some()
+            {
+                out.push(v);
             }
         }
     }
@@ -207,5 +208,5 @@ fn sources_are_fetched_only_when_asked_or_needed() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert!(text(&out).contains("0 source(s) captured now"), "{}", text(&out));
     assert_eq!(hits.load(Ordering::SeqCst), 4, "a source captured once is not fetched again");
-    assert_eq!(pass_runs(&plain), runs.iter().cloned().collect::<Vec<_>>(), "nothing changed");
+    assert_eq!(pass_runs(&plain), runs, "nothing changed");
 }
