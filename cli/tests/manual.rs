@@ -185,7 +185,8 @@ async fn manual_runs_are_offered_in_order_submitted_and_reported() {
 
     // A run that is not due yet is refused and changes nothing.
     let output = tmp.path().join("output.md");
-    let body = "Ice floats because it is less dense than liquid water [1].\n\n## References\n\n1. https://example.org/ice\n";
+    let body =
+        "Ice floats because it is less dense than liquid water [1].\n\n## References\n\n1. https://example.org/ice\n";
     fs::write(&output, body).unwrap();
     let before = snapshot(&dir).await;
     let early = cohort(&["submit", d, &order[1], output.to_str().unwrap(), "--no-capture"]);

@@ -218,7 +218,7 @@ fn manual_arms<'a>(frozen: &'a Frozen, only: Option<&str>) -> anyhow::Result<Vec
 fn settings_of(arm: &ArmConfig) -> anyhow::Result<ManualSettings> {
     // The pre-flight and freeze checked these settings; a failure here is
     // a cohort.toml edited after freezing, which `local::load` refuses.
-    ManualSettings::from_arm(arm).map_err(|e| refuse(e))
+    ManualSettings::from_arm(arm).map_err(refuse)
 }
 
 /// How long a manual lease lasts: to the window's end, or the whole
@@ -708,5 +708,72 @@ mod tests {
         assert_eq!(prompt_file_name("a+b:c:1"), "a%2Bb+c+1.prompt.txt");
         assert_eq!(prompt_file_name("../x:c:1"), "%2E.%2Fx+c+1.prompt.txt");
         assert_ne!(prompt_file_name("a+b:c:1"), prompt_file_name("a:b:c:1"));
+    }
+
+    fn status(window: Option<(i64, i64)>, arm: ArmStatus) -> cohort_coordinator::ledger::Status {
+        cohort_coordinator::ledger::Status {
+            window_start_ms: window.map(|w| w.0),
+            window_end_ms: window.map(|w| w.1),
+            arms: vec![arm.clone()],
+            ..Default::default()
+        }
+    }
+
+    fn arm(planned: u64, finished: u64, paused: Option<&str>) -> ArmStatus {
+        let mut by_outcome = std::collections::BTreeMap::new();
+        if finished > 0 {
+            by_outcome.insert(cohort_core::taxonomy::Outcome::Completed, finished);
+        }
+        ArmStatus {
+            id: "m".into(),
+            planned,
+            by_outcome,
+            paused: paused.map(str::to_owned),
+            manual: true,
+            ..Default::default()
+        }
+    }
+
+    /// Proves each reason `cohort pending` gives when nothing (more) is
+    /// due: all final, window closed (the lease call said closed, or the
+    /// end has passed), paused, cap reached, backoff; none when every due
+    /// run is open.
+    #[test]
+    fn nothing_due_says_why() {
+        let note = |s: &cohort_coordinator::ledger::Status, open, waiting, closed, now| {
+            nothing_due_note(s, &s.arms[0], 1, open, waiting, closed, now).unwrap_or_default()
+        };
+        let done = status(Some((0, 100)), arm(3, 3, None));
+        assert!(note(&done, 0, 0, true, 50).contains("every run of the arm has its outcome (3 of 3)"));
+        let open = status(Some((0, 100)), arm(3, 1, None));
+        assert!(note(&open, 0, 2, true, 50).contains("window closed at 1970-01-01T00:00:00.100Z"));
+        assert!(note(&open, 0, 2, false, 100).contains("window closed"), "the end has come");
+        let paused = status(Some((0, 100)), arm(3, 1, Some("version changed")));
+        assert!(note(&paused, 0, 2, false, 50).contains("arm paused (version changed)"));
+        assert!(note(&open, 1, 1, false, 50).contains("concurrency cap (1) is reached"));
+        assert!(note(&open, 0, 2, false, 50).contains("retry backoff"));
+        assert_eq!(note(&open, 1, 0, false, 50), "", "everything due is open");
+    }
+
+    /// Proves the lease lasts to the window's end, or the whole window
+    /// before it opens, and never less than 1 ms.
+    #[test]
+    fn manual_leases_last_to_the_window_end() {
+        assert_eq!(lease_ttl_ms(None, 3_600_000, 10), 3_600_000);
+        assert_eq!(lease_ttl_ms(Some(1_000), 3_600_000, 400), 600);
+        assert_eq!(lease_ttl_ms(Some(1_000), 3_600_000, 2_000), 1);
+    }
+
+    /// Proves the time rules of `cohort submit`.
+    #[test]
+    fn submitted_times_are_checked() {
+        let s = status(Some((1_000, 10_000)), arm(1, 0, None));
+        let check = |started, ended, given| check_times(&s, 2_000, started, ended, 5_000, given, given).is_ok();
+        assert!(check(2_000, 4_000, true));
+        assert!(!check(4_000, 3_000, true), "ended before started");
+        assert!(!check(1_500, 3_000, true), "started before the run was offered");
+        assert!(!check(2_000, 12_000, true), "ended after the window");
+        assert!(!check(2_000, 6_000, true), "ended in the future");
+        assert!(parse_time("started", "2026-12-01T10:00:00.250Z").is_ok_and(|ms| ms % 1000 == 250));
     }
 }

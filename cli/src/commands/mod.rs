@@ -73,7 +73,8 @@ enum Command {
     /// Manual arms: record a run you carried out (output, times,
     /// clarification, version label, plan, credits, usage), scored and
     /// stored as an automatic run is (exit 2 when refused: nothing written).
-    Submit(manual::SubmitArgs),
+    // Boxed: its many flags would make every command this large.
+    Submit(Box<manual::SubmitArgs>),
     /// Show a cohort's progress, outcome table, paused arms and audit log.
     Status(operate::StatusArgs),
     /// Pause an arm: no new leases until resumed.
@@ -184,7 +185,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Seed(args) => roles::seed(args),
         Command::Worker(args) => roles::worker(args),
         Command::Pending(args) => manual::pending(args),
-        Command::Submit(args) => manual::submit(args),
+        Command::Submit(args) => manual::submit(*args),
         Command::Status(args) => operate::status(args),
         Command::Pause(args) => operate::pause(args),
         Command::Resume(args) => operate::resume(args),
