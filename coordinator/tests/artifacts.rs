@@ -7,6 +7,8 @@
 //! blob. These tests prove every put succeeds and a reader sees either no
 //! blob or the whole one.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure panics
+
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 

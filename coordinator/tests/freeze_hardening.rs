@@ -2,6 +2,8 @@
 //! frozen cohort is verified or loaded, and only regular files are read,
 //! through a cap. Each test names the edit or the file it proves refused.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure panics
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
@@ -10,6 +12,12 @@ use cohort_coordinator::freeze::{AmendRequest, FreezeError, FreezeOptions, Freez
 use cohort_core::hash::sha256_hex;
 use cohort_core::manifest::Manifest;
 use serde_json::{Value, json};
+
+/// An edit of the manifest as JSON, of the manifest as a struct, and a
+/// way to put something that is not a regular file at a path.
+type JsonEdit<'a> = Box<dyn Fn(&mut Value) + 'a>;
+type ManifestEdit = Box<dyn Fn(&mut Manifest)>;
+type MakeFile = Box<dyn Fn(&Path)>;
 
 /// A fresh copy of `examples/quickstart` at `TMP/quickstart`.
 fn cohort() -> (tempfile::TempDir, PathBuf) {
@@ -64,7 +72,7 @@ fn refusal(dir: &Path) -> String {
 #[test]
 fn every_edited_manifest_field_is_refused_naming_it() {
     let other_sha = "ab".repeat(32);
-    let cases: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
+    let cases: Vec<(&str, JsonEdit)> = vec![
         ("config_sha256", Box::new(|v| v["config_sha256"] = json!(other_sha))),
         ("order_algorithm", Box::new(|v| v["order_algorithm"] = json!("cohort-order-v2"))),
         ("frozen_at", Box::new(|v| v["frozen_at"] = json!("2020-01-01T00:00:00Z"))),
@@ -157,7 +165,7 @@ fn forged_amendments_are_refused() {
     let (good, _) = manifest_of(&new_dir);
     assert_eq!(good.amendments[0].from_dir.as_deref(), Some("quickstart"));
 
-    let forgeries: Vec<(&str, Box<dyn Fn(&mut Manifest)>)> = vec![
+    let forgeries: Vec<(&str, ManifestEdit)> = vec![
         ("amendments[0].from_manifest_sha256", Box::new(|m| m.amendments[0].from_manifest_sha256 = "cd".repeat(32))),
         ("amendments[0].from_cohort", Box::new(|m| m.amendments[0].from_cohort = "quickstart-v2".into())),
         ("amendments[0].changes", Box::new(|m| m.amendments[0].changes[0].old_sha256 = "ef".repeat(32))),
@@ -206,11 +214,13 @@ fn listing(dir: &Path) -> Vec<String> {
 }
 
 /// Runs `freeze` on another thread and fails (instead of hanging the
-/// suite) when it does not return within a minute.
-fn freeze_within_a_minute(dir: &Path) -> Result<FreezeReport, FreezeError> {
+/// suite) when it does not return within a minute. The error's message.
+fn freeze_within_a_minute(dir: &Path) -> Result<(), String> {
     let (tx, rx) = std::sync::mpsc::channel();
     let dir = dir.to_owned();
-    std::thread::spawn(move || tx.send(freeze(&dir, &options())));
+    std::thread::spawn(move || {
+        let _ = tx.send(freeze(&dir, &options()).map(drop).map_err(|e| e.to_string()));
+    });
     rx.recv_timeout(Duration::from_secs(60)).expect("freeze hung on a file that is not regular")
 }
 
@@ -224,7 +234,7 @@ fn mkfifo(path: &Path) {
 /// naming the file, and nothing is written.
 #[test]
 fn files_that_are_not_regular_are_refused_without_reading_them() {
-    let cases: Vec<(&str, &str, Box<dyn Fn(&Path)>)> = vec![
+    let cases: Vec<(&str, &str, MakeFile)> = vec![
         ("questions.json", "a device", Box::new(|p| std::os::unix::fs::symlink("/dev/zero", p).unwrap())),
         ("rubric.md", "a FIFO", Box::new(mkfifo)),
         ("protocol.md", "a directory", Box::new(|p| fs::create_dir(p).unwrap())),
