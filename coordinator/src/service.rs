@@ -208,17 +208,14 @@ impl CoordinatorService {
     /// the accepted ones. A label that was not disclosed cannot be compared
     /// and never pauses.
     async fn check_version(&self, run_id: &str, arm: &str, observed: Option<&str>) -> Result<(), LedgerError> {
-        let Some(observed) = observed else { return Ok(()) };
-        {
-            let arms = self.arms.read().await;
-            match arms.get(arm) {
-                Some((accepted, paused)) if *paused || accepted.iter().any(|v| v == observed) => return Ok(()),
-                None => return Ok(()),
-                _ => {}
-            }
-        }
         let pinned = self.plan.pinned_versions.get(arm).cloned().unwrap_or_default();
-        let reason = format!("version changed: pinned {pinned}, observed {observed} on run {run_id}");
+        let reason = match self.arms.read().await.get(arm) {
+            Some((accepted, paused)) => {
+                crate::ledger::version_pause_reason(run_id, &pinned, accepted, *paused, observed)
+            }
+            None => None,
+        };
+        let Some(reason) = reason else { return Ok(()) };
         warn!(arm, %reason, "pausing arm");
         self.ledger.pause_arm(arm, &reason, self.clock.now_ms()).await?;
         if let Some(entry) = self.arms.write().await.get_mut(arm) {

@@ -673,24 +673,29 @@ async fn lease_of(ledger: &dyn Ledger, frozen: &Frozen, grant: &LeaseGrant) -> p
     }
 }
 
-/// Pauses the arm when the submitted label is not one it accepts, as the
-/// coordinator does for a worker's result (`CoordinatorService::
-/// check_version`): the same accepted labels (the ledger's), the same exact
-/// comparison, the same reason. "Not disclosed" is never compared. Returns
-/// the reason when it paused the arm.
+/// Pauses the arm when the submitted label is not one it accepts, by the
+/// coordinator's rule (`ledger::version_pause_reason`) over the ledger's
+/// accepted labels. Returns the reason when it paused the arm.
 async fn check_version(
     ledger: &dyn Ledger,
     run_id: &str,
     arm: &ArmConfig,
     observed: Option<&str>,
 ) -> anyhow::Result<Option<String>> {
-    let Some(observed) = observed else { return Ok(None) };
-    let status = ledger.status().await?;
-    let Some(state) = status.arms.iter().find(|a| a.id == arm.id) else { return Ok(None) };
-    if state.paused.is_some() || state.accepted_versions.iter().any(|v| v == observed) {
+    if observed.is_none() {
         return Ok(None);
     }
-    let reason = format!("version changed: pinned {}, observed {observed} on run {run_id}", arm.pinned_version);
+    let status = ledger.status().await?;
+    let Some(state) = status.arms.iter().find(|a| a.id == arm.id) else { return Ok(None) };
+    let Some(reason) = cohort_coordinator::ledger::version_pause_reason(
+        run_id,
+        &arm.pinned_version,
+        &state.accepted_versions,
+        state.paused.is_some(),
+        observed,
+    ) else {
+        return Ok(None);
+    };
     ledger.pause_arm(&arm.id, &reason, now_ms()).await?;
     Ok(Some(reason))
 }

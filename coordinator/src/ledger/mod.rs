@@ -516,6 +516,25 @@ pub trait Ledger: Send + Sync + std::fmt::Debug + 'static {
     async fn events(&self, limit: usize) -> Result<Vec<LedgerEvent>, LedgerError>;
 }
 
+/// Whether an accepted result's observed version label pauses its arm, and
+/// why: a label the arm does not accept (the pinned one and those
+/// acknowledged on resume), on an arm not already paused. The one rule of
+/// the coordinator (a worker's result) and `cohort submit` (a person's);
+/// "not disclosed" (`None`) is never compared.
+pub fn version_pause_reason(
+    run_id: &str,
+    pinned: &str,
+    accepted: &[String],
+    already_paused: bool,
+    observed: Option<&str>,
+) -> Option<String> {
+    let observed = observed?;
+    if already_paused || accepted.iter().any(|v| v == observed) {
+        return None;
+    }
+    Some(format!("version changed: pinned {pinned}, observed {observed} on run {run_id}"))
+}
+
 /// Splits a run id `{question}:{arm}:{repeat}` (valid by construction).
 pub fn split_run_id(run_id: &str) -> (&str, &str, u32) {
     let mut parts = run_id.splitn(3, ':');

@@ -1388,7 +1388,7 @@ mod tests {
             let conn = Connection::open(&path).unwrap();
             conn.execute_batch(
                 "ALTER TABLE runs DROP COLUMN excused; ALTER TABLE arms DROP COLUMN held_until_ms; \
-                 PRAGMA user_version = 1;",
+                 ALTER TABLE cohort DROP COLUMN rounds_closed; PRAGMA user_version = 1;",
             )
             .unwrap();
         }
