@@ -554,8 +554,9 @@ async fn submit_run(args: SubmitArgs) -> anyhow::Result<()> {
     if context.judge.is_none() && outcome == cohort_core::taxonomy::Outcome::Completed {
         out.push_str(&format!(
             "claims and deterministic metrics are recorded; support is unmeasured until `cohort judge {} --judge \
-             FILE`\n",
-            args.dir.display()
+             FILE`{}\n",
+            args.dir.display(),
+            if context.capturer.is_none() { " --capture (its cited sources were not fetched)" } else { "" }
         ));
     }
     out.push_str(&format!("next: `cohort pending {}` offers the next due run\n", args.dir.display()));
