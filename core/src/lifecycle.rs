@@ -25,9 +25,13 @@
 //! until `now + retry_after` ([`arm_hold_until`]): the provider asked
 //! everyone to wait, not just this run.
 //!
-//! Both ledgers implement exactly these rules: the embedded store calls
-//! [`RetryPolicy::decide`] and [`final_outcome_of`] directly, the Redis Lua
-//! scripts mirror them, and one conformance suite holds both to them.
+//! Each rule is written once, here: which classes are retried
+//! ([`run_retryable`]), which go back as attempts rather than results
+//! ([`reported_as_attempt`]), the outcome each final class gives
+//! ([`final_outcome_of`]) and which (outcome, class) pairs a final result
+//! may carry ([`check_final`]). The embedded store calls them directly; the
+//! Redis ledger generates its Lua tables from them when it loads its
+//! scripts; one conformance suite holds both ledgers to them.
 
 use serde::{Deserialize, Serialize};
 
@@ -96,25 +100,54 @@ pub fn arm_hold_until(now_ms: i64, retry_after_ms: Option<u64>) -> Option<i64> {
     Some(now_ms.saturating_add(i64::try_from(ms).unwrap_or(i64::MAX)))
 }
 
-/// Whether an attempt of `class` at a system under test may be retried.
-/// Only infrastructure outages in which nothing was obtained qualify (SPEC
-/// section 3): a timeout of the whole run is final (`timed_out`), quota
-/// exhaustion does not heal by waiting, and any answer is final.
+/// Whether a failed attempt of `class` at a system under test may be
+/// retried: the one rule of retrying a run (Architecture Invariant; the
+/// Redis scripts' `RETRYABLE` table is generated from it). Only
+/// infrastructure outages in which nothing was obtained qualify (SPEC
+/// section 3): a timeout of the whole run is its deadline, a final
+/// `timed_out` with no answer; quota exhaustion does not heal by waiting;
+/// an auth error pauses the arm instead; any answer is final.
 pub fn run_retryable(class: AttemptClass) -> bool {
-    matches!(
-        class,
+    match class {
         AttemptClass::RateLimited
-            | AttemptClass::ServerError
-            | AttemptClass::EmptyContent
-            | AttemptClass::ConnectionError
-            | AttemptClass::WorkerLost
-    )
+        | AttemptClass::ServerError
+        | AttemptClass::EmptyContent
+        | AttemptClass::ConnectionError
+        | AttemptClass::WorkerLost => true,
+        AttemptClass::Ok
+        | AttemptClass::QuotaExhausted
+        | AttemptClass::Timeout
+        | AttemptClass::ClientError
+        | AttemptClass::Malformed
+        | AttemptClass::Refused
+        | AttemptClass::AuthError => false,
+    }
+}
+
+/// Whether one provider *call* that failed with `class` may be tried again
+/// within its caller's deadline (the judge proxy, SPEC section 8): the run
+/// rule ([`run_retryable`]) plus `timeout`, because a call's timeout is not
+/// the run's deadline (the proxy's own deadline bounds the retries).
+pub fn call_retryable(class: AttemptClass) -> bool {
+    run_retryable(class) || class == AttemptClass::Timeout
+}
+
+/// Whether a worker reports an attempt of `class` to the ledger as an
+/// *attempt* (the ledger's retry policy decides: retry, `unavailable`, or
+/// pause the arm) rather than as a final result: the retryable outages,
+/// quota exhaustion (an outage that ends `unavailable`) and `auth_error`
+/// (excused, [`RetryDecision::PauseArm`]). Every other class is an answer
+/// (or the run's deadline) and goes as a final result that
+/// [`check_final`] accepts.
+pub fn reported_as_attempt(class: AttemptClass) -> bool {
+    run_retryable(class) || matches!(class, AttemptClass::QuotaExhausted | AttemptClass::AuthError)
 }
 
 /// The final outcome of a run whose last attempt had `class` and was not
 /// (or could not be) retried. An `auth_error` never ends a run by itself
 /// (the arm is paused and the run waits); it maps to `unavailable` only so
-/// that the function is total.
+/// that the function is total. The Redis scripts' `FINAL_OF` table is
+/// generated from it.
 pub fn final_outcome_of(class: AttemptClass) -> Outcome {
     match class {
         AttemptClass::Ok => Outcome::Completed,
@@ -128,6 +161,48 @@ pub fn final_outcome_of(class: AttemptClass) -> Outcome {
         | AttemptClass::ConnectionError
         | AttemptClass::WorkerLost
         | AttemptClass::AuthError => Outcome::Unavailable,
+    }
+}
+
+/// Why a final result's (outcome, attempt class) pair is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum LifecycleError {
+    /// `unavailable` comes only from the retry policy or closing, `not_run`
+    /// only from closing: the ledger decides them, no worker reports them.
+    #[error("outcome {outcome} is never reported as a result (the ledger gives it), here with class {class}")]
+    NotReportable { outcome: Outcome, class: AttemptClass },
+    /// An outage, quota or auth class goes to the ledger as an attempt.
+    #[error("class {class} is reported as an attempt for the retry policy, not as a final result ({outcome})")]
+    AttemptClass { outcome: Outcome, class: AttemptClass },
+    /// An answer class with an outcome it does not give.
+    #[error("outcome {outcome} does not fit class {class}, which ends a run as {expected}")]
+    Mismatch { outcome: Outcome, class: AttemptClass, expected: &'static str },
+}
+
+/// Which (outcome, attempt class) pairs a final result may carry: the one
+/// table both ledgers enforce on `finish` (the Redis scripts' `FITS` table
+/// is generated from it) and the cross-process harness checks records
+/// with. `completed` only with `ok`; `refused` with `refused`; `failed`
+/// with `client_error`, `malformed`, or `ok` (a worker's verdict on an
+/// unusable output or a second request for clarification); `timed_out`
+/// with `timeout`; `unavailable` and `not_run` never.
+pub fn check_final(outcome: Outcome, class: AttemptClass) -> Result<(), LifecycleError> {
+    use AttemptClass as C;
+    use Outcome as O;
+    match (outcome, class) {
+        (O::Completed, C::Ok)
+        | (O::Refused, C::Refused)
+        | (O::Failed, C::ClientError | C::Malformed | C::Ok)
+        | (O::TimedOut, C::Timeout) => Ok(()),
+        (O::Unavailable | O::NotRun, _) => Err(LifecycleError::NotReportable { outcome, class }),
+        _ if reported_as_attempt(class) => Err(LifecycleError::AttemptClass { outcome, class }),
+        _ => {
+            let expected = match class {
+                C::Ok => "completed or failed",
+                _ => final_outcome_of(class).as_str(),
+            };
+            Err(LifecycleError::Mismatch { outcome, class, expected })
+        }
     }
 }
 
@@ -252,6 +327,83 @@ mod tests {
             "auth_error: an authentication failure from the system under test; \
              fix the key, then run `cohort resume DIR --arm a --ack \"key fixed\"`"
         );
+    }
+
+    /// The whole table of final results, over every (outcome, class)
+    /// pair: exactly these six fit, and each agrees with the other rules
+    /// (a fitting class is never reported as an attempt, and its outcome is
+    /// the one `final_outcome_of` gives, or `failed` from an `ok` class).
+    #[test]
+    fn check_final_over_every_pair() {
+        use AttemptClass as C;
+        use Outcome as O;
+        let fitting = [
+            (O::Completed, C::Ok),
+            (O::Refused, C::Refused),
+            (O::Failed, C::ClientError),
+            (O::Failed, C::Malformed),
+            (O::Failed, C::Ok),
+            (O::TimedOut, C::Timeout),
+        ];
+        let mut refused = 0;
+        for outcome in Outcome::ALL {
+            for class in AttemptClass::ALL {
+                let got = check_final(outcome, class);
+                assert_eq!(got.is_ok(), fitting.contains(&(outcome, class)), "({outcome}, {class}): {got:?}");
+                match got {
+                    Ok(()) => {
+                        assert!(!reported_as_attempt(class), "{class}");
+                        assert!(final_outcome_of(class) == outcome || class == C::Ok, "({outcome}, {class})");
+                    }
+                    Err(e) => {
+                        refused += 1;
+                        let text = e.to_string();
+                        assert!(text.contains(outcome.as_str()) && text.contains(class.as_str()), "{text}");
+                    }
+                }
+            }
+        }
+        assert_eq!(refused, Outcome::ALL.len() * AttemptClass::ALL.len() - fitting.len());
+        assert_eq!(
+            check_final(O::Completed, C::ServerError).unwrap_err().to_string(),
+            "class server_error is reported as an attempt for the retry policy, not as a final result (completed)"
+        );
+        assert_eq!(
+            check_final(O::NotRun, C::Ok).unwrap_err().to_string(),
+            "outcome not_run is never reported as a result (the ledger gives it), here with class ok"
+        );
+        assert_eq!(
+            check_final(O::Refused, C::Timeout).unwrap_err().to_string(),
+            "outcome refused does not fit class timeout, which ends a run as timed_out"
+        );
+    }
+
+    /// Every class is either an attempt (the ledger decides) or ends a run
+    /// as a result some outcome fits; retryable classes are attempts; the
+    /// judge's call rule adds only `timeout` to the run rule.
+    #[test]
+    fn every_class_is_an_attempt_or_a_result() {
+        for class in AttemptClass::ALL {
+            let fits_some = Outcome::ALL.iter().any(|o| check_final(*o, class).is_ok());
+            assert_ne!(reported_as_attempt(class), fits_some, "{class}");
+            assert!(!run_retryable(class) || reported_as_attempt(class), "{class}");
+            assert_eq!(call_retryable(class), run_retryable(class) || class == AttemptClass::Timeout, "{class}");
+        }
+        let attempts: Vec<&str> =
+            AttemptClass::ALL.into_iter().filter(|c| reported_as_attempt(*c)).map(AttemptClass::as_str).collect();
+        assert_eq!(
+            attempts,
+            [
+                "rate_limited",
+                "quota_exhausted",
+                "server_error",
+                "empty_content",
+                "connection_error",
+                "worker_lost",
+                "auth_error"
+            ]
+        );
+        assert!(!run_retryable(AttemptClass::Timeout), "a run's deadline is final (SPEC section 3)");
     }
 
     #[test]

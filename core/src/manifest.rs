@@ -232,7 +232,7 @@ impl Manifest {
                 format!("{} is not the {} runs the cohort files derive", self.run_count, order.len()),
             ));
         }
-        let listed = self.order.iter().map(|id| RunId::parse(id));
+        let listed = self.order.iter().map(|id| RunId::parse(id).ok());
         if self.order.len() != order.len() || listed.zip(&order).any(|(l, o)| l.as_ref() != Some(o)) {
             return Err(problem("order", "is not the order its cohort files derive (algorithm v1)"));
         }

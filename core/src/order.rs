@@ -42,16 +42,40 @@ impl fmt::Display for RunId {
 }
 
 impl RunId {
-    /// Parses `{question_id}:{arm_id}:{repeat}`; `None` when malformed.
-    pub fn parse(s: &str) -> Option<RunId> {
-        let mut parts = s.split(':');
-        let (q, a, r) = (parts.next()?, parts.next()?, parts.next()?);
-        if parts.next().is_some() || q.is_empty() || a.is_empty() {
-            return None;
-        }
-        let repeat: u32 = r.parse().ok().filter(|&r| r >= 1)?;
-        Some(RunId { question_id: q.to_owned(), arm_id: a.to_owned(), repeat })
+    /// Parses `{question_id}:{arm_id}:{repeat}`: the one place a run id
+    /// string is taken apart (ledgers, coordinator, worker all call it).
+    pub fn parse(s: &str) -> Result<RunId, RunIdError> {
+        let (q, a, repeat) = RunId::split(s)?;
+        Ok(RunId { question_id: q.to_owned(), arm_id: a.to_owned(), repeat })
     }
+
+    /// [`RunId::parse`] without copying: the question id, the arm id and
+    /// the repeat, borrowed from `s` (for hot loops such as seeding).
+    pub fn split(s: &str) -> Result<(&str, &str, u32), RunIdError> {
+        let bad = |why: &'static str| RunIdError { id: s.chars().take(200).collect(), why };
+        let mut parts = s.split(':');
+        let (Some(q), Some(a), Some(r)) = (parts.next(), parts.next(), parts.next()) else {
+            return Err(bad("it has fewer than three ':'-separated parts"));
+        };
+        if parts.next().is_some() {
+            return Err(bad("it has more than three ':'-separated parts"));
+        }
+        if q.is_empty() || a.is_empty() {
+            return Err(bad("its question or arm id is empty"));
+        }
+        let repeat: u32 =
+            r.parse().ok().filter(|&r| r >= 1).ok_or_else(|| bad("its repeat is not a whole number from 1"))?;
+        Ok((q, a, repeat))
+    }
+}
+
+/// A run id that is not `{question_id}:{arm_id}:{repeat}`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("run id {id:?} is not question:arm:repeat: {why}")]
+pub struct RunIdError {
+    /// The id as given (its first 200 characters).
+    pub id: String,
+    pub why: &'static str,
 }
 
 /// The cohort's run order: the canonical list, shuffled with the seed.
@@ -241,10 +265,12 @@ mod tests {
     #[test]
     fn run_ids_round_trip() {
         let id = RunId { question_id: "science-1".into(), arm_id: "perplexity".into(), repeat: 3 };
-        assert_eq!(RunId::parse(&id.to_string()), Some(id));
-        assert_eq!(RunId::parse("a:b"), None);
-        assert_eq!(RunId::parse("a:b:0"), None);
-        assert_eq!(RunId::parse("a:b:1:2"), None);
+        assert_eq!(RunId::parse(&id.to_string()), Ok(id));
+        assert_eq!(RunId::split("science-1:perplexity:3"), Ok(("science-1", "perplexity", 3)));
+        for bad in ["a:b", "a:b:0", "a:b:1:2", ":b:1", "a::1", "a:b:x", "a:b:-1", ""] {
+            let e = RunId::parse(bad).expect_err(bad);
+            assert!(e.to_string().starts_with(&format!("run id {bad:?} is not question:arm:repeat: ")), "{e}");
+        }
     }
 
     #[test]

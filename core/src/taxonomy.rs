@@ -113,24 +113,6 @@ impl AttemptClass {
             AttemptClass::AuthError => "auth_error",
         }
     }
-
-    /// Whether this is an infrastructure outage in which nothing was
-    /// obtained from the system, the only kind a run may be retried for
-    /// (SPEC section 3). Quota exhaustion is an outage but is not retried:
-    /// waiting seconds does not refill a quota. An authentication failure
-    /// is not either: it is a configuration error that no wait fixes (the
-    /// ledger pauses the arm instead).
-    pub fn is_retryable_outage(self) -> bool {
-        matches!(
-            self,
-            AttemptClass::RateLimited
-                | AttemptClass::ServerError
-                | AttemptClass::EmptyContent
-                | AttemptClass::Timeout
-                | AttemptClass::ConnectionError
-                | AttemptClass::WorkerLost
-        )
-    }
 }
 
 impl fmt::Display for AttemptClass {
@@ -150,20 +132,6 @@ mod tests {
         }
         for c in AttemptClass::ALL {
             assert_eq!(serde_json::to_string(&c).unwrap(), format!("\"{c}\""));
-        }
-    }
-
-    #[test]
-    fn final_answers_are_never_retryable() {
-        for c in [
-            AttemptClass::Ok,
-            AttemptClass::Refused,
-            AttemptClass::ClientError,
-            AttemptClass::Malformed,
-            AttemptClass::QuotaExhausted,
-            AttemptClass::AuthError,
-        ] {
-            assert!(!c.is_retryable_outage(), "{c}");
         }
     }
 }

@@ -123,7 +123,7 @@ impl ProxyError {
     pub fn is_retryable(&self) -> bool {
         match self {
             ProxyError::Limiter(_) | ProxyError::PermitDeadline { .. } => true,
-            ProxyError::Upstream { class, .. } => class.is_retryable_outage(),
+            ProxyError::Upstream { class, .. } => cohort_core::lifecycle::call_retryable(*class),
             _ => false,
         }
     }

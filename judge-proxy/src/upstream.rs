@@ -174,7 +174,7 @@ impl Upstreams {
                 detail: detail.clone(),
                 retry_after: failure.retry_after,
             };
-            if !class.is_retryable_outage() {
+            if !cohort_core::lifecycle::call_retryable(class) {
                 return CallOutcome { result: Err(give_up(&attempts)), attempts };
             }
             let Some(delay) = backoff.next() else {

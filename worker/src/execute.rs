@@ -14,7 +14,7 @@ use std::time::Duration;
 use cohort_coordinator::ArtifactStore;
 use cohort_coordinator::clock::now_ms;
 use cohort_core::config::{ArmConfig, PriceCatalog};
-use cohort_core::lifecycle::{final_outcome_of, run_retryable};
+use cohort_core::lifecycle::{final_outcome_of, reported_as_attempt};
 use cohort_core::taxonomy::{AttemptClass, Outcome};
 use cohort_proto::convert::{class_to_pb, outcome_to_pb};
 use cohort_proto::v1 as pb;
@@ -162,10 +162,7 @@ pub async fn record_answer(
     };
     // Outages, quota and auth errors go to the ledger as attempts: it
     // decides between a retry, a final outcome and pausing the arm.
-    if run_retryable(response.class)
-        || response.class == AttemptClass::QuotaExhausted
-        || response.class == AttemptClass::AuthError
-    {
+    if reported_as_attempt(response.class) {
         return Report::Attempt(attempt);
     }
 

@@ -385,7 +385,7 @@ async fn send_report(
 /// scrubbed of the key.
 fn log_arm_paused(run_id: &str, attempt: Option<&pb::Attempt>) {
     // A run id is `{question}:{arm}:{repeat}`.
-    let arm = run_id.split(':').nth(1).unwrap_or_default();
+    let arm = cohort_core::order::RunId::split(run_id).map(|(_, arm, _)| arm).unwrap_or_default();
     let detail = attempt.map(|a| a.detail.as_str()).unwrap_or_default();
     warn!(
         arm,

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use cohort_coordinator::ledger::redis::RedisLedger;
 use cohort_coordinator::ledger::{Ledger, RunStateKind, Status};
 use cohort_core::hash::sha256_hex;
+use cohort_core::lifecycle;
 use cohort_core::taxonomy::{AttemptClass, Outcome};
 use cohort_tests::{cargo_bin, free_port};
 
@@ -437,19 +438,16 @@ impl LedgerProbe {
     }
 }
 
-/// Whether `class` may be the last attempt of a run with `outcome`.
+/// Whether `class` may be the last attempt of a run the ledger ended with
+/// `outcome`. A worker's final result fits core's `check_final` (the same
+/// table both ledgers enforce); the ledger's own outcomes come from an
+/// attempt: `unavailable` from the retry policy or closing after an
+/// attempt class, `not_run` after excused attempts only.
 fn class_fits(outcome: Outcome, class: AttemptClass) -> bool {
-    use AttemptClass as C;
     match outcome {
-        Outcome::Completed => class == C::Ok,
-        Outcome::Refused => class == C::Refused,
-        Outcome::Failed => matches!(class, C::ClientError | C::Malformed),
-        Outcome::TimedOut => class == C::Timeout,
-        Outcome::Unavailable => matches!(
-            class,
-            C::RateLimited | C::ServerError | C::EmptyContent | C::ConnectionError | C::WorkerLost | C::QuotaExhausted
-        ),
-        Outcome::NotRun => false,
+        Outcome::Unavailable => lifecycle::reported_as_attempt(class),
+        Outcome::NotRun => lifecycle::excused(class),
+        _ => lifecycle::check_final(outcome, class).is_ok(),
     }
 }
 
@@ -543,7 +541,7 @@ async fn check_ledger_async(redis_url: &str, dir: &Path) -> Figures {
             if a.attempt as usize != i + 1 {
                 v.push(format!("run {}: attempt {} is numbered {}", run.run_id, i + 1, a.attempt));
             }
-            if i + 1 < attempts.len() && !a.class.is_retryable_outage() {
+            if i + 1 < attempts.len() && !lifecycle::run_retryable(a.class) && !lifecycle::excused(a.class) {
                 v.push(format!("run {}: attempt {} ({}) was retried but is not an outage", run.run_id, i + 1, a.class));
             }
         }
