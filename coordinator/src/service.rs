@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use cohort_core::cohort::prompt;
+use cohort_core::order::RunId;
 use cohort_proto::v1 as pb;
 use cohort_proto::v1::coordinator_server::{Coordinator, CoordinatorServer};
 use tokio::net::TcpListener;
@@ -106,7 +107,10 @@ fn ledger_status(e: LedgerError) -> Status {
     match e {
         LedgerError::Redis(_) => Status::unavailable(e.to_string()),
         LedgerError::NotSeeded => Status::failed_precondition(e.to_string()),
-        LedgerError::UnknownArm(_) | LedgerError::NotManual(_) => Status::invalid_argument(e.to_string()),
+        // The caller's mistakes: retrying the same request cannot succeed.
+        LedgerError::UnknownArm(_) | LedgerError::NotManual(_) | LedgerError::Unfit { .. } => {
+            Status::invalid_argument(e.to_string())
+        }
         _ => Status::internal(e.to_string()),
     }
 }
@@ -174,7 +178,8 @@ impl CoordinatorService {
         let accepted = self.ledger.finish_many(worker_id, &batch, self.clock.now_ms()).await.map_err(ledger_status)?;
         for ((lease, result), ok) in batch.iter().zip(&accepted) {
             if *ok {
-                let arm = lease.run_id.split(':').nth(1).unwrap_or_default();
+                // Accepted, so the run id is one the ledger holds: it parses.
+                let (_, arm, _) = RunId::split(&lease.run_id).map_err(|e| Status::internal(e.to_string()))?;
                 self.check_version(&lease.run_id, arm, result.observed_version.as_deref())
                     .await
                     .map_err(ledger_status)?;

@@ -9,7 +9,8 @@
 
 use cohort_core::config::RetryPolicy;
 use cohort_core::lifecycle::CloseReason;
-use cohort_core::order::run_order;
+use cohort_core::lifecycle::check_final;
+use cohort_core::order::{RunId, run_order};
 use cohort_core::taxonomy::{AttemptClass, Outcome};
 
 use super::*;
@@ -118,7 +119,7 @@ pub async fn lease_follows_order_within_caps(l: &dyn Ledger) {
         order()
             .into_iter()
             .filter(|id| {
-                let arm = id.split(':').nth(1).unwrap();
+                let arm = RunId::parse(id).unwrap().arm_id;
                 let (n, cap) = if arm == "a" { (&mut a, 2) } else { (&mut b, 1) };
                 *n += 1;
                 *n <= cap
@@ -148,8 +149,7 @@ pub async fn finish_is_absorbing(l: &dyn Ledger) {
     let g = l.lease("w1", 1, 100, TTL).await.unwrap().leases.remove(0);
     assert!(l.finish("w1", &lref(&g), &completed(150), 200).await.unwrap());
     assert!(!l.finish("w1", &lref(&g), &completed(150), 201).await.unwrap(), "second report refused");
-    let mut refused = completed(150);
-    refused.outcome = Outcome::Refused;
+    let refused = result_of(Outcome::Refused, AttemptClass::Refused, 150);
     assert!(!l.finish("w1", &lref(&g), &refused, 202).await.unwrap(), "a final outcome never changes");
     let s = assert_counts_add_up(l).await;
     assert_eq!(s.by_outcome.get(&Outcome::Completed), Some(&1));
@@ -161,6 +161,93 @@ pub async fn finish_is_absorbing(l: &dyn Ledger) {
     assert_eq!(row.record_sha256, "b".repeat(64));
     assert_eq!(l.attempts(&g.run_id).await.unwrap().len(), 1);
     assert_eq!(l.discarded().await.unwrap().len(), 2, "both refused reports are kept for audit");
+}
+
+/// A final result of `outcome` whose last attempt has `class`.
+fn result_of(outcome: Outcome, class: AttemptClass, at: i64) -> RunResult {
+    RunResult { outcome, attempt: attempt(class, at), ..completed(at) }
+}
+
+/// Every (outcome, class) pair that `lifecycle::check_final` does not allow
+/// is refused with `Unfit`, naming the run, the outcome and the class, and
+/// changes nothing: the run stays leased under its token, no attempt or
+/// count moves, nothing is kept as discarded (a caller's error, not a stale
+/// report), with the current token or a stale one. A fitting result is
+/// accepted afterwards.
+pub async fn unfit_results_are_refused(l: &dyn Ledger) {
+    seeded(l).await;
+    let g = l.lease("w1", 1, 100, TTL).await.unwrap().leases.remove(0);
+    let before = assert_counts_add_up(l).await;
+    let mut refused = 0;
+    for outcome in Outcome::ALL {
+        for class in AttemptClass::ALL {
+            if check_final(outcome, class).is_ok() {
+                continue;
+            }
+            refused += 1;
+            let stale = LeaseRef { run_id: g.run_id.clone(), token: g.token + 1000 };
+            for lease in [lref(&g), stale] {
+                match l.finish("w1", &lease, &result_of(outcome, class, 150), 200).await {
+                    Err(LedgerError::Unfit { run_id, outcome: o, class: c }) => {
+                        assert_eq!((run_id.as_str(), o, c), (g.run_id.as_str(), outcome, class));
+                    }
+                    other => panic!("({outcome}, {class}) with token {}: {other:?}", lease.token),
+                }
+            }
+        }
+    }
+    assert_eq!(refused, Outcome::ALL.len() * AttemptClass::ALL.len() - 6, "every unfit pair was tried");
+    let e = l.finish("w1", &lref(&g), &result_of(Outcome::Completed, AttemptClass::ServerError, 150), 200).await;
+    let text = e.unwrap_err().to_string();
+    assert!(text.contains(&g.run_id) && text.contains("completed") && text.contains("server_error"), "{text}");
+    let after = assert_counts_add_up(l).await;
+    assert_eq!(after, before, "a refused result changes no count");
+    let row = l.runs().await.unwrap().into_iter().find(|r| r.run_id == g.run_id).unwrap();
+    assert_eq!((row.state, row.outcome, row.attempts), (RunStateKind::Leased, None, 1));
+    assert!(l.attempts(&g.run_id).await.unwrap().is_empty(), "no attempt recorded");
+    assert!(l.discarded().await.unwrap().is_empty(), "a refused result is not a stale report");
+    assert!(l.heartbeat("w1", &[lref(&g)], 300, TTL).await.unwrap().is_empty(), "still leased under its token");
+    let failed = result_of(Outcome::Failed, AttemptClass::Ok, 150);
+    assert!(l.finish("w1", &lref(&g), &failed, 400).await.unwrap(), "a fitting result is accepted after");
+    let s = assert_counts_add_up(l).await;
+    assert_eq!((s.finished, s.by_outcome.get(&Outcome::Failed)), (1, Some(&1)));
+}
+
+/// A worker cannot end a leased run as `not_run` (the ledger alone gives
+/// it, when a run never started), alone or in a batch: one unfit result
+/// refuses the whole batch, the fitting one in it too.
+pub async fn not_run_for_a_leased_run_is_refused(l: &dyn Ledger) {
+    seeded(l).await;
+    let batch = l.lease("w1", 2, 100, TTL).await.unwrap().leases;
+    let (g1, g2) = (&batch[0], &batch[1]);
+    let not_run = result_of(Outcome::NotRun, AttemptClass::Ok, 150);
+    assert!(matches!(
+        l.finish("w1", &lref(g1), &not_run, 200).await,
+        Err(LedgerError::Unfit { outcome: Outcome::NotRun, class: AttemptClass::Ok, .. })
+    ));
+    let both = [(lref(g1), completed(150)), (lref(g2), not_run.clone())];
+    match l.finish_many("w1", &both, 200).await {
+        Err(LedgerError::Unfit { run_id, outcome: Outcome::NotRun, .. }) => assert_eq!(run_id, g2.run_id),
+        other => panic!("a batch with a not_run result: {other:?}"),
+    }
+    let s = assert_counts_add_up(l).await;
+    assert_eq!((s.leased, s.finished), (2, 0), "nothing in the refused batch was recorded");
+    assert!(l.discarded().await.unwrap().is_empty());
+    let accepted = l.finish_many("w1", &[(lref(g1), completed(150)), (lref(g2), completed(150))], 300).await;
+    assert_eq!(accepted.unwrap(), vec![true, true]);
+    assert_eq!(assert_counts_add_up(l).await.by_outcome.get(&Outcome::Completed), Some(&2));
+}
+
+/// Seeding refuses a plan with a malformed run id, before anything is
+/// written: the ledger stays unseeded.
+pub async fn seed_refuses_a_malformed_run_id(l: &dyn Ledger) {
+    let mut bad = order();
+    bad[3] = "q1:a".into();
+    match l.seed(&header(), &questions(), &bad, 0).await {
+        Err(LedgerError::BadRunId(e)) => assert_eq!(e.id, "q1:a"),
+        other => panic!("a malformed run id: {other:?}"),
+    }
+    seeded(l).await;
 }
 
 /// A lost worker's lease expires (worker_lost attempt, run re-queued at its
@@ -400,7 +487,7 @@ async fn seeded_manual(l: &dyn Ledger) {
 }
 
 fn runs_of(arm: &str) -> Vec<String> {
-    manual_order().into_iter().filter(|id| split_run_id(id).1 == arm).collect()
+    manual_order().into_iter().filter(|id| RunId::parse(id).unwrap().arm_id == arm).collect()
 }
 
 /// A worker's lease never grants a manual arm's run, even when nothing
@@ -706,6 +793,9 @@ macro_rules! conformance_tests {
             seed_is_idempotent,
             lease_follows_order_within_caps,
             finish_is_absorbing,
+            unfit_results_are_refused,
+            not_run_for_a_leased_run_is_refused,
+            seed_refuses_a_malformed_run_id,
             expiry_fences_out_the_lost_worker,
             retries_follow_the_policy,
             release_requeues_without_an_attempt,

@@ -11,11 +11,18 @@
 //! Architecture Invariant: a report is accepted only with the fencing token
 //! of the run's current lease. A late report from a worker that lost its
 //! lease is kept as a discarded report for audit and changes nothing else.
+//!
+//! Architecture Invariant: a final result is accepted only when its outcome
+//! fits its attempt class (`cohort_core::lifecycle::check_final`); one that
+//! does not is refused with [`LedgerError::Unfit`] before anything changes
+//! (a caller's error, not a stale report: nothing is kept as discarded).
 
 use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use cohort_core::config::RetryPolicy;
+use cohort_core::lifecycle::check_final;
+use cohort_core::order::{RunId, RunIdError};
 use cohort_core::taxonomy::{AttemptClass, Outcome};
 use serde::{Deserialize, Serialize};
 
@@ -361,6 +368,38 @@ pub enum LedgerError {
     NotManual(String),
     #[error("the ledger holds data this version cannot read: {0}")]
     Corrupt(String),
+    /// A final result whose outcome its attempt class does not allow
+    /// (`lifecycle::check_final`): refused whole, nothing recorded.
+    #[error("run {run_id}: result refused, nothing recorded: {}", unfit_why(*.outcome, *.class))]
+    Unfit { run_id: String, outcome: Outcome, class: AttemptClass },
+    /// A run id that is not `{question}:{arm}:{repeat}`.
+    #[error(transparent)]
+    BadRunId(#[from] RunIdError),
+}
+
+/// What is wrong with an unfit (outcome, class) pair, in `check_final`'s
+/// words.
+fn unfit_why(outcome: Outcome, class: AttemptClass) -> String {
+    match check_final(outcome, class) {
+        Err(e) => e.to_string(),
+        Ok(()) => format!("outcome {outcome} with class {class}"),
+    }
+}
+
+/// Refuses the whole batch when one result's outcome does not fit its
+/// attempt class: the check every ledger makes before `finish` changes
+/// anything.
+pub fn check_results<'a>(results: impl IntoIterator<Item = (&'a LeaseRef, &'a RunResult)>) -> Result<(), LedgerError> {
+    for (lease, result) in results {
+        if check_final(result.outcome, result.attempt.class).is_err() {
+            return Err(LedgerError::Unfit {
+                run_id: lease.run_id.clone(),
+                outcome: result.outcome,
+                class: result.attempt.class,
+            });
+        }
+    }
+    Ok(())
 }
 
 impl LedgerError {
@@ -447,6 +486,9 @@ pub trait Ledger: Send + Sync + std::fmt::Debug + 'static {
     ) -> Result<AttemptVerdict, LedgerError>;
 
     /// Records a run's final result. `false` when the lease was stale.
+    /// A result whose outcome does not fit its attempt class is
+    /// [`LedgerError::Unfit`] (checked first, lease current or not), and
+    /// nothing changes.
     async fn finish(
         &self,
         worker: &str,
@@ -457,13 +499,15 @@ pub trait Ledger: Send + Sync + std::fmt::Debug + 'static {
 
     /// Records several final results at once; one `bool` per result, as
     /// [`Ledger::finish`] would return it. Implementations make it one
-    /// round trip where they can.
+    /// round trip where they can. One unfit result refuses the whole batch
+    /// ([`LedgerError::Unfit`]) before any is recorded.
     async fn finish_many(
         &self,
         worker: &str,
         results: &[(LeaseRef, RunResult)],
         now_ms: i64,
     ) -> Result<Vec<bool>, LedgerError> {
+        check_results(results.iter().map(|(l, r)| (l, r)))?;
         let mut accepted = Vec::with_capacity(results.len());
         for (lease, result) in results {
             accepted.push(self.finish(worker, lease, result, now_ms).await?);
@@ -535,13 +579,13 @@ pub fn version_pause_reason(
     Some(format!("version changed: pinned {pinned}, observed {observed} on run {run_id}"))
 }
 
-/// Splits a run id `{question}:{arm}:{repeat}` (valid by construction).
+/// Splits a run id the ledger holds, `{question}:{arm}:{repeat}`, with
+/// [`RunId::split`]. Both ledgers refuse to seed a malformed id, so every
+/// stored id splits; a malformed one from elsewhere gives itself as the
+/// question, an empty arm and repeat 1 (which no cohort has: callers then
+/// name it as unknown).
 pub fn split_run_id(run_id: &str) -> (&str, &str, u32) {
-    let mut parts = run_id.splitn(3, ':');
-    let q = parts.next().unwrap_or_default();
-    let a = parts.next().unwrap_or_default();
-    let r = parts.next().and_then(|r| r.parse().ok()).unwrap_or(1);
-    (q, a, r)
+    RunId::split(run_id).unwrap_or((run_id, "", 1))
 }
 
 #[cfg(test)]

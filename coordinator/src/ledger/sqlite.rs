@@ -59,12 +59,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use cohort_core::config::RetryPolicy;
 use cohort_core::lifecycle::{CloseReason, RetryDecision, arm_hold_until, auth_pause_reason, closed_outcome};
+use cohort_core::order::RunId;
 use cohort_core::taxonomy::{AttemptClass, Outcome};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
 use super::{
     ArmStatus, AttemptRecord, AttemptVerdict, DiscardedReport, LeaseBatch, LeaseGrant, LeaseRef, LeaseScope, Ledger,
-    LedgerError, LedgerEvent, PlanHeader, RunResult, RunRow, RunStateKind, SeedOutcome, Status, split_run_id,
+    LedgerError, LedgerEvent, PlanHeader, RunResult, RunRow, RunStateKind, SeedOutcome, Status, check_results,
 };
 
 /// The schema, applied once to an empty file.
@@ -308,6 +309,7 @@ impl Ledger for SqliteLedger {
         result: &RunResult,
         now_ms: i64,
     ) -> Result<bool, LedgerError> {
+        check_results([(lease, result)])?;
         self.write(|tx, _| {
             let Some(run) = leased_run(tx, lease)? else {
                 let report =
@@ -561,7 +563,7 @@ fn seed(
     let question_ids: HashSet<&str> = questions.iter().map(|(id, _)| id.as_str()).collect();
     let arm_ids: HashSet<&str> = header.arms.iter().map(|a| a.id.as_str()).collect();
     for run_id in order {
-        let (question, arm, _) = split_run_id(run_id);
+        let (question, arm, _) = RunId::split(run_id)?;
         if !arm_ids.contains(arm) {
             return Err(LedgerError::UnknownArm(arm.to_owned()));
         }
@@ -601,7 +603,7 @@ fn seed(
             )
             .sql()?;
         for (position, run_id) in order.iter().enumerate() {
-            let (question, arm, repeat) = split_run_id(run_id);
+            let (question, arm, repeat) = RunId::split(run_id)?;
             stmt.execute(params![position as i64, run_id, question, arm, repeat]).sql()?;
         }
     }

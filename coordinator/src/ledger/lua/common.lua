@@ -1,4 +1,5 @@
--- Shared prelude of every ledger script (prepended by redis.rs).
+-- Shared prelude of every ledger script (prepended by redis.rs, after the
+-- lifecycle tables it generates).
 --
 -- KEYS[1] is always the cohort's meta hash, `cohort:{NAME}:meta`. Every
 -- other key the scripts touch is derived from it and carries the same hash
@@ -31,12 +32,12 @@
 local META = KEYS[1]
 local P = string.sub(META, 1, -5)
 
-local RETRYABLE = { rate_limited = true, server_error = true, empty_content = true,
-  connection_error = true, worker_lost = true }
-local FINAL_OF = { ok = 'completed', refused = 'refused', client_error = 'failed',
-  malformed = 'failed', timeout = 'timed_out' }
--- Classes excused from the retry budget (mirror of lifecycle::excused).
-local EXCUSED = { auth_error = true }
+-- The lifecycle tables RETRYABLE (class -> true: retried), EXCUSED (class
+-- -> true: not counted against the retry budget), FINAL_OF (class -> the
+-- final outcome it gives) and FITS (outcome -> class -> true: a final
+-- result may carry the pair) are not written here: redis.rs generates them
+-- from cohort_core::lifecycle (run_retryable, excused, final_outcome_of,
+-- check_final) and puts them before this prelude when the scripts load.
 
 local function event(now, kind, run_id, detail)
   redis.call('XADD', P .. 'events', 'MAXLEN', '~', 100000, '*',
@@ -163,7 +164,7 @@ local function decide(class, attempts, started, now, retry_after)
     local backoff = math.min(initial * (2 ^ doublings), max_backoff)
     return 'retry', now + math.max(backoff, retry_after)
   end
-  return 'final', FINAL_OF[class] or 'unavailable'
+  return 'final', FINAL_OF[class]
 end
 
 -- The pause reason of an auth_error (mirror of lifecycle::auth_pause_reason).

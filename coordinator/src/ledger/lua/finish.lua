@@ -4,7 +4,16 @@
 -- has_version (0/1), attempt JSON. Atomic over the whole call: each
 -- result's attempt, outcome, counts and lease end change together.
 -- Returns one integer per result: 1 accepted, 0 stale (kept as discarded).
+-- A result whose outcome does not fit its attempt's class (FITS, from
+-- lifecycle::check_final) refuses the whole call before anything changes:
+-- error `UNFIT run_id outcome class`.
 local now, worker = tonumber(ARGV[1]), ARGV[2]
+for i = 3, #ARGV, 8 do
+  local outcome, class = ARGV[i + 2], cjson.decode(ARGV[i + 7])['class']
+  if not (FITS[outcome] and FITS[outcome][class]) then
+    return redis.error_reply('UNFIT ' .. ARGV[i] .. ' ' .. outcome .. ' ' .. tostring(class))
+  end
+end
 local out = {}
 for i = 3, #ARGV, 8 do
   local id, token, outcome, reason = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
