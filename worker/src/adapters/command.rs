@@ -145,15 +145,8 @@ impl CommandAdapter {
 
     fn respond(&self, class: AttemptClass, detail: String) -> AdapterResponse {
         AdapterResponse {
-            class,
-            http_status: 0,
-            detail: truncate_detail(&detail),
-            reply: Reply::Nothing,
             observed_version: self.version_label.clone(),
-            usage: None,
-            citations: Vec::new(),
-            sources: Vec::new(),
-            retry_after_ms: None,
+            ..AdapterResponse::nothing(class, 0, truncate_detail(&detail))
         }
     }
 }

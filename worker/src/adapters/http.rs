@@ -311,17 +311,7 @@ pub(crate) fn transport_failure(e: &reqwest::Error, status: u16, secrets: &impl 
 
 /// An attempt with nothing usable.
 pub(crate) fn failure(class: AttemptClass, http_status: u16, detail: String) -> AdapterResponse {
-    AdapterResponse {
-        class,
-        http_status,
-        detail: http_class::truncate_detail(&detail),
-        reply: Reply::Nothing,
-        observed_version: None,
-        usage: None,
-        citations: Vec::new(),
-        sources: Vec::new(),
-        retry_after_ms: None,
-    }
+    AdapterResponse::nothing(class, http_status, http_class::truncate_detail(&detail))
 }
 
 /// `r` with `label` (`response ID`, `job ID`) before its detail.

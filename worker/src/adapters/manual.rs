@@ -93,19 +93,13 @@ impl ManualAdapter {
 #[async_trait]
 impl Adapter for ManualAdapter {
     async fn call(&self, _request: &AdapterRequest) -> AdapterResponse {
-        AdapterResponse {
-            class: AttemptClass::ConnectionError,
-            http_status: 0,
-            detail: "a manual arm's runs are carried out by a person (`cohort pending`, `cohort submit`), never by a \
-                     worker: the run goes back to the queue"
+        AdapterResponse::nothing(
+            AttemptClass::ConnectionError,
+            0,
+            "a manual arm's runs are carried out by a person (`cohort pending`, `cohort submit`), never by a worker: \
+             the run goes back to the queue"
                 .to_owned(),
-            reply: Reply::Nothing,
-            observed_version: None,
-            usage: None,
-            citations: Vec::new(),
-            sources: Vec::new(),
-            retry_after_ms: None,
-        }
+        )
     }
 }
 

@@ -76,6 +76,25 @@ pub struct AdapterResponse {
     pub retry_after_ms: Option<u64>,
 }
 
+impl AdapterResponse {
+    /// An attempt that obtained nothing usable (an outage, an error, a
+    /// refusal without text): `class`, the HTTP status (0 for none) and a
+    /// secret-free detail; no output, version, usage, citations or sources.
+    pub fn nothing(class: AttemptClass, http_status: u16, detail: String) -> AdapterResponse {
+        AdapterResponse {
+            class,
+            http_status,
+            detail,
+            reply: Reply::Nothing,
+            observed_version: None,
+            usage: None,
+            citations: Vec::new(),
+            sources: Vec::new(),
+            retry_after_ms: None,
+        }
+    }
+}
+
 /// The content of a response.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Reply {

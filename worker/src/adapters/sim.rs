@@ -123,17 +123,7 @@ fn draw(parts: &[&str]) -> f64 {
 }
 
 fn nothing(class: AttemptClass, http_status: u16, detail: &str, version: Option<String>) -> AdapterResponse {
-    AdapterResponse {
-        class,
-        http_status,
-        detail: detail.to_owned(),
-        reply: Reply::Nothing,
-        observed_version: version,
-        usage: None,
-        citations: Vec::new(),
-        sources: Vec::new(),
-        retry_after_ms: None,
-    }
+    AdapterResponse { observed_version: version, ..AdapterResponse::nothing(class, http_status, detail.to_owned()) }
 }
 
 #[async_trait]
