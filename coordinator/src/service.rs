@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use cohort_core::cohort::prompt;
+use cohort_core::http_class::error_chain;
 use cohort_core::order::RunId;
 use cohort_proto::v1 as pb;
 use cohort_proto::v1::coordinator_server::{Coordinator, CoordinatorServer};
@@ -105,7 +106,10 @@ pub struct CoordinatorService {
 
 fn ledger_status(e: LedgerError) -> Status {
     match e {
-        LedgerError::Redis(_) => Status::unavailable(e.to_string()),
+        // Only an error that may heal is worth the worker's retries; a
+        // permanent one (a script error, WRONGTYPE, a bad URL) stops it.
+        LedgerError::Redis(_) if e.is_transient() => Status::unavailable(error_chain(&e)),
+        LedgerError::Redis(_) => Status::internal(error_chain(&e)),
         LedgerError::NotSeeded => Status::failed_precondition(e.to_string()),
         // The caller's mistakes: retrying the same request cannot succeed.
         LedgerError::UnknownArm(_) | LedgerError::NotManual(_) | LedgerError::Unfit { .. } => {

@@ -352,8 +352,11 @@ impl Status {
 /// Why a ledger call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum LedgerError {
-    #[error("redis: {0}")]
-    Redis(String),
+    /// A Redis call failed; the source says how. Transient (unreachable,
+    /// busy, failing over) or permanent (a script error, a key of the wrong
+    /// type, a bad URL): [`LedgerError::is_transient`].
+    #[error("{}", redis_what(.0))]
+    Redis(#[source] ::redis::RedisError),
     #[error("sqlite: {0}")]
     Sqlite(String),
     #[error(
@@ -403,9 +406,45 @@ pub fn check_results<'a>(results: impl IntoIterator<Item = (&'a LeaseRef, &'a Ru
 }
 
 impl LedgerError {
-    /// Whether retrying the call may succeed (the store was unreachable).
+    /// Whether retrying the same call may succeed: Redis was unreachable,
+    /// timed out, or said to try again (BUSY, TRYAGAIN, LOADING,
+    /// MASTERDOWN, CLUSTERDOWN). A script error, a key of the wrong type, a
+    /// bad URL or credentials, an unparsable reply, and every other ledger
+    /// error fail the same way again: callers stop with the message instead
+    /// of retrying forever.
     pub fn is_transient(&self) -> bool {
-        matches!(self, LedgerError::Redis(_))
+        match self {
+            LedgerError::Redis(e) => redis_transient(e),
+            _ => false,
+        }
+    }
+}
+
+/// Whether a Redis error may heal by itself (see [`LedgerError::is_transient`]).
+fn redis_transient(e: &::redis::RedisError) -> bool {
+    use ::redis::{ErrorKind, ServerErrorKind};
+    if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() || e.is_timeout() {
+        return true;
+    }
+    match e.kind() {
+        ErrorKind::Server(
+            ServerErrorKind::BusyLoading
+            | ServerErrorKind::TryAgain
+            | ServerErrorKind::MasterDown
+            | ServerErrorKind::ClusterDown,
+        ) => true,
+        ErrorKind::ClusterConnectionNotFound => true,
+        // A script still running on the server (BUSY) is not a known kind.
+        _ => e.code() == Some("BUSY"),
+    }
+}
+
+/// The message of a Redis error: what happened, and whether waiting helps.
+fn redis_what(e: &::redis::RedisError) -> &'static str {
+    if redis_transient(e) {
+        "the redis ledger is unreachable or busy (retrying)"
+    } else {
+        "the redis ledger refused the call, and would again: check the redis url, the server, and that nothing else writes the cohort's keys"
     }
 }
 

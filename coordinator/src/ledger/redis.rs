@@ -137,7 +137,7 @@ fn redis_err(e: ::redis::RedisError) -> LedgerError {
             return LedgerError::Unfit { run_id: run_id.to_owned(), outcome, class };
         }
     }
-    LedgerError::Redis(e.to_string())
+    LedgerError::Redis(e)
 }
 
 impl RedisLedger {
@@ -749,6 +749,48 @@ mod tests {
     use cohort_tests::RedisServer;
 
     use super::lifecycle_lua;
+    use crate::ledger::conformance;
+    use crate::ledger::redis::RedisLedger;
+    use crate::ledger::{Ledger, LedgerError};
+
+    /// A key of the wrong type where the ledger's meta hash belongs: every
+    /// call fails with WRONGTYPE (a plain command at seeding, inside a
+    /// script at leasing), permanent, so the coordinator answers `Internal`
+    /// and no worker retries it forever; a bad URL is permanent too.
+    #[tokio::test]
+    async fn a_wrong_type_or_a_bad_url_is_a_permanent_error() {
+        let server = RedisServer::start().unwrap();
+        let client = ::redis::Client::open(server.url()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let _: () = ::redis::cmd("SET").arg("cohort:{conformance}:meta").arg("x").query_async(&mut conn).await.unwrap();
+        let ledger = RedisLedger::connect(&server.url(), "conformance").await.unwrap();
+        let seeded = ledger.seed(&conformance::header(), &conformance::questions(), &conformance::order(), 0).await;
+        let leased = ledger.lease("w", 1, 0, conformance::TTL).await;
+        for (call, e) in [("seed", seeded.unwrap_err()), ("lease", leased.unwrap_err())] {
+            let LedgerError::Redis(source) = &e else { panic!("{call}: {e:?}") };
+            assert_eq!(source.code(), Some("WRONGTYPE"), "{call}: {source}");
+            assert!(!e.is_transient(), "{call}: {e}");
+            let chain = cohort_core::http_class::error_chain(&e);
+            assert!(
+                chain.starts_with("the redis ledger refused the call, and would again") && chain.contains("WRONGTYPE")
+            );
+        }
+        let bad = RedisLedger::connect("redis://127.0.0.1:notaport/", "conformance").await.unwrap_err();
+        assert!(matches!(bad, LedgerError::Redis(_)) && !bad.is_transient(), "{bad:?}");
+    }
+
+    /// With the server gone, a call fails with an IO error that is
+    /// transient: the worker waits and retries.
+    #[tokio::test]
+    async fn a_stopped_server_is_a_transient_error() {
+        let mut server = RedisServer::start().unwrap();
+        let ledger = RedisLedger::connect(&server.url(), "conformance").await.unwrap();
+        ledger.seed(&conformance::header(), &conformance::questions(), &conformance::order(), 0).await.unwrap();
+        server.kill();
+        let e = ledger.status().await.unwrap_err();
+        assert!(matches!(e, LedgerError::Redis(_)) && e.is_transient(), "{e:?}");
+        assert!(e.to_string().contains("unreachable"), "{e}");
+    }
 
     /// Reads the generated tables back inside a real Redis (its Lua and
     /// cjson) for every class and every (outcome, class) pair: each agrees
