@@ -404,3 +404,28 @@ fn tokio_stream_listener(
 ) -> impl tokio_stream::Stream<Item = Result<tokio::net::TcpStream, std::io::Error>> {
     tokio_stream::wrappers::TcpListenerStream::new(listener)
 }
+
+#[cfg(test)]
+mod ledger_status_tests {
+    use cohort_core::taxonomy::{AttemptClass, Outcome};
+    use tonic::Code;
+
+    use super::*;
+
+    /// A result that does not fit is the caller's error; only a Redis error
+    /// that may heal is `Unavailable` (the worker retries it), a permanent
+    /// one is `Internal` (the worker stops with the message).
+    #[test]
+    fn ledger_errors_get_the_code_that_says_whether_to_retry() {
+        let unfit = LedgerError::Unfit { run_id: "q1:a:1".into(), outcome: Outcome::NotRun, class: AttemptClass::Ok };
+        assert_eq!(ledger_status(unfit).code(), Code::InvalidArgument);
+        let gone = LedgerError::Redis(::redis::RedisError::from((::redis::ErrorKind::Io, "connection reset")));
+        assert_eq!(ledger_status(gone).code(), Code::Unavailable);
+        let config = ::redis::RedisError::from((::redis::ErrorKind::InvalidClientConfig, "bad url"));
+        let status = ledger_status(LedgerError::Redis(config));
+        assert_eq!(status.code(), Code::Internal);
+        assert!(
+            status.message().contains("would again: check the redis url") && status.message().contains(": bad url")
+        );
+    }
+}
