@@ -22,7 +22,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -274,33 +274,10 @@ pub fn write_once(path: &Path, bytes: &[u8]) -> Result<(), FreezeError> {
     }
 }
 
-/// [`write_once`] at the I/O level, for write-once files other than the
-/// manifest (a judging pass's `pass.json`): `AlreadyExists` when `path`
-/// exists (another writer won), and no temporary file left behind.
-pub fn write_once_io(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let tmp = temporary_sibling(path);
-    let result = (|| {
-        let mut file = fs::File::create_new(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        let mut permissions = file.metadata()?.permissions();
-        permissions.set_readonly(true);
-        fs::set_permissions(&tmp, permissions)?;
-        fs::hard_link(&tmp, path)
-    })();
-    let _ = fs::remove_file(&tmp);
-    result
-}
-
-/// A hidden temporary name beside `path`, unique to this process and this
-/// call: two writers of one path, in one process or two, never share a
-/// temporary file (nor remove each other's).
-pub fn temporary_sibling(path: &Path) -> PathBuf {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    path.with_file_name(format!(".{name}.{}.{}.tmp", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)))
-}
+/// [`write_once`] at the I/O level (for a judging pass's `pass.json`) and
+/// the unique temporary names beside a file: in `cohort-artifacts`, which
+/// the worker uses without the coordinator.
+pub use cohort_artifacts::files::{temporary_sibling, write_once_io};
 
 /// Reads the five files of `dir` and the optional ones; a missing file is `None` (validation
 /// names it), any other read failure is an error.

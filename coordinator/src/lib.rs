@@ -16,5 +16,6 @@ pub use artifacts::ArtifactStore;
 pub use freeze::{FreezeError, FreezeOptions, FreezeReport, freeze};
 
 /// The folder inside a cohort directory that holds its state and results
-/// (the embedded ledger, the artifact store, reports) by default.
-pub const STATE_DIR: &str = ".cohort";
+/// (the embedded ledger, the artifact store, reports) by default; defined
+/// in `cohort-artifacts`, whose store and spool live in it.
+pub use cohort_artifacts::STATE_DIR;
