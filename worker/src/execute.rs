@@ -7,17 +7,24 @@
 //! exchange is kept; the run has one deadline for all of it; an outage is
 //! reported as an attempt (the coordinator's retry policy decides), any
 //! answer as the final result.
+//!
+//! And once the system has answered, it is never called again for that run
+//! (seed 004: no rerun replaces a result), even when the artifact store
+//! fails: see [`store_answer_blob`].
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use cohort_coordinator::ArtifactStore;
-use cohort_coordinator::clock::now_ms;
+use backon::{ExponentialBuilder, Retryable};
+use cohort_artifacts::spool::Kept;
+use cohort_artifacts::{ArtifactStore, Spool};
+use cohort_clock::Clock;
 use cohort_core::config::{ArmConfig, PriceCatalog};
 use cohort_core::lifecycle::{final_outcome_of, reported_as_attempt};
 use cohort_core::taxonomy::{AttemptClass, Outcome};
 use cohort_proto::convert::{class_to_pb, outcome_to_pb};
 use cohort_proto::v1 as pb;
+use tracing::{error, warn};
 
 use crate::adapters::{Adapter, AdapterRequest, AdapterResponse, Reply, TokenUsage, Turn};
 use crate::capture::SourceCapturer;
@@ -32,6 +39,11 @@ pub struct RunContext {
     pub run_timeout: Duration,
     pub prices: Option<PriceCatalog>,
     pub store: ArtifactStore,
+    /// Where an answer waits when `store` refuses it ([`store_answer_blob`]);
+    /// on the worker's own disk (`Spool::for_cohort`).
+    pub spool: Spool,
+    /// The run times recorded (`SystemClock` outside tests).
+    pub clock: Arc<dyn Clock>,
     /// Captures cited sources that the system returned no text for; `None`
     /// leaves them uncaptured (their claims unjudged, source_unavailable).
     pub capturer: Option<SourceCapturer>,
@@ -94,7 +106,7 @@ pub const SYSTEM: &str = "system_under_test";
 /// Runs `lease` on `arm` for the worker `worker_id` (as the coordinator
 /// named it at registration) and says what to report.
 pub async fn execute(ctx: &RunContext, arm: &ArmRuntime, lease: &pb::Lease, worker_id: &str) -> Report {
-    let started_ms = now_ms();
+    let started_ms = ctx.clock.now_ms();
     let mut conversation = vec![Turn { role: USER.into(), text: lease.prompt.clone() }];
     let mut asked_clarification = false;
     let deadline = tokio::time::Instant::now() + ctx.run_timeout;
@@ -129,7 +141,7 @@ pub async fn execute(ctx: &RunContext, arm: &ArmRuntime, lease: &pb::Lease, work
             _ => break response,
         }
     };
-    let ended_ms = now_ms();
+    let ended_ms = ctx.clock.now_ms();
     let answer = Answer { conversation, response, started_ms, ended_ms, manual: None };
     record_answer(ctx, arm, lease, worker_id, answer).await
 }
@@ -191,17 +203,7 @@ pub async fn record_answer(
         conversation.push(Turn { role: SYSTEM.into(), text: text.clone() });
     }
     let output_sha256 = match &output {
-        Some(text) => match ctx.store.put(text.as_bytes()) {
-            Ok(sha) => Some(sha),
-            Err(e) => {
-                // Without its output stored the run cannot be audited: say
-                // so, and let the retry policy treat it as an outage.
-                let mut a = attempt;
-                a.class = class_to_pb(AttemptClass::ConnectionError) as i32;
-                a.detail = format!("could not store the output in the artifact store: {e}");
-                return Report::Attempt(a);
-            }
-        },
+        Some(text) => Some(store_answer_blob(ctx, text.as_bytes(), &lease.run_id, "output").await),
         None => None,
     };
     let observed_version = version_label(reported_version.as_deref());
@@ -272,17 +274,70 @@ pub async fn record_answer(
         attempts_complete,
         manual,
     };
-    let record_sha256 =
-        match serde_json::to_vec_pretty(&record).map_err(std::io::Error::other).and_then(|b| ctx.store.put(&b)) {
-            Ok(sha) => sha,
-            Err(e) => {
-                let mut a = attempt;
-                a.class = class_to_pb(AttemptClass::ConnectionError) as i32;
-                a.detail = format!("could not store the run record: {e}");
-                return Report::Attempt(a);
-            }
-        };
+    let record_sha256 = match serde_json::to_vec_pretty(&record) {
+        Ok(bytes) => store_answer_blob(ctx, &bytes, &lease.run_id, "run record").await,
+        Err(e) => {
+            // Not reached: a RunRecord is plain data. If it were, no record
+            // could be made however often the system answered, so the run
+            // is final as it is, with no record to point to.
+            error!(run_id = %lease.run_id, error = %e, "the run record could not be serialised");
+            String::new()
+        }
+    };
     Report::Result { outcome, reason, record_sha256, observed_version: reported_version.unwrap_or_default(), attempt }
+}
+
+/// How often a put of an answer's blob is tried before the spool takes it,
+/// and the backoff between tries (a store that blips: a full disk being
+/// cleaned, an NFS hiccup).
+const STORE_TRIES: usize = 4;
+const STORE_BACKOFF_MIN: Duration = Duration::from_millis(50);
+const STORE_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// Stores one blob of an answer (its output or its run record) and returns
+/// its SHA-256; never fails, because of the rule it keeps:
+///
+/// **A system that answered is not called again for that run.** A failed
+/// put was once reported as a `connection_error` attempt, so the retry
+/// policy called the product again (and charged for it), and a rerun could
+/// replace the answer (seed 004). Now a put is retried a few times with
+/// backoff; if the store still refuses, the bytes go to the worker's
+/// [`Spool`] (its own disk, or memory if that fails too) and the run is
+/// reported final by its hashes all the same, which content addressing
+/// knows before the bytes are stored. The worker sees the spool used
+/// (`Spool::kept_here`), stops leasing, and moves the spool into the store
+/// before it stops and before it leases again (`crate::run`), so nothing
+/// is run while the store fails and no record is left behind unstored.
+async fn store_answer_blob(ctx: &RunContext, bytes: &[u8], run_id: &str, what: &str) -> String {
+    let backoff = ExponentialBuilder::new()
+        .with_min_delay(STORE_BACKOFF_MIN)
+        .with_max_delay(STORE_BACKOFF_MAX)
+        .with_max_times(STORE_TRIES - 1)
+        .with_jitter();
+    let stored = (|| async { ctx.store.put(bytes) })
+        .retry(backoff)
+        .notify(|e, delay| warn!(run_id, what, error = %e, ?delay, "the artifact store refused a put; trying again"))
+        .await;
+    match stored {
+        Ok(sha) => sha,
+        Err(e) => {
+            let (sha, kept) = ctx.spool.keep(bytes);
+            let spool = ctx.spool.dir().display();
+            match kept {
+                Kept::OnDisk => error!(
+                    run_id, what, error = %e, %spool,
+                    "the artifact store refused the answer {STORE_TRIES} times: it is kept in the spool and the run \
+                     is reported by its hash; the worker stops leasing"
+                ),
+                Kept::InMemory(disk) => error!(
+                    run_id, what, error = %e, spool_error = %disk, %spool,
+                    "the artifact store and the spool both refused the answer: it is held in memory until the store \
+                     takes it; the worker stops leasing"
+                ),
+            }
+            sha
+        }
+    }
 }
 
 /// The cost of a call in the catalog's currency; unknown when the model or

@@ -8,9 +8,22 @@
 //! lease expired is discarded by the ledger, never counted twice). On
 //! shutdown it drains: it stops leasing, lets running runs finish within a
 //! grace period, and gives back the rest unfinished.
+//!
+//! Every task it starts is owned (STYLE rule 9): the runs in one `JoinSet`,
+//! the heartbeat and the reporter in another, watched by the main loop and
+//! joined before [`run`] returns. A run task that panics gives its lease
+//! back with a recorded `worker_lost` attempt; a heartbeat or reporter that
+//! ends early stops the worker with the reason.
+//!
+//! Only outages are retried: a coordinator that is away or busy
+//! (`Unavailable`, `DeadlineExceeded`, `ResourceExhausted`, and the codes a
+//! broken connection produces) is called again with backoff; any other
+//! answer (`Internal` for a permanent ledger error, `InvalidArgument`, ...)
+//! stops the worker with [`WorkerError::Coordinator`], naming the call.
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -18,9 +31,9 @@ use backon::{BackoffBuilder, ExponentialBuilder};
 use cohort_proto::v1 as pb;
 use cohort_proto::v1::coordinator_client::CoordinatorClient;
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::{AbortHandle, JoinSet};
+use tokio::task::{AbortHandle, JoinError, JoinSet};
 use tonic::transport::{Channel, Endpoint};
-use tracing::{debug, info, warn};
+use tracing::{debug, error, info, warn};
 
 pub mod adapters;
 pub mod capture;
@@ -30,6 +43,9 @@ pub mod preflight;
 pub mod record;
 pub mod score;
 
+/// The spool and the clock of a [`RunContext`], for its callers.
+pub use cohort_artifacts::Spool;
+pub use cohort_clock::{Clock, SystemClock};
 pub use execute::{ArmRuntime, InlinePass, Report, RunContext};
 
 /// How a worker is set up.
@@ -65,10 +81,57 @@ pub enum WorkerError {
     BadUrl { url: String, message: String },
     #[error("the coordinator refused to register this worker: {0}")]
     Refused(String),
+    /// An answer retrying cannot fix (a permanent ledger error is
+    /// `Internal`): the worker stopped leasing, gave its leases back, and
+    /// says which call failed and how.
+    #[error("the coordinator answered {call} with {code:?}: {message}; this is not an outage, so the worker stopped")]
+    Coordinator { call: &'static str, code: tonic::Code, message: String },
+    /// The heartbeat or the reporter panicked or ended early: without it
+    /// leases expire or results go unreported, so the worker stopped.
+    #[error("the worker's {task} task stopped: {message}")]
+    TaskFailed { task: &'static str, message: String },
+    /// The artifact store refused answers; they were kept in the spool (no
+    /// system is called again for a run it answered) and the worker stopped
+    /// leasing. `state` says where the spooled answers are now.
+    #[error("the artifact store refused answers, kept in the spool {}: the worker stopped leasing; {state}", spool.display())]
+    StoreFailed { spool: PathBuf, state: String },
+    /// Answers spooled by an earlier run of the worker could not be moved
+    /// into the artifact store, so the worker did not start leasing.
+    #[error(
+        "the spool {} holds answers the artifact store refuses ({source}): fix the store, then start the worker again",
+        spool.display()
+    )]
+    Spool {
+        spool: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
-/// Leases held now: run id -> (lease, the task running it).
+/// Leases held now: run id -> (lease, the task acting on it: the run, or
+/// the report of its panic).
 type Inflight = Arc<Mutex<HashMap<String, (pb::LeaseRef, AbortHandle)>>>;
+
+/// Where any task sends the error that stops the worker (a coordinator
+/// answer that is not an outage); the main loop stops at the first.
+type Fatal = mpsc::UnboundedSender<WorkerError>;
+
+/// What a run task ends with: its run id and what became of its lease.
+type RunDone = (String, Ended);
+
+/// What became of a run task's lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    /// Reported: accepted, or not (the lease had moved on).
+    Reported(bool),
+    /// Nothing reported and nothing to give back: the lease was handed
+    /// back already (an arm this worker does not run) or is left to expire
+    /// (the report of a panic that did not get through).
+    Released,
+    /// Nothing reported because the worker is stopping on a refusal: the
+    /// lease stays held, so the drain gives it back.
+    Held,
+}
 
 /// A final result on its way to the coordinator, and where to say whether
 /// it was accepted.
@@ -86,6 +149,9 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
     // A lazy channel reconnects by itself after the coordinator restarts.
     let mut client = CoordinatorClient::new(endpoint.connect_lazy());
     tokio::pin!(shutdown);
+    // Answers an earlier run could not store go into the store first: a
+    // worker whose store fails leases nothing.
+    flush_spool(&config.context)?;
 
     let register = pb::RegisterRequest {
         worker_name: config.name.clone(),
@@ -98,32 +164,56 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
         () = &mut shutdown => return Ok(WorkerSummary::default()),
     };
     let registered = registered.map_err(|s| WorkerError::Refused(s.message().to_owned()))?;
+    let kept_at_start = config.context.spool.kept_here();
     let worker_id = registered.worker_id.clone();
     info!(%worker_id, slots = config.slots, "worker registered");
 
+    let (fatal_tx, mut fatal_rx) = mpsc::unbounded_channel::<WorkerError>();
     let inflight: Inflight = Arc::default();
-    let heartbeat = tokio::spawn(heartbeat_loop(
+    // The heartbeat and the reporter are owned like the runs: the loop
+    // watches them (neither ends on its own while the worker runs, so one
+    // that ends has failed) and shutdown joins them.
+    let mut services: JoinSet<()> = JoinSet::new();
+    let heartbeat = services.spawn(heartbeat_loop(
         client.clone(),
         worker_id.clone(),
         Arc::clone(&inflight),
         Duration::from_millis(u64::from(registered.heartbeat_interval_ms.max(50))),
+        fatal_tx.clone(),
     ));
     // Final results go through one reporter task that sends whatever has
     // queued up as one `ReportResults` call: one round trip for many runs
     // when the worker is busy, no added delay when it is not.
     let (results_tx, results_rx) = mpsc::channel::<Outgoing>(1024);
-    let mut reporter = tokio::spawn(reporter_loop(client.clone(), worker_id.clone(), results_rx));
-    let context = Arc::new(config.context);
-    let arms = Arc::new(config.arms);
-    let mut tasks: JoinSet<(String, Option<bool>)> = JoinSet::new();
+    let reporter = services.spawn(reporter_loop(client.clone(), worker_id.clone(), results_rx, fatal_tx.clone()));
+    let crew = Crew {
+        client: client.clone(),
+        worker_id: worker_id.clone(),
+        inflight: Arc::clone(&inflight),
+        results: results_tx,
+        fatal: fatal_tx,
+        context: Arc::new(config.context),
+        arms: Arc::new(config.arms),
+    };
+    let mut tasks: JoinSet<RunDone> = JoinSet::new();
     let mut summary = WorkerSummary::default();
     let mut backoff = coordinator_backoff();
     let mut cohort_done = false;
+    let mut failure: Option<WorkerError> = None;
 
     loop {
         // Collect finished tasks without waiting.
-        while let Some(done) = tasks.try_join_next() {
-            account(&mut summary, &inflight, done);
+        while let Some(done) = tasks.try_join_next_with_id() {
+            crew.account(&mut summary, &mut tasks, done);
+        }
+        if let Ok(e) = fatal_rx.try_recv() {
+            failure = Some(e);
+            break;
+        }
+        if crew.context.spool.kept_here() > kept_at_start {
+            // The store refused an answer (it waits in the spool): lease
+            // nothing more while it fails.
+            break;
         }
         if cohort_done && tasks.is_empty() {
             break;
@@ -169,15 +259,19 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
                     let granted = response.leases.len();
                     for lease in response.leases {
                         summary.leased += 1;
-                        spawn_run(&mut tasks, &inflight, &client, &results_tx, &worker_id, &context, &arms, lease);
+                        crew.spawn_run(&mut tasks, lease);
                     }
                     (granted == 0 && !cohort_done)
                         .then(|| Duration::from_millis(u64::from(response.retry_after_ms.max(10))))
                 }
-                Err(status) => {
+                Err(status) if retryable(&status) => {
                     let delay = backoff.next().unwrap_or(Duration::from_secs(2));
                     debug!(error = %status.message(), ?delay, "lease failed; the coordinator may be away");
                     Some(delay)
+                }
+                Err(status) => {
+                    failure = Some(refusal("Lease", &status));
+                    break;
                 }
             }
         };
@@ -187,9 +281,21 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
         }
         tokio::select! {
             () = &mut shutdown => break,
-            Some(done) = tasks.join_next(), if !tasks.is_empty() => account(&mut summary, &inflight, done),
+            Some(e) = fatal_rx.recv() => {
+                failure = Some(e);
+                break;
+            }
+            Some(ended) = services.join_next_with_id() => {
+                // A task that stops on a refusal says why before it ends.
+                failure = Some(fatal_rx.try_recv().unwrap_or_else(|_| service_failed(ended, heartbeat.id())));
+                break;
+            }
+            Some(done) = tasks.join_next_with_id(), if !tasks.is_empty() => crew.account(&mut summary, &mut tasks, done),
             () = sleep_or_forever(wait), if wait.is_some() || tasks.is_empty() => {}
         }
+    }
+    if let Some(e) = &failure {
+        error!(%worker_id, error = %e, "the worker is stopping");
     }
 
     // Drain: no new leases; running runs get the grace period.
@@ -197,22 +303,47 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
     tokio::pin!(grace);
     while !tasks.is_empty() {
         tokio::select! {
-            Some(done) = tasks.join_next() => account(&mut summary, &inflight, done),
+            Some(done) = tasks.join_next_with_id() => crew.account(&mut summary, &mut tasks, done),
             () = &mut grace => break,
         }
     }
     tasks.abort_all();
-    while let Some(done) = tasks.join_next().await {
-        account(&mut summary, &inflight, done);
+    while let Some(done) = tasks.join_next_with_id().await {
+        crew.account(&mut summary, &mut tasks, done);
     }
     // Results already queued still go out before any lease is given back:
     // a completed answer is never orphaned (its run would be executed, and
     // the product called and charged, again). The reporter ends when the
-    // queue is closed and empty.
-    drop(results_tx);
-    if tokio::time::timeout(REPORTER_FLUSH, &mut reporter).await.is_err() {
+    // queue is closed and empty; the heartbeat keeps the leases alive
+    // meanwhile.
+    let Crew { results, context, fatal, .. } = crew;
+    drop((results, fatal));
+    let flushed = tokio::time::timeout(REPORTER_FLUSH, async {
+        loop {
+            match services.join_next_with_id().await {
+                Some(Ok((id, ()))) if id == reporter.id() => return,
+                Some(ended) => {
+                    let was_reporter = ended.as_ref().map_or_else(JoinError::id, |(id, ())| *id) == reporter.id();
+                    let e = fatal_rx.try_recv().unwrap_or_else(|_| service_failed(ended, heartbeat.id()));
+                    error!(error = %e, "a worker task failed while the queued results were sent");
+                    failure.get_or_insert(e);
+                    if was_reporter {
+                        return;
+                    }
+                }
+                None => return,
+            }
+        }
+    })
+    .await;
+    if flushed.is_err() {
         reporter.abort();
         warn!("the coordinator did not take the queued results in time: their leases will expire");
+    }
+    // A run that spooled an answer may have asked to stop (an outage of
+    // the coordinator is no reason): keep the first reason.
+    while let Ok(e) = fatal_rx.try_recv() {
+        failure.get_or_insert(e);
     }
     let released: Vec<pb::LeaseRef> = lock(&inflight).drain().map(|(_, (l, _))| l).collect();
     if !released.is_empty() {
@@ -223,9 +354,33 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
             Err(e) => warn!(error = %e.message(), leases = n, "drain failed: the leases will expire instead"),
         }
     }
-    heartbeat.abort();
+    services.abort_all();
+    while let Some(ended) = services.join_next_with_id().await {
+        if let Err(e) = ended
+            && e.is_panic()
+        {
+            failure.get_or_insert(service_failed(Err(e), heartbeat.id()));
+        }
+    }
+    if context.spool.kept_here() > kept_at_start {
+        let spool = context.spool.dir().to_owned();
+        let state = match flush_spool_patiently(&context).await {
+            Ok(()) => "the store took them at shutdown; start the worker again".to_owned(),
+            Err(e) => match context.spool.held_in_memory() {
+                0 => format!("they go into the store when the worker starts again ({e})"),
+                n => format!(
+                    "{n} of them, which the spool's disk refused too, are held in memory only and are lost when this \
+                     process exits: their runs' records will be missing ({e})"
+                ),
+            },
+        };
+        failure.get_or_insert(WorkerError::StoreFailed { spool, state });
+    }
     info!(%worker_id, ?summary, "worker stopped");
-    Ok(summary)
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(summary),
+    }
 }
 
 /// How long a stopping worker waits for its queued results to be taken.
@@ -242,65 +397,195 @@ async fn sleep_or_forever(d: Option<Duration>) {
     }
 }
 
-/// Records a finished task: `Some(accepted)` when it reported.
-fn account(
-    summary: &mut WorkerSummary,
-    inflight: &Inflight,
-    done: Result<(String, Option<bool>), tokio::task::JoinError>,
-) {
-    if let Ok((run_id, reported)) = done {
-        lock(inflight).remove(&run_id);
-        match reported {
-            Some(true) => summary.reported += 1,
-            Some(false) => summary.stale += 1,
-            None => {}
+/// Moves what the spool holds into the artifact store.
+fn flush_spool(context: &RunContext) -> Result<(), WorkerError> {
+    let spool = &context.spool;
+    match spool.flush_into(&context.store) {
+        Ok(0) => Ok(()),
+        Ok(blobs) => {
+            info!(blobs, spool = %spool.dir().display(), "spooled answers moved into the artifact store");
+            Ok(())
+        }
+        Err(source) => Err(WorkerError::Spool { spool: spool.dir().to_owned(), source }),
+    }
+}
+
+/// [`flush_spool`], tried a few times with backoff (a store that blipped
+/// may be back by the time the worker stops).
+async fn flush_spool_patiently(context: &RunContext) -> Result<(), WorkerError> {
+    let backoff = ExponentialBuilder::new()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_secs(2))
+        .with_max_times(SPOOL_FLUSH_TRIES - 1)
+        .build();
+    let mut delays = backoff;
+    loop {
+        match flush_spool(context) {
+            Ok(()) => return Ok(()),
+            Err(e) => match delays.next() {
+                Some(delay) => {
+                    warn!(error = %e, ?delay, "the spool could not be moved into the store yet; trying again");
+                    tokio::time::sleep(delay).await;
+                }
+                None => return Err(e),
+            },
         }
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn spawn_run(
-    tasks: &mut JoinSet<(String, Option<bool>)>,
-    inflight: &Inflight,
-    client: &CoordinatorClient<Channel>,
-    results: &mpsc::Sender<Outgoing>,
-    worker_id: &str,
-    context: &Arc<RunContext>,
-    arms: &Arc<HashMap<String, ArmRuntime>>,
-    lease: pb::Lease,
-) {
-    let lease_ref = pb::LeaseRef { run_id: lease.run_id.clone(), fencing_token: lease.fencing_token };
-    let (client, worker_id, context, arms) =
-        (client.clone(), worker_id.to_owned(), Arc::clone(context), Arc::clone(arms));
-    let results = results.clone();
-    let (run_id, held) = (lease.run_id.clone(), lease_ref.clone());
-    let handle = tasks.spawn(async move {
-        let report = match arms.get(&lease.arm_id) {
-            Some(arm) => execute::execute(&context, arm, &lease, &worker_id).await,
-            None => {
-                // Registered for other arms only: give the lease back untouched.
-                let request = pb::DrainRequest { worker_id: worker_id.clone(), released: vec![lease_ref.clone()] };
-                let _ = client.clone().drain(request).await;
-                return (lease.run_id, None);
+/// How often a stopping worker tries to move its spool into the store.
+const SPOOL_FLUSH_TRIES: usize = 5;
+
+/// How long the report of a panicked run may take; past it, its lease is
+/// left to expire, which the ledger records as `worker_lost` all the same.
+const PANIC_REPORT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Which background task ended, and how, as the error that stops the
+/// worker (they never end on their own while it runs).
+fn service_failed(ended: Result<(tokio::task::Id, ()), JoinError>, heartbeat: tokio::task::Id) -> WorkerError {
+    let id = ended.as_ref().map_or_else(JoinError::id, |(id, ())| *id);
+    let task = if id == heartbeat { "heartbeat" } else { "reporter" };
+    let message = match ended {
+        Ok(_) => "it ended while the worker was running".to_owned(),
+        Err(e) if e.is_panic() => format!("it panicked: {}", panic_message(e)),
+        Err(_) => "it was cancelled".to_owned(),
+    };
+    WorkerError::TaskFailed { task, message }
+}
+
+/// The text of a panic, when it has one.
+fn panic_message(e: JoinError) -> String {
+    let payload = e.into_panic();
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "(no message)".to_owned())
+}
+
+/// What every run task shares: the coordinator, the worker's name, the
+/// leases held, where final results and stopping errors go, the cohort and
+/// its arms.
+struct Crew {
+    client: CoordinatorClient<Channel>,
+    worker_id: String,
+    inflight: Inflight,
+    results: mpsc::Sender<Outgoing>,
+    fatal: Fatal,
+    context: Arc<RunContext>,
+    arms: Arc<HashMap<String, ArmRuntime>>,
+}
+
+impl Crew {
+    /// Records a finished task (see [`Ended`]). A run
+    /// task that panicked still holds its lease: it is taken out of the
+    /// heartbeat at once and given back with a recorded attempt by a task
+    /// of its own ([`Crew::report_panic`]). A task that was aborted (its
+    /// lease lost, or the drain's grace over) is left as it is: a lost
+    /// lease is already gone, a drained one is given back by the drain.
+    fn account(
+        &self,
+        summary: &mut WorkerSummary,
+        tasks: &mut JoinSet<RunDone>,
+        done: Result<(tokio::task::Id, RunDone), JoinError>,
+    ) {
+        match done {
+            Ok((_, (run_id, ended))) => {
+                if ended != Ended::Held {
+                    lock(&self.inflight).remove(&run_id);
+                }
+                match ended {
+                    Ended::Reported(true) => summary.reported += 1,
+                    Ended::Reported(false) => summary.stale += 1,
+                    Ended::Released | Ended::Held => {}
+                }
             }
-        };
-        let record_sha256 = match &report {
-            Report::Result { record_sha256, .. } => Some(record_sha256.clone()),
-            Report::Attempt(_) => None,
-        };
-        let accepted = send_report(client, &results, &worker_id, &lease_ref, report).await;
-        // Only an accepted result's verdicts go into the pass: a discarded
-        // (stale) report's record is not the run's.
-        if accepted == Some(true)
-            && let (Some(pass), Some(sha)) = (&context.pass, record_sha256)
-        {
-            merge_into_pass(&context, pass, &sha);
+            Err(e) if e.is_panic() => {
+                let id = e.id();
+                let held = {
+                    let mut inflight = lock(&self.inflight);
+                    let run_id = inflight.iter().find(|(_, (_, task))| task.id() == id).map(|(r, _)| r.clone());
+                    run_id.and_then(|r| inflight.remove(&r).map(|(lease, _)| (r, lease)))
+                };
+                let message = panic_message(e);
+                match held {
+                    Some((run_id, lease)) => {
+                        error!(%run_id, panic = %message, "a run task panicked: its lease is given back as worker_lost");
+                        self.report_panic(tasks, run_id, lease);
+                    }
+                    None => error!(panic = %message, "a task of the worker panicked after its lease was gone"),
+                }
+            }
+            Err(_) => {}
         }
-        (lease.run_id, accepted)
-    });
-    // Inserted before the main loop can join the task (same thread), so
-    // `account` always finds it.
-    lock(inflight).insert(run_id, (held, handle));
+    }
+
+    /// Reports a panicked run's attempt as `worker_lost`: the run task, the
+    /// worker's own code, died, so nothing usable was obtained from the
+    /// system by this worker, as when a worker process dies mid-run (which
+    /// the ledger records as `worker_lost` when the lease expires). Not
+    /// `connection_error`, which says the system was unreachable, nor a
+    /// class that blames the system for our fault. The retry policy then
+    /// decides as for a lost worker. The panic's text stays in the log: it
+    /// is the worker's, and may hold anything.
+    fn report_panic(&self, tasks: &mut JoinSet<RunDone>, run_id: String, lease: pb::LeaseRef) {
+        let now = self.context.clock.now_ms();
+        let attempt = pb::Attempt {
+            class: cohort_proto::convert::class_to_pb(cohort_core::taxonomy::AttemptClass::WorkerLost) as i32,
+            http_status: 0,
+            detail: "the worker's run task panicked (the message is in the worker's log)".to_owned(),
+            started_unix_ms: now,
+            ended_unix_ms: now,
+            observed_version: String::new(),
+            retry_after_ms: 0,
+        };
+        let (client, results, fatal, worker_id) =
+            (self.client.clone(), self.results.clone(), self.fatal.clone(), self.worker_id.clone());
+        let held = lease.clone();
+        let id = run_id.clone();
+        let handle = tasks.spawn(async move {
+            let report = send_report(client, &results, &fatal, &worker_id, &lease, Report::Attempt(attempt));
+            let accepted = tokio::time::timeout(PANIC_REPORT_TIMEOUT, report).await.ok().flatten();
+            (id, accepted.map_or(Ended::Released, Ended::Reported))
+        });
+        // Held until reported, so a drain meanwhile still gives it back.
+        lock(&self.inflight).insert(run_id, (held, handle));
+    }
+
+    fn spawn_run(&self, tasks: &mut JoinSet<RunDone>, lease: pb::Lease) {
+        let lease_ref = pb::LeaseRef { run_id: lease.run_id.clone(), fencing_token: lease.fencing_token };
+        let (client, worker_id, context, arms) =
+            (self.client.clone(), self.worker_id.clone(), Arc::clone(&self.context), Arc::clone(&self.arms));
+        let (results, fatal) = (self.results.clone(), self.fatal.clone());
+        let (run_id, held) = (lease.run_id.clone(), lease_ref.clone());
+        let handle = tasks.spawn(async move {
+            let report = match arms.get(&lease.arm_id) {
+                Some(arm) => execute::execute(&context, arm, &lease, &worker_id).await,
+                None => {
+                    // Registered for other arms only: give the lease back untouched.
+                    let request = pb::DrainRequest { worker_id: worker_id.clone(), released: vec![lease_ref.clone()] };
+                    let _ = client.clone().drain(request).await;
+                    return (lease.run_id, Ended::Released);
+                }
+            };
+            let record_sha256 = match &report {
+                Report::Result { record_sha256, .. } => Some(record_sha256.clone()),
+                Report::Attempt(_) => None,
+            };
+            let accepted = send_report(client, &results, &fatal, &worker_id, &lease_ref, report).await;
+            // Only an accepted result's verdicts go into the pass: a discarded
+            // (stale) report's record is not the run's.
+            if accepted == Some(true)
+                && let (Some(pass), Some(sha)) = (&context.pass, record_sha256)
+            {
+                merge_into_pass(&context, pass, &sha);
+            }
+            (lease.run_id, accepted.map_or(Ended::Held, Ended::Reported))
+        });
+        // Inserted before the main loop can join the task (same thread), so
+        // `account` always finds it.
+        lock(&self.inflight).insert(run_id, (held, handle));
+    }
 }
 
 /// Merges an accepted run's inline verdicts into the pass (`cohort run
@@ -325,10 +610,12 @@ pub fn merge_into_pass(context: &RunContext, pass: &InlinePass, record_sha256: &
     }
 }
 
-/// Reports until the coordinator answers (it may be restarting).
+/// Reports until the coordinator answers (it may be restarting); an answer
+/// that is not an outage stops the worker (`fatal`) and reports nothing.
 async fn send_report(
     client: CoordinatorClient<Channel>,
     results: &mpsc::Sender<Outgoing>,
+    fatal: &Fatal,
     worker_id: &str,
     lease: &pb::LeaseRef,
     report: Report,
@@ -374,7 +661,8 @@ async fn send_report(
         Ok(a) => Some(a),
         Err(status) => {
             warn!(run_id = %lease.run_id, error = %status.message(), "report refused");
-            Some(false)
+            let _ = fatal.send(refusal("ReportAttempt", &status));
+            None
         }
     }
 }
@@ -407,8 +695,16 @@ fn coordinator_backoff() -> impl Iterator<Item = Duration> {
         .build()
 }
 
-/// Sends queued final results in batches until the channel closes.
-async fn reporter_loop(client: CoordinatorClient<Channel>, worker_id: String, mut rx: mpsc::Receiver<Outgoing>) {
+/// Sends queued final results in batches until the channel closes, or
+/// until the coordinator refuses a batch with an answer that is not an
+/// outage: then the worker stops (`fatal`), and the batch's runs are not
+/// reported (their leases are given back or expire).
+async fn reporter_loop(
+    client: CoordinatorClient<Channel>,
+    worker_id: String,
+    mut rx: mpsc::Receiver<Outgoing>,
+    fatal: Fatal,
+) {
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
         while batch.len() < REPORT_BATCH {
@@ -436,18 +732,20 @@ async fn reporter_loop(client: CoordinatorClient<Channel>, worker_id: String, mu
             }
             Err(status) => {
                 warn!(error = %status.message(), results = batch.len(), "results refused");
+                let _ = fatal.send(refusal("ReportResults", &status));
                 for (_, tx) in batch {
-                    let _ = tx.send(Some(false));
+                    let _ = tx.send(None);
                 }
+                return;
             }
         }
     }
 }
 
 /// Calls `f` until it succeeds or fails with an error that retrying cannot
-/// fix; transport errors (the coordinator is away) are retried with
-/// exponential backoff and jitter, without limit: the caller bounds it
-/// (shutdown, task abort).
+/// fix ([`retryable`]); outages (the coordinator is away or busy) are
+/// retried with exponential backoff and jitter, without limit: the caller
+/// bounds it (shutdown, task abort).
 async fn retry_until_ok<T, F, Fut>(mut f: F) -> Result<T, tonic::Status>
 where
     F: FnMut() -> Fut,
@@ -457,15 +755,7 @@ where
     loop {
         match f().await {
             Ok(r) => return Ok(r.into_inner()),
-            Err(s)
-                if matches!(
-                    s.code(),
-                    tonic::Code::Unavailable
-                        | tonic::Code::Unknown
-                        | tonic::Code::DeadlineExceeded
-                        | tonic::Code::Cancelled
-                ) =>
-            {
+            Err(s) if retryable(&s) => {
                 let delay = backoff.next().unwrap_or(Duration::from_secs(2));
                 debug!(error = %s.message(), ?delay, "coordinator unavailable; retrying");
                 tokio::time::sleep(delay).await;
@@ -475,9 +765,46 @@ where
     }
 }
 
+/// Whether a failed call to the coordinator is an outage, worth calling
+/// again: the statuses a coordinator that is away, restarting or busy
+/// answers (`Unavailable`, which it also answers for a transient ledger
+/// error; `DeadlineExceeded`; `ResourceExhausted`; `Aborted`; `Cancelled`,
+/// which tonic gives a call whose timeout expired), and any status made on
+/// this side of the wire from a broken connection (it carries the transport
+/// error as its source; a status the coordinator sent has none), whatever
+/// code tonic gave it (a reset mid-call can come out `Unknown` or
+/// `Internal`). Everything the coordinator itself answers otherwise
+/// (`Internal` for a permanent ledger error, `InvalidArgument`,
+/// `FailedPrecondition`, ...) is not retried.
+fn retryable(status: &tonic::Status) -> bool {
+    use std::error::Error as _;
+    status.source().is_some()
+        || matches!(
+            status.code(),
+            tonic::Code::Unavailable
+                | tonic::Code::DeadlineExceeded
+                | tonic::Code::ResourceExhausted
+                | tonic::Code::Aborted
+                | tonic::Code::Cancelled
+        )
+}
+
+/// The error that stops the worker after the coordinator answered `call`
+/// with `status`, which is not an outage.
+fn refusal(call: &'static str, status: &tonic::Status) -> WorkerError {
+    WorkerError::Coordinator { call, code: status.code(), message: status.message().to_owned() }
+}
+
 /// Sends the leases held now every `interval`; stops the runs whose lease
-/// is gone (they must not report as final).
-async fn heartbeat_loop(client: CoordinatorClient<Channel>, worker_id: String, inflight: Inflight, interval: Duration) {
+/// is gone (they must not report as final). An answer that is not an
+/// outage stops the worker (`fatal`) and ends the heartbeat.
+async fn heartbeat_loop(
+    client: CoordinatorClient<Channel>,
+    worker_id: String,
+    inflight: Inflight,
+    interval: Duration,
+    fatal: Fatal,
+) {
     let mut tick = tokio::time::interval(interval);
     loop {
         tick.tick().await;
@@ -496,7 +823,11 @@ async fn heartbeat_loop(client: CoordinatorClient<Channel>, worker_id: String, i
                     }
                 }
             }
-            Err(e) => debug!(error = %e.message(), "heartbeat failed; the coordinator may be away"),
+            Err(e) if retryable(&e) => debug!(error = %e.message(), "heartbeat failed; the coordinator may be away"),
+            Err(e) => {
+                let _ = fatal.send(refusal("Heartbeat", &e));
+                return;
+            }
         }
     }
 }

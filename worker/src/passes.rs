@@ -24,7 +24,7 @@ use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use cohort_coordinator::freeze::{temporary_sibling, write_once_io};
+use cohort_artifacts::files::{temporary_sibling, write_once_io};
 use cohort_core::scoring::{UnjudgedReason, judge_sentence};
 use serde::{Deserialize, Serialize};
 
@@ -392,7 +392,7 @@ impl PassStore {
 
 /// The passes of a cohort, by name.
 pub fn list(cohort_dir: &Path) -> Result<Vec<String>, PassError> {
-    let root = cohort_dir.join(cohort_coordinator::STATE_DIR).join(PASSES_DIR);
+    let root = cohort_dir.join(cohort_artifacts::STATE_DIR).join(PASSES_DIR);
     let entries = match fs::read_dir(&root) {
         Ok(e) => e,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -572,7 +572,7 @@ fn check_name(name: &str) -> Result<(), PassError> {
 }
 
 fn pass_dir(cohort_dir: &Path, name: &str) -> PathBuf {
-    cohort_dir.join(cohort_coordinator::STATE_DIR).join(PASSES_DIR).join(name)
+    cohort_dir.join(cohort_artifacts::STATE_DIR).join(PASSES_DIR).join(name)
 }
 
 fn read_config(path: &Path) -> Result<PassConfig, PassError> {

@@ -471,7 +471,7 @@ pub struct StoredRunPlan {
 /// `PassRun::captures`), read after the record's.
 pub fn plan_stored_run(
     record: &crate::record::RunRecord,
-    store: &cohort_coordinator::ArtifactStore,
+    store: &cohort_artifacts::ArtifactStore,
     late: &[crate::capture::Capture],
 ) -> Result<StoredRunPlan, ReplanError> {
     let run_id = record.run_id.clone();

@@ -138,6 +138,8 @@ async fn retried_runs_record_every_attempt_in_order() {
         run_timeout: Duration::from_secs(30),
         prices: None,
         store: store.clone(),
+        spool: cohort_worker::Spool::new(dir.path().join("spool")),
+        clock: Arc::new(cohort_worker::SystemClock),
         capturer: None,
         judge: None,
         pass: None,

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use cohort_coordinator::ArtifactStore;
-use cohort_coordinator::clock::now_ms;
+use cohort_coordinator::clock::{SystemClock, now_ms};
 use cohort_coordinator::freeze::load_frozen;
 use cohort_coordinator::ledger::redis::RedisLedger;
 use cohort_coordinator::ledger::sqlite::SqliteLedger;
@@ -221,6 +221,10 @@ pub fn run_context(frozen: &Frozen, store: &StoreArgs, scoring: &ScoringArgs) ->
         run_timeout: Duration::from_secs(c.run_timeout_secs),
         prices: c.prices.clone(),
         store: artifacts,
+        // On this machine's disk whatever store `--artifacts` names: where
+        // an answer waits when the store refuses it.
+        spool: cohort_worker::Spool::for_cohort(&frozen.dir),
+        clock: Arc::new(SystemClock),
         capturer,
         judge,
         // `cohort run` sets the pass it writes (`local::inline_pass`).

@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::error::Error as _;
 use std::time::Duration;
 
-use cohort_coordinator::artifacts::ArtifactStore;
+use cohort_artifacts::ArtifactStore;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use tracing::debug;
@@ -149,7 +149,7 @@ impl Capture {
             http_status: None,
             accessible: false,
             content_type: None,
-            accessed_at: crate::record::rfc3339_ms(cohort_coordinator::clock::now_ms()),
+            accessed_at: crate::record::rfc3339_ms(cohort_clock::now_ms()),
             published_at: None,
             published_at_as_written: false,
             published_at_source: None,

@@ -102,6 +102,8 @@ pub async fn execute(arm: ArmConfig, adapter: Arc<dyn Adapter>, timeout: Duratio
         run_timeout: timeout,
         prices: None,
         store: store.clone(),
+        spool: cohort_worker::Spool::new(dir.path().join("spool")),
+        clock: Arc::new(cohort_worker::SystemClock),
         capturer: None,
         judge: None,
         pass: None,
