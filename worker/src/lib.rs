@@ -340,8 +340,8 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
         reporter.abort();
         warn!("the coordinator did not take the queued results in time: their leases will expire");
     }
-    // A run that spooled an answer may have asked to stop (an outage of
-    // the coordinator is no reason): keep the first reason.
+    // Refusals that came in while the worker drained: the first reason
+    // it stopped for is the one returned.
     while let Ok(e) = fatal_rx.try_recv() {
         failure.get_or_insert(e);
     }
