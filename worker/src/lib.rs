@@ -831,3 +831,45 @@ async fn heartbeat_loop(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Proves the retry rule on the statuses it must tell apart: what a
+    /// coordinator that is away or busy answers is retried, what it answers
+    /// for a permanent error is not, and a status tonic made from a broken
+    /// connection is retried whatever its code.
+    #[test]
+    fn only_outages_of_the_coordinator_are_retried() {
+        for s in [
+            tonic::Status::unavailable("redis: connection refused"),
+            tonic::Status::deadline_exceeded("slow"),
+            tonic::Status::resource_exhausted("busy"),
+            tonic::Status::cancelled("timeout expired"),
+        ] {
+            assert!(retryable(&s), "{s:?}");
+        }
+        for s in [
+            tonic::Status::internal("WRONGTYPE Operation against a key holding the wrong kind of value"),
+            tonic::Status::invalid_argument("outcome does not fit its class"),
+            tonic::Status::failed_precondition("not seeded"),
+            tonic::Status::unknown("a coordinator's own unknown answer"),
+            tonic::Status::unimplemented("no such call"),
+        ] {
+            assert!(!retryable(&s), "{s:?}");
+        }
+        let reset = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "connection reset by peer");
+        let broken = tonic::Status::from_error(Box::new(reset));
+        assert!(retryable(&broken), "{broken:?}");
+    }
+
+    /// Proves that the error naming a refused call says the call, the code
+    /// and the coordinator's message.
+    #[test]
+    fn a_refusal_names_the_call_code_and_message() {
+        let e = refusal("Heartbeat", &tonic::Status::internal("lease script failed: ERR user_script:3"));
+        let text = e.to_string();
+        assert!(text.contains("Heartbeat") && text.contains("Internal") && text.contains("user_script:3"), "{text}");
+    }
+}
