@@ -143,8 +143,15 @@ impl Spool {
         }
         for sha256 in self.on_disk()? {
             let path = self.local.path_of(&sha256);
-            let bytes = fs::read(&path)
-                .map_err(|e| io::Error::new(e.kind(), format!("reading spooled blob {}: {e}", path.display())))?;
+            // Workers of one cohort directory share its spool: a blob gone
+            // between the listing and here was moved by another one.
+            let bytes = match fs::read(&path) {
+                Ok(bytes) => bytes,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    return Err(io::Error::new(e.kind(), format!("reading spooled blob {}: {e}", path.display())));
+                }
+            };
             if sha256_hex(&bytes) != sha256 {
                 return Err(io::Error::new(
                     io::ErrorKind::InvalidData,
@@ -155,9 +162,16 @@ impl Spool {
                 .put(&bytes)
                 .map_err(|e| io::Error::new(e.kind(), format!("storing spooled blob {sha256}: {e}")))?;
             debug_assert_eq!(stored, sha256);
-            fs::remove_file(&path)
-                .map_err(|e| io::Error::new(e.kind(), format!("removing stored spool blob {}: {e}", path.display())))?;
-            moved += 1;
+            match fs::remove_file(&path) {
+                Ok(()) => moved += 1,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(io::Error::new(
+                        e.kind(),
+                        format!("removing stored spool blob {}: {e}", path.display()),
+                    ));
+                }
+            }
         }
         Ok(moved)
     }
@@ -222,6 +236,29 @@ mod tests {
         assert!(spool.pending().unwrap().is_empty());
         assert_eq!(store.get(&a).unwrap().as_deref(), Some(&b"an output"[..]));
         assert_eq!(store.get(&b).unwrap().as_deref(), Some(&b"a record"[..]));
+    }
+
+    /// Proves that workers sharing one spool can flush it at once: every
+    /// blob ends in the store, none fails because another flusher moved it
+    /// first.
+    #[test]
+    fn concurrent_flushes_of_one_spool_all_succeed() {
+        let dir = tempfile::tempdir().unwrap();
+        let spool = Spool::new(dir.path().join("spool"));
+        let hashes: Vec<String> = (0..200).map(|i| spool.keep(format!("answer {i}").as_bytes()).0).collect();
+        let store = ArtifactStore::local(dir.path().join("store"));
+        let results: Vec<io::Result<usize>> = std::thread::scope(|s| {
+            let flushers: Vec<_> =
+                (0..4).map(|_| s.spawn(|| Spool::new(dir.path().join("spool")).flush_into(&store))).collect();
+            flushers.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for r in &results {
+            assert!(r.is_ok(), "{r:?}");
+        }
+        assert!(spool.pending().unwrap().is_empty());
+        for sha in &hashes {
+            assert!(store.get(sha).unwrap().is_some(), "{sha}");
+        }
     }
 
     /// Proves that a spooled blob whose bytes changed is refused, not stored.
