@@ -74,7 +74,9 @@ model = "judge-1"
         // The right team key: the provider refuses the proxy's key.
         let r =
             client.post(format!("{http}/v1/chat/completions")).bearer_auth(TEAM_KEY).json(&body).send().await.unwrap();
-        assert_eq!(r.status(), 400, "the upstream's 401 is a client_error");
+        // The proxy's own key is wrong, not the caller's request: an
+        // auth_error upstream is a configuration error of the proxy, 502.
+        assert_eq!(r.status(), 502, "the upstream's 401 is the proxy's auth_error");
         seen.push(format!("{:?}", r.headers()));
         let text = r.text().await.unwrap();
         assert!(text.contains("[redacted]"), "the echoed key was scrubbed: {text}");
@@ -98,7 +100,7 @@ model = "judge-1"
             tonic::Request::new(pb::JudgeRequest { judge: "j".into(), claims: vec![claim], ..Default::default() });
         request.metadata_mut().insert("authorization", format!("Bearer {OTHER_TEAM_KEY}").parse().unwrap());
         let resp = judge.judge_claims(request).await.unwrap().into_inner();
-        assert_eq!(resp.attempts[0].class(), pb::AttemptClass::ClientError);
+        assert_eq!(resp.attempts[0].class(), pb::AttemptClass::AuthError, "the upstream refused the proxy's key");
         assert!(resp.attempts[0].detail.contains("[redacted]"), "{:?}", resp.attempts[0]);
         seen.push(format!("{resp:?}"));
         let mut bad = tonic::Request::new(pb::JudgeRequest { judge: "j".into(), ..Default::default() });
