@@ -125,7 +125,7 @@ model = "judge-1"
     assert!(config_error.contains("same key"), "{config_error}");
     seen.push(config_error);
 
-    assert!(log.contains("upstream attempt") && log.contains("client_error"), "the log covers the failure:\n{log}");
+    assert!(log.contains("upstream attempt") && log.contains("auth_error"), "the log covers the failure:\n{log}");
     assert!(log.contains("DEBUG"), "debug logging was on:\n{log}");
     seen.push(log);
     let everything = seen.join("\n");
