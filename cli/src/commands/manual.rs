@@ -509,6 +509,18 @@ async fn submit_run(args: SubmitArgs) -> anyhow::Result<()> {
         };
         anyhow::bail!("the run could not be recorded ({detail}); the ledger is unchanged: submit it again");
     };
+    // A blob the store refused waits in the spool (`record_answer` never
+    // loses an answer): it must be in the store before the ledger names
+    // its hash, or the result would point at nothing.
+    if !context.spool.pending().unwrap_or_default().is_empty()
+        && let Err(e) = context.spool.flush_into(&context.store)
+    {
+        anyhow::bail!(
+            "the artifact store refused the run's output or record ({e}); the ledger is unchanged and the run \
+             is still open (what could be kept is in {}): fix the store and submit again",
+            context.spool.dir().display()
+        );
+    }
     // The result as the coordinator takes a worker's: the same conversions
     // and bounds.
     use cohort_coordinator::convert;
