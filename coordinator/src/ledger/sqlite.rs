@@ -26,14 +26,22 @@
 //!   class in a column of its own for the counts by class).
 //! - `discarded`: reports that arrived with a stale lease, as JSON.
 //! - `events`: the audit log.
+//! - `run_counts` (runs per arm, state and outcome), `attempt_counts` (per
+//!   class) and `discarded_count`: what `status` reads.
 //!
 //! Whether an arm is manual is read from the plan header (JSON, `manual`
 //! defaulting to false), so a ledger seeded before the flag existed needs
 //! no migration and reads as automatic.
 //!
-//! Counts (by state, by outcome, by class, per arm) are not stored: they
-//! are computed from the rows by `GROUP BY` queries, so they cannot drift
-//! from the runs they count.
+//! Counts (by state, by outcome, by class, per arm) are stored, so that
+//! `status`, which `cohort run` polls every few hundred milliseconds, costs
+//! O(arms) rather than a scan of every run and attempt. SQLite triggers
+//! (`runs_counted`, `attempts_counted`, `discarded_counted`) keep them in
+//! the same statement, so the same transaction, as the change they count,
+//! whichever operation makes it (lease, requeue, finish, finalise, the
+//! closing of pending runs, a recorded attempt, a discarded report); a
+//! code path cannot forget them. `seed` writes each arm's pending count
+//! with the runs; the 1 -> 2 migration fills them from the rows.
 //!
 //! # Atomicity and durability
 //!
@@ -47,13 +55,20 @@
 //! survives a process crash and a power loss, and reopening the file
 //! resumes the cohort where it stood.
 //!
+//! # Threads
+//!
+//! Every call does its SQLite work on tokio's blocking pool
+//! (`spawn_blocking`, in `blocking`), never on the runtime's worker
+//! threads: a commit waits for its fsync, and in `cohort run` those
+//! threads also serve the workers, the gRPC service and the judge proxy.
+//!
 //! The lifecycle rules are not re-implemented here: retries are decided by
 //! [`RetryPolicy::decide`] and closing outcomes by [`closed_outcome`].
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -85,11 +100,12 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// The embedded ledger. See the module documentation for the schema and
 /// the atomicity guarantee.
 pub struct SqliteLedger {
-    /// A std (not tokio) Mutex: every call holds it only for one short,
-    /// synchronous SQLite transaction and never across an `.await`, so an
-    /// async mutex would add cost and buy nothing. SQLite serialises writers
-    /// anyway; one connection avoids lock contention between our own calls.
-    inner: Mutex<Inner>,
+    /// Shared with the blocking task of each call (see [`blocking`]). A std
+    /// (not tokio) Mutex: it is taken only on the blocking thread, for one
+    /// synchronous SQLite transaction, never across an `.await`. SQLite
+    /// serialises writers anyway; one connection avoids lock contention
+    /// between our own calls.
+    inner: Arc<Mutex<Inner>>,
     /// The file, for `Debug` and error messages; `None` in memory.
     path: Option<PathBuf>,
 }
@@ -157,38 +173,70 @@ impl SqliteLedger {
             }
         }
         tx.commit().sql()?;
-        Ok(SqliteLedger { inner: Mutex::new(Inner { conn, header: None }), path })
-    }
-
-    /// The guarded connection. A poisoned lock is taken over: the panic
-    /// that poisoned it dropped its transaction, which rolled back, so the
-    /// database is as the last commit left it.
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+        Ok(SqliteLedger { inner: Arc::new(Mutex::new(Inner { conn, header: None })), path })
     }
 
     /// Runs `f` in one IMMEDIATE transaction, committed if `f` succeeds and
-    /// rolled back otherwise.
-    fn write<T>(
-        &self,
-        f: impl FnOnce(&Transaction<'_>, &mut Option<PlanHeader>) -> Result<T, LedgerError>,
-    ) -> Result<T, LedgerError> {
-        let mut guard = self.lock();
-        let Inner { conn, header } = &mut *guard;
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).sql()?;
-        let out = f(&tx, header)?;
-        tx.commit().sql()?;
-        Ok(out)
+    /// rolled back otherwise, on a blocking thread ([`blocking`]).
+    async fn write<T, F>(&self, f: F) -> Result<T, LedgerError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>, &mut Option<PlanHeader>) -> Result<T, LedgerError> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        blocking(move || {
+            let mut guard = lock(&inner);
+            let Inner { conn, header } = &mut *guard;
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).sql()?;
+            let out = f(&tx, header)?;
+            tx.commit().sql()?;
+            Ok(out)
+        })
+        .await
     }
 
-    /// Runs `f` in one read transaction: a consistent snapshot across the
-    /// several queries of `status`.
-    fn read<T>(&self, f: impl FnOnce(&Transaction<'_>) -> Result<T, LedgerError>) -> Result<T, LedgerError> {
-        let mut guard = self.lock();
-        let tx = guard.conn.transaction_with_behavior(TransactionBehavior::Deferred).sql()?;
-        let out = f(&tx)?;
-        tx.commit().sql()?;
-        Ok(out)
+    /// Runs `f` in one read transaction (a consistent snapshot across the
+    /// several queries of `status`), on a blocking thread ([`blocking`]).
+    async fn read<T, F>(&self, f: F) -> Result<T, LedgerError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>) -> Result<T, LedgerError> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        blocking(move || {
+            let mut guard = lock(&inner);
+            let tx = guard.conn.transaction_with_behavior(TransactionBehavior::Deferred).sql()?;
+            let out = f(&tx)?;
+            tx.commit().sql()?;
+            Ok(out)
+        })
+        .await
+    }
+}
+
+/// The guarded connection. A poisoned lock is taken over: the panic that
+/// poisoned it dropped its transaction, which rolled back, so the database
+/// is as the last commit left it.
+fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
+    inner.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Runs one ledger call's SQLite work on tokio's blocking pool, not on the
+/// runtime's worker threads: a transaction waits for its fsync (and maybe
+/// for another process's write lock, up to [`BUSY_TIMEOUT`]), and in
+/// `cohort run` those threads also drive the workers, the gRPC service and
+/// the judge proxy. A panic inside is re-raised in the caller, as when the
+/// work ran inline. Once started, the work runs to its commit or rollback
+/// even if the caller stops waiting (a dropped future): the transaction is
+/// never cut off halfway, and an outcome the caller did not see is the
+/// same as an answer lost on the wire (an unseen lease expires).
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, LedgerError> + Send + 'static,
+) -> Result<T, LedgerError> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(out) => out,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(LedgerError::Sqlite(format!("the ledger call did not run (the runtime is shutting down): {e}"))),
     }
 }
 
@@ -203,7 +251,8 @@ impl Ledger for SqliteLedger {
         order: &[String],
         now_ms: i64,
     ) -> Result<SeedOutcome, LedgerError> {
-        self.write(|tx, _| seed(tx, header, questions, order, now_ms))
+        let (header, questions, order) = (header.clone(), questions.to_vec(), order.to_vec());
+        self.write(move |tx, _| seed(tx, &header, &questions, &order, now_ms)).await
     }
 
     async fn lease_scoped(
@@ -214,15 +263,23 @@ impl Ledger for SqliteLedger {
         now_ms: i64,
         ttl_ms: i64,
     ) -> Result<LeaseBatch, LedgerError> {
-        self.write(|tx, cache| {
+        let worker = worker.to_owned();
+        let manual = match scope {
+            LeaseScope::Automatic => None,
+            LeaseScope::Manual(arm) => Some(arm.to_owned()),
+        };
+        self.write(move |tx, cache| {
             let plan = plan(tx, cache)?;
+            let scope = manual.as_deref().map_or(LeaseScope::Automatic, LeaseScope::Manual);
             let eligible = eligible_arms(plan, scope)?;
-            lease(tx, plan, &eligible, worker, max, now_ms, ttl_ms)
+            lease(tx, plan, &eligible, &worker, max, now_ms, ttl_ms)
         })
+        .await
     }
 
     async fn leases_held(&self, worker: &str) -> Result<Vec<LeaseGrant>, LedgerError> {
-        self.read(|tx| {
+        let worker = worker.to_owned();
+        self.read(move |tx| {
             let mut stmt = tx
                 .prepare_cached(
                     "SELECT r.run_id, r.question_id, r.arm_id, r.rep, r.attempts, r.token, r.expires_ms, q.text \
@@ -246,6 +303,7 @@ impl Ledger for SqliteLedger {
             }
             Ok(held)
         })
+        .await
     }
 
     async fn heartbeat(
@@ -259,12 +317,13 @@ impl Ledger for SqliteLedger {
         // the cohort, so the worker name adds nothing to the check. A lease
         // whose time has passed but that `expire` has not reaped yet is
         // still current and is extended: its worker is evidently alive.
-        self.write(|tx, _| {
+        let leases = leases.to_vec();
+        self.write(move |tx, _| {
             let mut stmt = tx
                 .prepare_cached("UPDATE runs SET expires_ms = ?3 WHERE run_id = ?1 AND state = 'leased' AND token = ?2")
                 .sql()?;
             let mut lost = Vec::new();
-            for lease in leases {
+            for lease in &leases {
                 let extended = match i64::try_from(lease.token) {
                     Ok(token) => stmt.execute(params![lease.run_id, token, now_ms.saturating_add(ttl_ms)]).sql()? == 1,
                     Err(_) => false,
@@ -275,6 +334,7 @@ impl Ledger for SqliteLedger {
             }
             Ok(lost)
         })
+        .await
     }
 
     async fn report_attempt(
@@ -284,7 +344,9 @@ impl Ledger for SqliteLedger {
         attempt: &AttemptRecord,
         now_ms: i64,
     ) -> Result<AttemptVerdict, LedgerError> {
-        self.write(|tx, cache| {
+        let (worker, lease, attempt) = (worker.to_owned(), lease.clone(), attempt.clone());
+        self.write(move |tx, cache| {
+            let (worker, lease, attempt) = (worker.as_str(), &lease, &attempt);
             let policy = &plan(tx, cache)?.retry;
             let Some(run) = leased_run(tx, lease)? else {
                 let report = discarded_report(worker, lease, "attempt", now_ms, Some(attempt.class), None);
@@ -300,6 +362,7 @@ impl Ledger for SqliteLedger {
             record_attempt(tx, &run.run_id, &record)?;
             apply_failure(tx, policy, &run, attempt, now_ms)
         })
+        .await
     }
 
     async fn finish(
@@ -310,7 +373,9 @@ impl Ledger for SqliteLedger {
         now_ms: i64,
     ) -> Result<bool, LedgerError> {
         check_results([(lease, result)])?;
-        self.write(|tx, _| {
+        let (worker, lease, result) = (worker.to_owned(), lease.clone(), result.clone());
+        self.write(move |tx, _| {
+            let (worker, lease, result) = (worker.as_str(), &lease, &result);
             let Some(run) = leased_run(tx, lease)? else {
                 let report =
                     discarded_report(worker, lease, "result", now_ms, Some(result.attempt.class), Some(result.outcome));
@@ -340,12 +405,14 @@ impl Ledger for SqliteLedger {
             log_event(tx, now_ms, "final", &run.run_id, &final_detail(result.outcome, &result.reason))?;
             Ok(true)
         })
+        .await
     }
 
     async fn release(&self, worker: &str, lease: &LeaseRef, now_ms: i64) -> Result<bool, LedgerError> {
-        self.write(|tx, _| {
-            let Some(run) = leased_run(tx, lease)? else {
-                discard(tx, &discarded_report(worker, lease, "release", now_ms, None, None))?;
+        let (worker, lease) = (worker.to_owned(), lease.clone());
+        self.write(move |tx, _| {
+            let Some(run) = leased_run(tx, &lease)? else {
+                discard(tx, &discarded_report(&worker, &lease, "release", now_ms, None, None))?;
                 return Ok(false);
             };
             // A release is not an attempt: the count goes back, and the run
@@ -353,10 +420,11 @@ impl Ledger for SqliteLedger {
             requeue(tx, &run, run.attempts.saturating_sub(1), 0, now_ms)?;
             Ok(true)
         })
+        .await
     }
 
     async fn expire(&self, now_ms: i64) -> Result<u64, LedgerError> {
-        self.write(|tx, cache| {
+        self.write(move |tx, cache| {
             let expired: Vec<(LiveRun, i64)> = {
                 let mut stmt = tx
                     .prepare_cached(&format!(
@@ -396,10 +464,11 @@ impl Ledger for SqliteLedger {
             }
             Ok(expired.len() as u64)
         })
+        .await
     }
 
     async fn close_window_if_due(&self, now_ms: i64) -> Result<u64, LedgerError> {
-        self.write(|tx, cache| {
+        self.write(move |tx, cache| {
             let Some(cohort) = cohort_state(tx)? else {
                 return Ok(0);
             };
@@ -409,10 +478,13 @@ impl Ledger for SqliteLedger {
             }
             Ok(close_window_if_due(tx, plan, &cohort, now_ms)?.unwrap_or(0))
         })
+        .await
     }
 
     async fn pause_arm(&self, arm: &str, reason: &str, now_ms: i64) -> Result<(), LedgerError> {
-        self.write(|tx, _| {
+        let (arm, reason) = (arm.to_owned(), reason.to_owned());
+        self.write(move |tx, _| {
+            let (arm, reason) = (arm.as_str(), reason.as_str());
             let changed = tx.execute("UPDATE arms SET paused_reason = ?2 WHERE id = ?1", params![arm, reason]).sql()?;
             if changed == 0 {
                 return Err(LedgerError::UnknownArm(arm.to_owned()));
@@ -421,6 +493,7 @@ impl Ledger for SqliteLedger {
             tracing::warn!(arm, reason, "arm paused");
             Ok(())
         })
+        .await
     }
 
     async fn resume_arm(
@@ -430,7 +503,11 @@ impl Ledger for SqliteLedger {
         accept_version: Option<&str>,
         now_ms: i64,
     ) -> Result<(), LedgerError> {
-        self.write(|tx, _| {
+        let (arm, acknowledgement) = (arm.to_owned(), acknowledgement.to_owned());
+        let accept_version = accept_version.map(str::to_owned);
+        self.write(move |tx, _| {
+            let (arm, acknowledgement) = (arm.as_str(), acknowledgement.as_str());
+            let accept_version = accept_version.as_deref();
             let accepted: Option<String> = tx
                 .query_row("SELECT accepted_versions FROM arms WHERE id = ?1", params![arm], |row| row.get(0))
                 .optional()
@@ -455,10 +532,13 @@ impl Ledger for SqliteLedger {
             tracing::info!(arm, acknowledgement, accept_version, "arm resumed");
             Ok(())
         })
+        .await
     }
 
     async fn abort(&self, reason: &str, now_ms: i64) -> Result<u64, LedgerError> {
-        self.write(|tx, _| {
+        let reason = reason.to_owned();
+        self.write(move |tx, _| {
+            let reason = reason.as_str();
             cohort_state(tx)?.ok_or(LedgerError::NotSeeded)?;
             // The first reason stands: a second abort only sweeps up.
             tx.execute("UPDATE cohort SET aborted = COALESCE(aborted, ?1) WHERE id = 1", params![reason]).sql()?;
@@ -467,10 +547,11 @@ impl Ledger for SqliteLedger {
             tracing::warn!(reason, closed, "cohort aborted");
             Ok(closed)
         })
+        .await
     }
 
     async fn status(&self) -> Result<Status, LedgerError> {
-        self.read(status)
+        self.read(status).await
     }
 
     async fn runs(&self) -> Result<Vec<RunRow>, LedgerError> {
@@ -501,14 +582,17 @@ impl Ledger for SqliteLedger {
             }
             Ok(runs)
         })
+        .await
     }
 
     async fn attempts(&self, run_id: &str) -> Result<Vec<AttemptRecord>, LedgerError> {
-        self.read(|tx| {
+        let run_id = run_id.to_owned();
+        self.read(move |tx| {
             let mut stmt = tx.prepare_cached("SELECT record FROM attempts WHERE run_id = ?1 ORDER BY id").sql()?;
             let records = stmt.query_map(params![run_id], |row| row.get::<_, String>(0)).sql()?;
             records.map(|json| from_json("attempt record", &json.sql()?)).collect()
         })
+        .await
     }
 
     async fn discarded(&self) -> Result<Vec<DiscardedReport>, LedgerError> {
@@ -517,10 +601,11 @@ impl Ledger for SqliteLedger {
             let records = stmt.query_map([], |row| row.get::<_, String>(0)).sql()?;
             records.map(|json| from_json("discarded report", &json.sql()?)).collect()
         })
+        .await
     }
 
     async fn events(&self, limit: usize) -> Result<Vec<LedgerEvent>, LedgerError> {
-        self.read(|tx| {
+        self.read(move |tx| {
             let mut stmt = tx
                 .prepare_cached(
                     "SELECT at_ms, kind, run_id, detail FROM \
@@ -535,6 +620,7 @@ impl Ledger for SqliteLedger {
                 .sql()?;
             events.collect::<Result<_, _>>().sql()
         })
+        .await
     }
 }
 
@@ -607,6 +693,22 @@ fn seed(
             stmt.execute(params![position as i64, run_id, question, arm, repeat]).sql()?;
         }
     }
+    // The runs' counts: every run starts pending (the triggers count what
+    // follows). Counted here rather than by an insert trigger, so seeding
+    // a large plan does one upsert per arm, not per run.
+    {
+        let mut pending: HashMap<&str, i64> = header.arms.iter().map(|a| (a.id.as_str(), 0)).collect();
+        for run_id in order {
+            let (_, arm, _) = RunId::split(run_id)?;
+            *pending.entry(arm).or_default() += 1;
+        }
+        let mut stmt = tx
+            .prepare_cached("INSERT INTO run_counts (arm_id, state, outcome, n) VALUES (?1, 'pending', '', ?2)")
+            .sql()?;
+        for (arm, n) in pending {
+            stmt.execute(params![arm, n]).sql()?;
+        }
+    }
     log_event(
         tx,
         now_ms,
@@ -664,7 +766,8 @@ fn lease(
         let mut stmt = tx
             .prepare_cached(
                 "SELECT a.id, a.paused_reason IS NOT NULL OR COALESCE(a.held_until_ms, 0) > ?1, a.concurrency, \
-                 (SELECT COUNT(*) FROM runs r WHERE r.state = 'leased' AND r.arm_id = a.id) FROM arms a",
+                 COALESCE((SELECT c.n FROM run_counts c \
+                           WHERE c.arm_id = a.id AND c.state = 'leased' AND c.outcome = ''), 0) FROM arms a",
             )
             .sql()?;
         let mut rows = stmt.query(params![now_ms]).sql()?;
@@ -778,9 +881,24 @@ struct PendingRun {
     attempts: u32,
 }
 
+/// The queries `status` runs, named so that the test
+/// `status_reads_counts_not_runs` can check every one of them with
+/// `EXPLAIN QUERY PLAN`: none reads the runs or attempts tables, so status
+/// costs O(arms) however large the cohort.
+const STATUS_COHORT: &str = "SELECT name, manifest_sha256, header FROM cohort WHERE id = 1";
+const STATUS_ARMS: &str = "SELECT id, paused_reason, accepted_versions, held_until_ms FROM arms ORDER BY position";
+const STATUS_RUN_COUNTS: &str = "SELECT arm_id, state, outcome, n FROM run_counts WHERE n <> 0";
+const STATUS_ATTEMPT_COUNTS: &str = "SELECT class, n FROM attempt_counts WHERE n <> 0";
+const STATUS_DISCARDED: &str = "SELECT n FROM discarded_count WHERE id = 1";
+#[cfg(test)]
+const STATUS_QUERIES: [&str; 6] =
+    [STATUS_COHORT, COHORT_STATE, STATUS_ARMS, STATUS_RUN_COUNTS, STATUS_ATTEMPT_COUNTS, STATUS_DISCARDED];
+
+/// The cohort's state and counts, read from the count tables the triggers
+/// keep (see `sqlite_schema.sql`), never by a scan of the runs.
 fn status(tx: &Transaction<'_>) -> Result<Status, LedgerError> {
-    let (cohort, manifest_sha256): (String, String) = tx
-        .query_row("SELECT name, manifest_sha256 FROM cohort WHERE id = 1", [], |row| Ok((row.get(0)?, row.get(1)?)))
+    let (cohort, manifest_sha256, header): (String, String, String) = tx
+        .query_row(STATUS_COHORT, [], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
         .optional()
         .sql()?
         .ok_or(LedgerError::NotSeeded)?;
@@ -794,14 +912,11 @@ fn status(tx: &Transaction<'_>) -> Result<Status, LedgerError> {
         ..Status::default()
     };
 
-    let header: String = tx.query_row("SELECT header FROM cohort WHERE id = 1", [], |row| row.get(0)).sql()?;
     let header: PlanHeader = from_json("plan header", &header)?;
     let manual: HashSet<&str> = header.arms.iter().filter(|a| a.manual).map(|a| a.id.as_str()).collect();
     let mut arms: Vec<ArmStatus> = Vec::new();
     {
-        let mut stmt = tx
-            .prepare_cached("SELECT id, paused_reason, accepted_versions, held_until_ms FROM arms ORDER BY position")
-            .sql()?;
+        let mut stmt = tx.prepare_cached(STATUS_ARMS).sql()?;
         let mut rows = stmt.query([]).sql()?;
         while let Some(row) = rows.next().sql()? {
             let id: String = row.get(0).sql()?;
@@ -824,12 +939,13 @@ fn status(tx: &Transaction<'_>) -> Result<Status, LedgerError> {
     };
 
     {
-        let mut stmt = tx.prepare_cached("SELECT arm_id, state, COUNT(*) FROM runs GROUP BY arm_id, state").sql()?;
+        let mut stmt = tx.prepare_cached(STATUS_RUN_COUNTS).sql()?;
         let mut rows = stmt.query([]).sql()?;
         while let Some(row) = rows.next().sql()? {
             let arm = arm_of(&row.get::<_, String>(0).sql()?)?;
             let state = parse_state(&row.get::<_, String>(1).sql()?)?;
-            let n: u64 = to_unsigned("run count", row.get(2).sql()?)?;
+            let outcome: String = row.get(2).sql()?;
+            let n: u64 = to_unsigned("run count", row.get(3).sql()?)?;
             status.planned += n;
             arms[arm].planned += n;
             match state {
@@ -838,28 +954,20 @@ fn status(tx: &Transaction<'_>) -> Result<Status, LedgerError> {
                     status.leased += n;
                     arms[arm].leased += n;
                 }
-                RunStateKind::Final => status.finished += n,
+                RunStateKind::Final => {
+                    status.finished += n;
+                    if outcome.is_empty() {
+                        return Err(LedgerError::Corrupt("a final run has no outcome".to_owned()));
+                    }
+                    let outcome = parse_outcome(&outcome)?;
+                    *status.by_outcome.entry(outcome).or_default() += n;
+                    *arms[arm].by_outcome.entry(outcome).or_default() += n;
+                }
             }
         }
     }
     {
-        let mut stmt = tx
-            .prepare_cached("SELECT arm_id, outcome, COUNT(*) FROM runs WHERE state = 'final' GROUP BY arm_id, outcome")
-            .sql()?;
-        let mut rows = stmt.query([]).sql()?;
-        while let Some(row) = rows.next().sql()? {
-            let arm = arm_of(&row.get::<_, String>(0).sql()?)?;
-            let outcome: Option<String> = row.get(1).sql()?;
-            let outcome = parse_outcome(
-                outcome.as_deref().ok_or_else(|| LedgerError::Corrupt("a final run has no outcome".to_owned()))?,
-            )?;
-            let n: u64 = to_unsigned("run count", row.get(2).sql()?)?;
-            *status.by_outcome.entry(outcome).or_default() += n;
-            *arms[arm].by_outcome.entry(outcome).or_default() += n;
-        }
-    }
-    {
-        let mut stmt = tx.prepare_cached("SELECT class, COUNT(*) FROM attempts GROUP BY class").sql()?;
+        let mut stmt = tx.prepare_cached(STATUS_ATTEMPT_COUNTS).sql()?;
         let mut rows = stmt.query([]).sql()?;
         let mut by_class = BTreeMap::new();
         while let Some(row) = rows.next().sql()? {
@@ -868,8 +976,7 @@ fn status(tx: &Transaction<'_>) -> Result<Status, LedgerError> {
         }
         status.attempts_by_class = by_class;
     }
-    status.discarded =
-        to_unsigned("discarded count", tx.query_row("SELECT COUNT(*) FROM discarded", [], |row| row.get(0)).sql()?)?;
+    status.discarded = to_unsigned("discarded count", tx.query_row(STATUS_DISCARDED, [], |row| row.get(0)).sql()?)?;
     status.arms = arms;
     Ok(status)
 }
@@ -894,22 +1001,21 @@ impl CohortState {
     }
 }
 
+/// The query [`cohort_state`] runs.
+const COHORT_STATE: &str = "SELECT last_token, window_start_ms, window_end_ms, window_closed_ms IS NOT NULL, \
+                            aborted, rounds_closed FROM cohort WHERE id = 1";
+
 fn cohort_state(conn: &Connection) -> Result<Option<CohortState>, LedgerError> {
-    conn.query_row(
-        "SELECT last_token, window_start_ms, window_end_ms, window_closed_ms IS NOT NULL, aborted, rounds_closed \
-         FROM cohort WHERE id = 1",
-        [],
-        |row| {
-            Ok(CohortState {
-                last_token: row.get(0)?,
-                window_start_ms: row.get(1)?,
-                window_end_ms: row.get(2)?,
-                window_closed: row.get(3)?,
-                aborted: row.get(4)?,
-                rounds_closed: row.get(5)?,
-            })
-        },
-    )
+    conn.query_row(COHORT_STATE, [], |row| {
+        Ok(CohortState {
+            last_token: row.get(0)?,
+            window_start_ms: row.get(1)?,
+            window_end_ms: row.get(2)?,
+            window_closed: row.get(3)?,
+            aborted: row.get(4)?,
+            rounds_closed: row.get(5)?,
+        })
+    })
     .optional()
     .sql()
 }
@@ -1376,25 +1482,41 @@ mod tests {
         assert!(l.finish("w", &LeaseRef { run_id: first.run_id, token: first.token }, &result(), 300).await.unwrap());
     }
 
-    /// A version 1 file (before excused attempts and arm holds) is migrated
-    /// on open and goes on where it stood.
+    /// Turns a version 2 file back into version 1: drops every column,
+    /// table and trigger version 2 added.
+    fn downgrade_to_version_1(path: &Path) {
+        Connection::open(path)
+            .unwrap()
+            .execute_batch(
+                "DROP TRIGGER runs_counted; DROP TRIGGER attempts_counted; DROP TRIGGER discarded_counted; \
+                 DROP TABLE run_counts; DROP TABLE attempt_counts; DROP TABLE discarded_count; \
+                 ALTER TABLE runs DROP COLUMN excused; ALTER TABLE arms DROP COLUMN held_until_ms; \
+                 ALTER TABLE cohort DROP COLUMN rounds_closed; PRAGMA user_version = 1;",
+            )
+            .unwrap();
+    }
+
+    /// A version 1 file (before excused attempts, arm holds and the stored
+    /// counts) is migrated on open and goes on where it stood: its counts
+    /// are filled from the rows, so status reads as before.
     #[tokio::test]
     async fn a_version_1_file_is_migrated() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ledger.sqlite");
-        {
+        let before = {
             let l = SqliteLedger::open(&path).unwrap();
             l.seed(&conformance::header(), &conformance::questions(), &conformance::order(), 0).await.unwrap();
-        }
-        {
-            let conn = Connection::open(&path).unwrap();
-            conn.execute_batch(
-                "ALTER TABLE runs DROP COLUMN excused; ALTER TABLE arms DROP COLUMN held_until_ms; \
-                 ALTER TABLE cohort DROP COLUMN rounds_closed; PRAGMA user_version = 1;",
-            )
-            .unwrap();
-        }
+            let g = l.lease("w", 2, 10, conformance::TTL).await.unwrap().leases.remove(0);
+            assert!(
+                l.finish("w", &LeaseRef { run_id: g.run_id.clone(), token: g.token }, &result(), 20).await.unwrap()
+            );
+            assert!(!l.finish("w", &LeaseRef { run_id: g.run_id, token: g.token }, &result(), 30).await.unwrap());
+            l.status().await.unwrap()
+        };
+        downgrade_to_version_1(&path);
         let l = SqliteLedger::open(&path).unwrap();
+        assert_counts_match(&l);
+        assert_eq!(l.status().await.unwrap(), before);
         let g = l.lease("w", 1, 100, conformance::TTL).await.unwrap().leases.remove(0);
         let lease = LeaseRef { run_id: g.run_id.clone(), token: g.token };
         let mut attempt = result().attempt;
@@ -1403,6 +1525,168 @@ mod tests {
         let version: i64 =
             Connection::open(&path).unwrap().pragma_query_value(None, "user_version", |row| row.get(0)).unwrap();
         assert_eq!(version, SCHEMA_VERSION);
+    }
+
+    /// A migrated file has the same tables, indexes and triggers as a new
+    /// one: the migration leaves nothing of version 2 out.
+    #[tokio::test]
+    async fn a_migrated_file_has_the_new_schema() {
+        let dir = tempfile::tempdir().unwrap();
+        let (fresh, migrated) = (dir.path().join("fresh.sqlite"), dir.path().join("migrated.sqlite"));
+        drop(SqliteLedger::open(&fresh).unwrap());
+        drop(SqliteLedger::open(&migrated).unwrap());
+        downgrade_to_version_1(&migrated);
+        drop(SqliteLedger::open(&migrated).unwrap());
+        let objects = |path: &Path| -> Vec<(String, String, String)> {
+            let conn = Connection::open(path).unwrap();
+            let mut stmt = conn.prepare("SELECT type, name, tbl_name FROM sqlite_master ORDER BY type, name").unwrap();
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap().map(Result::unwrap).collect()
+        };
+        let columns = |path: &Path, table: &str| -> Vec<String> {
+            let conn = Connection::open(path).unwrap();
+            let mut stmt =
+                conn.prepare(&format!("SELECT name FROM pragma_table_info('{table}') ORDER BY name")).unwrap();
+            stmt.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
+        };
+        assert_eq!(objects(&migrated), objects(&fresh));
+        for (_, name, _) in objects(&fresh).iter().filter(|(kind, ..)| kind == "table") {
+            assert_eq!(columns(&migrated, name), columns(&fresh, name), "table {name}");
+        }
+    }
+
+    /// The stored counts equal a recount of the rows they count.
+    fn assert_counts_match(l: &SqliteLedger) {
+        let guard = lock(&l.inner);
+        let rows = |sql: &str| -> Vec<(String, String, String, i64)> {
+            let mut stmt = guard.conn.prepare(sql).unwrap();
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect()
+        };
+        assert_eq!(
+            rows("SELECT arm_id, state, outcome, n FROM run_counts WHERE n <> 0 ORDER BY 1, 2, 3"),
+            rows(
+                "SELECT arm_id, state, COALESCE(outcome, ''), COUNT(*) FROM runs \
+                 GROUP BY arm_id, state, COALESCE(outcome, '') ORDER BY 1, 2, 3"
+            ),
+            "runs by arm, state and outcome"
+        );
+        assert_eq!(
+            rows("SELECT class, '', '', n FROM attempt_counts WHERE n <> 0 ORDER BY 1"),
+            rows("SELECT class, '', '', COUNT(*) FROM attempts GROUP BY class ORDER BY 1"),
+            "attempts by class"
+        );
+        assert_eq!(
+            rows("SELECT '', '', '', n FROM discarded_count"),
+            rows("SELECT '', '', '', COUNT(*) FROM discarded"),
+            "discarded reports"
+        );
+        assert_eq!(
+            guard.conn.query_row("SELECT COUNT(*) FROM run_counts WHERE n < 0", [], |r| r.get::<_, i64>(0)).unwrap(),
+            0
+        );
+    }
+
+    /// Through a mixed sequence (leases, a finish, a retry, an excused
+    /// auth_error, a stale report, a release, expiry, an abort closing the
+    /// pending runs) the stored counts equal a `GROUP BY` recount after
+    /// every step.
+    #[tokio::test]
+    async fn stored_counts_follow_every_change() {
+        let l = SqliteLedger::in_memory().unwrap();
+        l.seed(&conformance::header(), &conformance::questions(), &conformance::order(), 0).await.unwrap();
+        assert_counts_match(&l);
+        let leases: Vec<LeaseRef> = l
+            .lease("w", 3, 10, conformance::TTL)
+            .await
+            .unwrap()
+            .leases
+            .into_iter()
+            .map(|g| LeaseRef { run_id: g.run_id, token: g.token })
+            .collect();
+        assert_eq!(leases.len(), 3);
+        assert_counts_match(&l);
+        assert!(l.finish("w", &leases[0], &result(), 20).await.unwrap());
+        assert_counts_match(&l);
+        let mut attempt = result().attempt;
+        attempt.class = AttemptClass::ServerError;
+        assert!(matches!(l.report_attempt("w", &leases[1], &attempt, 30).await.unwrap(), AttemptVerdict::Retry { .. }));
+        assert_counts_match(&l);
+        attempt.class = AttemptClass::AuthError;
+        assert_eq!(l.report_attempt("w", &leases[2], &attempt, 40).await.unwrap(), AttemptVerdict::ArmPaused);
+        assert_counts_match(&l);
+        assert!(!l.finish("w", &leases[0], &result(), 50).await.unwrap(), "a stale finish is discarded");
+        assert_counts_match(&l);
+        let more = l.lease("w", 2, 1_000, conformance::TTL).await.unwrap().leases;
+        assert!(!more.is_empty());
+        assert!(
+            l.release("w", &LeaseRef { run_id: more[0].run_id.clone(), token: more[0].token }, 1_010).await.unwrap()
+        );
+        assert_counts_match(&l);
+        let again = l.lease("w", 2, 1_020, conformance::TTL).await.unwrap().leases;
+        assert!(!again.is_empty());
+        assert!(l.expire(5_000).await.unwrap() > 0);
+        assert_counts_match(&l);
+        assert!(l.abort("stop", 6_000).await.unwrap() > 0);
+        assert_counts_match(&l);
+        let s = l.status().await.unwrap();
+        assert!(s.done());
+        assert_eq!((s.planned, s.discarded), (8, 1));
+        assert_eq!(s.attempts_by_class.values().sum::<u64>(), {
+            let guard = lock(&l.inner);
+            guard.conn.query_row("SELECT COUNT(*) FROM attempts", [], |r| r.get::<_, i64>(0)).unwrap() as u64
+        });
+    }
+
+    /// Every query status runs reads the cohort row, the arms and the
+    /// count tables only, by `EXPLAIN QUERY PLAN`: neither the runs nor the
+    /// attempts nor the discarded reports are read, so status is O(arms).
+    #[tokio::test]
+    async fn status_reads_counts_not_runs() {
+        let l = SqliteLedger::in_memory().unwrap();
+        l.seed(&conformance::header(), &conformance::questions(), &conformance::order(), 0).await.unwrap();
+        let guard = lock(&l.inner);
+        for sql in STATUS_QUERIES {
+            let mut stmt = guard.conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            let plan: Vec<String> = stmt.query_map([], |r| r.get(3)).unwrap().map(Result::unwrap).collect();
+            assert!(!plan.is_empty(), "{sql}");
+            for step in &plan {
+                let reads_rows = step.split_whitespace().any(|w| matches!(w, "runs" | "attempts" | "discarded"));
+                assert!(!reads_rows, "status query {sql:?} reads the rows: {step}");
+            }
+        }
+    }
+
+    /// A call does not block the runtime's thread: while another thread
+    /// holds the connection, a ledger call on a one-thread runtime waits on
+    /// the blocking pool and the runtime goes on running other tasks (here
+    /// the one that lets the connection go). Were the work inline, the
+    /// runtime's only thread would wait on the lock and the release would
+    /// never be sent; the holder then gives up after 10 s and says so.
+    #[tokio::test(flavor = "current_thread")]
+    async fn calls_do_not_block_the_runtime() {
+        let l = Arc::new(SqliteLedger::in_memory().unwrap());
+        l.seed(&conformance::header(), &conformance::questions(), &conformance::order(), 0).await.unwrap();
+        let (held_tx, held_rx) = std::sync::mpsc::channel::<()>();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let inner = Arc::clone(&l.inner);
+        let holder = std::thread::spawn(move || {
+            let _guard = lock(&inner);
+            held_tx.send(()).unwrap();
+            release_rx.recv_timeout(Duration::from_secs(10)).is_ok()
+        });
+        held_rx.recv().unwrap();
+        let call = tokio::spawn({
+            let l = Arc::clone(&l);
+            async move { l.status().await }
+        });
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        release_tx.send(()).unwrap();
+        assert_eq!(call.await.unwrap().unwrap().planned, 8);
+        assert!(holder.join().unwrap(), "the ledger call blocked the runtime's thread");
     }
 
     /// A retry reported after an abort cannot wait for a lease that will

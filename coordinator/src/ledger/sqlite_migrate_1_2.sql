@@ -2,8 +2,52 @@
 -- transaction as `SqliteLedger::open`: excused (auth_error) attempts per
 -- run, the Retry-After hold per arm, and the rounds closed of a
 -- repeated-run cohort. Existing rows get 0 and NULL: nothing was excused,
--- held or closed by round before.
+-- held or closed by round before. Then the counts status reads (see
+-- `sqlite_schema.sql`, where they are described), filled from the rows
+-- they count.
 ALTER TABLE runs ADD COLUMN excused INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE arms ADD COLUMN held_until_ms INTEGER;
 ALTER TABLE cohort ADD COLUMN rounds_closed INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE run_counts (
+    arm_id  TEXT    NOT NULL REFERENCES arms (id),
+    state   TEXT    NOT NULL,
+    outcome TEXT    NOT NULL DEFAULT '',
+    n       INTEGER NOT NULL,
+    PRIMARY KEY (arm_id, state, outcome)
+) WITHOUT ROWID;
+INSERT INTO run_counts (arm_id, state, outcome, n)
+    SELECT arm_id, state, COALESCE(outcome, ''), COUNT(*) FROM runs GROUP BY arm_id, state, COALESCE(outcome, '');
+
+CREATE TABLE attempt_counts (
+    class TEXT    PRIMARY KEY,
+    n     INTEGER NOT NULL
+) WITHOUT ROWID;
+INSERT INTO attempt_counts (class, n) SELECT class, COUNT(*) FROM attempts GROUP BY class;
+
+CREATE TABLE discarded_count (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    n  INTEGER NOT NULL
+);
+INSERT INTO discarded_count (id, n) SELECT 1, COUNT(*) FROM discarded;
+
+CREATE TRIGGER runs_counted AFTER UPDATE OF state, outcome ON runs
+WHEN OLD.state IS NOT NEW.state OR OLD.outcome IS NOT NEW.outcome
+BEGIN
+    UPDATE run_counts SET n = n - 1
+     WHERE arm_id = OLD.arm_id AND state = OLD.state AND outcome = COALESCE(OLD.outcome, '');
+    INSERT INTO run_counts (arm_id, state, outcome, n) VALUES (NEW.arm_id, NEW.state, COALESCE(NEW.outcome, ''), 1)
+        ON CONFLICT (arm_id, state, outcome) DO UPDATE SET n = n + 1;
+END;
+
+CREATE TRIGGER attempts_counted AFTER INSERT ON attempts
+BEGIN
+    INSERT INTO attempt_counts (class, n) VALUES (NEW.class, 1)
+        ON CONFLICT (class) DO UPDATE SET n = n + 1;
+END;
+
+CREATE TRIGGER discarded_counted AFTER INSERT ON discarded
+BEGIN
+    UPDATE discarded_count SET n = n + 1 WHERE id = 1;
+END;
+
 PRAGMA user_version = 2;
