@@ -30,24 +30,4 @@ CREATE TABLE discarded_count (
 );
 INSERT INTO discarded_count (id, n) SELECT 1, COUNT(*) FROM discarded;
 
-CREATE TRIGGER runs_counted AFTER UPDATE OF state, outcome ON runs
-WHEN OLD.state IS NOT NEW.state OR OLD.outcome IS NOT NEW.outcome
-BEGIN
-    UPDATE run_counts SET n = n - 1
-     WHERE arm_id = OLD.arm_id AND state = OLD.state AND outcome = COALESCE(OLD.outcome, '');
-    INSERT INTO run_counts (arm_id, state, outcome, n) VALUES (NEW.arm_id, NEW.state, COALESCE(NEW.outcome, ''), 1)
-        ON CONFLICT (arm_id, state, outcome) DO UPDATE SET n = n + 1;
-END;
-
-CREATE TRIGGER attempts_counted AFTER INSERT ON attempts
-BEGIN
-    INSERT INTO attempt_counts (class, n) VALUES (NEW.class, 1)
-        ON CONFLICT (class) DO UPDATE SET n = n + 1;
-END;
-
-CREATE TRIGGER discarded_counted AFTER INSERT ON discarded
-BEGIN
-    UPDATE discarded_count SET n = n + 1 WHERE id = 1;
-END;
-
 PRAGMA user_version = 2;

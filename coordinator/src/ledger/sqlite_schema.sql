@@ -105,11 +105,11 @@ CREATE TABLE events (
 
 -- The counts status reads, kept so that status is O(arms), not a scan of
 -- the runs: runs per (arm, state, outcome), attempts per class, and the
--- discarded reports. The triggers below keep them in the statement (so the
--- transaction) that changes what they count, whichever code path makes
--- the change; `seed` writes each arm's pending count with its runs.
--- `outcome` is '' where the run has none (pending, leased). Rows whose n
--- falls to 0 stay (an arm's few buckets).
+-- discarded reports. `SqliteLedger` updates them in the transaction of
+-- each change it counts (`count_runs`, `record_attempt`, `discard`);
+-- `seed` writes each arm's pending count with its runs. `outcome` is ''
+-- where the run has none (pending, leased). Rows whose n falls to 0 stay
+-- (an arm's few buckets).
 CREATE TABLE run_counts (
     arm_id  TEXT    NOT NULL REFERENCES arms (id),
     state   TEXT    NOT NULL,
@@ -128,28 +128,5 @@ CREATE TABLE discarded_count (
     n  INTEGER NOT NULL
 );
 INSERT INTO discarded_count (id, n) VALUES (1, 0);
-
--- A run moves between buckets when its state or outcome changes (lease,
--- requeue, finish, finalise, close); a heartbeat's expiry update does not
--- fire it. Runs are only inserted by `seed`, which counts them itself.
-CREATE TRIGGER runs_counted AFTER UPDATE OF state, outcome ON runs
-WHEN OLD.state IS NOT NEW.state OR OLD.outcome IS NOT NEW.outcome
-BEGIN
-    UPDATE run_counts SET n = n - 1
-     WHERE arm_id = OLD.arm_id AND state = OLD.state AND outcome = COALESCE(OLD.outcome, '');
-    INSERT INTO run_counts (arm_id, state, outcome, n) VALUES (NEW.arm_id, NEW.state, COALESCE(NEW.outcome, ''), 1)
-        ON CONFLICT (arm_id, state, outcome) DO UPDATE SET n = n + 1;
-END;
-
-CREATE TRIGGER attempts_counted AFTER INSERT ON attempts
-BEGIN
-    INSERT INTO attempt_counts (class, n) VALUES (NEW.class, 1)
-        ON CONFLICT (class) DO UPDATE SET n = n + 1;
-END;
-
-CREATE TRIGGER discarded_counted AFTER INSERT ON discarded
-BEGIN
-    UPDATE discarded_count SET n = n + 1 WHERE id = 1;
-END;
 
 PRAGMA user_version = 2;
