@@ -29,8 +29,12 @@ use super::*;
 const CLOSE_BATCH: usize = 5_000;
 /// How many leases one expire call handles.
 const EXPIRE_BATCH: usize = 1_000;
-/// How many runs seeding writes per pipeline.
-const SEED_BATCH: usize = 2_000;
+/// How many runs (or questions) one seeding pipeline writes: about 1 MB of
+/// commands, enough that a round trip's latency is small beside the work.
+const SEED_BATCH: usize = 10_000;
+/// How many seeding pipelines are sent before the first is answered, so
+/// that building one overlaps Redis executing another.
+const SEED_IN_FLIGHT: usize = 4;
 
 /// The scripts, each with the shared prelude.
 #[derive(Debug)]
@@ -251,6 +255,140 @@ fn grants(reply: &[Value]) -> Result<Vec<LeaseGrant>, LedgerError> {
         .collect()
 }
 
+/// A seeding pipeline's answer, or why its task ended without one.
+type SeedSent = Result<::redis::RedisResult<()>, tokio::task::JoinError>;
+
+impl RedisLedger {
+    /// Sends one seeding pipeline without waiting for its answer, after
+    /// waiting for the oldest ones while SEED_IN_FLIGHT are unanswered.
+    async fn send_seed_pipeline(
+        &self,
+        in_flight: &mut tokio::task::JoinSet<::redis::RedisResult<()>>,
+        p: ::redis::Pipeline,
+    ) -> Result<(), LedgerError> {
+        while in_flight.len() >= SEED_IN_FLIGHT {
+            if let Some(sent) = in_flight.join_next().await {
+                seed_sent(sent)?;
+            }
+        }
+        let mut conn = self.rt();
+        in_flight.spawn(async move { p.query_async::<()>(&mut conn).await });
+        // Let the task put its request on the wire now (on a
+        // current-thread runtime it would wait for the next chunk).
+        tokio::task::yield_now().await;
+        Ok(())
+    }
+
+    /// The lane that appends to the order list: it sends each pipeline
+    /// it is given after the previous one is written, so the list keeps
+    /// the planned order while the other seeding pipelines overlap. The
+    /// task stops at its first error (which `join_next` gives) or when the
+    /// sender is dropped.
+    fn order_lane(
+        &self,
+    ) -> (tokio::sync::mpsc::Sender<::redis::Pipeline>, tokio::task::JoinSet<::redis::RedisResult<()>>) {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<::redis::Pipeline>(SEED_IN_FLIGHT);
+        let ledger = self.clone();
+        let mut lane = tokio::task::JoinSet::new();
+        lane.spawn(async move {
+            while let Some(p) = rx.recv().await {
+                p.query_async::<()>(&mut ledger.rt()).await?;
+            }
+            Ok(())
+        });
+        (tx, lane)
+    }
+}
+
+/// A seeding pipeline's result as the ledger's error; a panic in its task
+/// goes on as a panic.
+fn seed_sent(sent: SeedSent) -> Result<(), LedgerError> {
+    match sent {
+        Ok(written) => written.map_err(redis_err),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => {
+            Err(redis_err(std::io::Error::new(std::io::ErrorKind::Interrupted, "a seeding write was cancelled").into()))
+        }
+    }
+}
+
+/// One seeding pipeline for `chunk` of the order (its first run at
+/// position `start`): an HSET per run (pos, arm, q, rep, state, attempts),
+/// one ZADD per arm to its pending set, one ZADD to `rounds` for runs of
+/// later rounds that wait for their round to open (when `rounds_wait`).
+/// Also returns how many runs of each arm the chunk plans. `key` is a
+/// buffer reused for the run keys; commands are sized up front, so a run
+/// costs no allocation beyond its command's.
+fn seed_chunk<'a>(
+    prefix: &str,
+    rounds_wait: bool,
+    start: usize,
+    chunk: &'a [String],
+    key: &mut String,
+) -> Result<(::redis::Pipeline, Vec<(&'a str, u64)>), LedgerError> {
+    let mut p = ::redis::Pipeline::with_capacity(chunk.len() + 16);
+    // Per arm: its runs in this chunk, and the ZADD of its pending ones.
+    let mut arms: BTreeMap<&'a str, (u64, Option<::redis::Cmd>)> = BTreeMap::new();
+    let mut rounds: Option<::redis::Cmd> = None;
+    for (offset, run_id) in chunk.iter().enumerate() {
+        let position = start + offset;
+        let (q, arm, rep) = RunId::split(run_id)?;
+        key.clear();
+        key.push_str(prefix);
+        key.push_str("run:");
+        key.push_str(run_id);
+        let mut hset = ::redis::Cmd::with_capacity(14, key.len() + q.len() + arm.len() + 64);
+        hset.arg("HSET")
+            .arg(key.as_str())
+            .arg("pos")
+            .arg(position)
+            .arg("arm")
+            .arg(arm)
+            .arg("q")
+            .arg(q)
+            .arg("rep")
+            .arg(rep)
+            .arg("state")
+            .arg("pending")
+            .arg("attempts")
+            .arg(0);
+        p.add_command(hset).ignore();
+        let (planned, pending) = arms.entry(arm).or_default();
+        *planned += 1;
+        // A later round waits in `rounds` until it opens (lease.lua).
+        if rep > 1 && rounds_wait {
+            rounds
+                .get_or_insert_with(|| {
+                    let mut zadd = ::redis::cmd("ZADD");
+                    zadd.arg(format!("{prefix}rounds"));
+                    zadd
+                })
+                .arg(rep)
+                .arg(run_id.as_str());
+        } else {
+            pending
+                .get_or_insert_with(|| {
+                    let mut zadd = ::redis::Cmd::with_capacity(2 + 2 * chunk.len(), 32 * chunk.len());
+                    zadd.arg("ZADD").arg(format!("{prefix}pending:{arm}"));
+                    zadd
+                })
+                .arg(position)
+                .arg(run_id.as_str());
+        }
+    }
+    let mut planned = Vec::with_capacity(arms.len());
+    for (arm, (n, zadd)) in arms {
+        if let Some(zadd) = zadd {
+            p.add_command(zadd).ignore();
+        }
+        planned.push((arm, n));
+    }
+    if let Some(zadd) = rounds {
+        p.add_command(zadd).ignore();
+    }
+    Ok((p, planned))
+}
+
 #[async_trait]
 impl Ledger for RedisLedger {
     fn round_trips(&self) -> Option<u64> {
@@ -344,39 +482,43 @@ impl Ledger for RedisLedger {
         }
         p.query_async::<()>(&mut self.rt()).await.map_err(redis_err)?;
 
+        // The plan's bulk: questions, one hash per run, the pending and
+        // rounds zsets and the order list. Up to SEED_IN_FLIGHT pipelines
+        // are sent at once on the multiplexed connection, so building the
+        // next one overlaps Redis executing the last; each is a few large
+        // commands (one ZADD per arm and one RPUSH per chunk) besides the
+        // per-run HSETs. Hashes and zsets do not care in which order the
+        // pipelines arrive; the order list does, so its RPUSHes go through
+        // one lane that sends each chunk after the previous one is written.
+        let mut in_flight = tokio::task::JoinSet::new();
+        let (order_tx, mut order_lane) = self.order_lane();
         for chunk in questions.chunks(SEED_BATCH) {
             let mut p = ::redis::pipe();
             p.hset_multiple(self.key("questions"), chunk).ignore();
-            p.query_async::<()>(&mut self.rt()).await.map_err(redis_err)?;
+            self.send_seed_pipeline(&mut in_flight, p).await?;
         }
         let mut planned_per_arm: BTreeMap<&str, u64> = BTreeMap::new();
+        let rounds_wait = header.round_every_ms > 0;
+        let mut key = String::new();
         for (start, chunk) in order.chunks(SEED_BATCH).enumerate().map(|(i, c)| (i * SEED_BATCH, c)) {
-            let mut p = ::redis::pipe();
-            for (offset, run_id) in chunk.iter().enumerate() {
-                let position = start + offset;
-                let (q, arm, rep) = RunId::split(run_id)?;
-                *planned_per_arm.entry(arm).or_default() += 1;
-                p.hset_multiple(
-                    self.key(&format!("run:{run_id}")),
-                    &[
-                        ("pos", position.to_string()),
-                        ("arm", arm.to_owned()),
-                        ("q", q.to_owned()),
-                        ("rep", rep.to_string()),
-                        ("state", "pending".to_owned()),
-                        ("attempts", "0".to_owned()),
-                    ],
-                )
-                .ignore();
-                // A later round waits in `rounds` until it opens (lease.lua).
-                if rep > 1 && header.round_every_ms > 0 {
-                    p.zadd(self.key("rounds"), run_id, rep).ignore();
-                } else {
-                    p.zadd(self.key(&format!("pending:{arm}")), run_id, position).ignore();
-                }
+            let (p, counts) = seed_chunk(&self.prefix, rounds_wait, start, chunk, &mut key)?;
+            for (arm, n) in counts {
+                *planned_per_arm.entry(arm).or_default() += n;
             }
-            p.rpush(self.key("order"), chunk).ignore();
-            p.query_async::<()>(&mut self.rt()).await.map_err(redis_err)?;
+            self.send_seed_pipeline(&mut in_flight, p).await?;
+            let mut push = ::redis::pipe();
+            push.rpush(self.key("order"), chunk).ignore();
+            if order_tx.send(push).await.is_err() {
+                // The lane stopped on an error: it says which below.
+                break;
+            }
+        }
+        drop(order_tx);
+        while let Some(sent) = in_flight.join_next().await {
+            seed_sent(sent)?;
+        }
+        if let Some(sent) = order_lane.join_next().await {
+            seed_sent(sent)?;
         }
         let mut p = ::redis::pipe();
         p.atomic();
