@@ -120,17 +120,11 @@ pub async fn execute(ctx: &RunContext, arm: &ArmRuntime, lease: &pb::Lease, work
         };
         let response = match tokio::time::timeout_at(deadline, arm.adapter.call(&request)).await {
             Ok(r) => r,
-            Err(_) => AdapterResponse {
-                class: AttemptClass::Timeout,
-                http_status: 0,
-                detail: format!("no complete output within the per-run deadline of {} s", ctx.run_timeout.as_secs()),
-                reply: Reply::Nothing,
-                observed_version: None,
-                usage: None,
-                citations: Vec::new(),
-                sources: Vec::new(),
-                retry_after_ms: None,
-            },
+            Err(_) => AdapterResponse::nothing(
+                AttemptClass::Timeout,
+                0,
+                format!("no complete output within the per-run deadline of {} s", ctx.run_timeout.as_secs()),
+            ),
         };
         match &response.reply {
             Reply::Clarification(question) if !asked_clarification => {
