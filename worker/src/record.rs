@@ -57,10 +57,12 @@ pub struct RunRecord {
     pub ended_at: String,
     /// `ended_at - started_at`, in milliseconds.
     pub duration_ms: i64,
-    pub outcome: String,
+    /// The run's final outcome (SPEC section 4), typed: a record cannot
+    /// carry a name the taxonomy does not have.
+    pub outcome: cohort_core::taxonomy::Outcome,
     pub failure_reason: Option<String>,
     /// The class of the final attempt.
-    pub attempt_class: String,
+    pub attempt_class: cohort_core::taxonomy::AttemptClass,
     pub token_usage: Option<TokenUsage>,
     /// Cost in the catalog currency; `None` when unknown (never invented).
     pub cost: Option<f64>,

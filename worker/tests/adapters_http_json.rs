@@ -254,7 +254,7 @@ async fn deadline_during_polling_is_timed_out_with_the_job_id() {
     let Report::Result { outcome, reason, .. } = report else { panic!("expected a result, got {report:?}") };
     assert_eq!(outcome, Outcome::TimedOut);
     assert!(reason.contains(JOB), "{reason}");
-    assert_eq!(record.unwrap().outcome, "timed_out");
+    assert_eq!(record.unwrap().outcome, cohort_core::taxonomy::Outcome::TimedOut);
 }
 
 // === errors ===

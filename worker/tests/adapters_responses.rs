@@ -283,7 +283,7 @@ async fn deadline_during_polling_is_timed_out_with_the_id() {
     assert_eq!(outcome, Outcome::TimedOut);
     assert!(reason.contains(ID), "{reason}");
     let record = record.unwrap();
-    assert_eq!(record.outcome, "timed_out");
+    assert_eq!(record.outcome, cohort_core::taxonomy::Outcome::TimedOut);
     assert!(record.failure_reason.unwrap().contains(ID));
 }
 

@@ -199,7 +199,7 @@ async fn retried_runs_record_every_attempt_in_order() {
             (last.started_at.as_str(), last.ended_at.as_str()),
             (record.started_at.as_str(), record.ended_at.as_str())
         );
-        assert_eq!(last.class, record.attempt_class);
+        assert_eq!(last.class, record.attempt_class.as_str());
         let classes: Vec<&str> = record.attempts.iter().map(|a| a.class.as_str()).collect();
         shapes.push((run.run_id.clone(), classes.join(",")));
     }
