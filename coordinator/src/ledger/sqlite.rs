@@ -77,7 +77,6 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use cohort_core::config::RetryPolicy;
 use cohort_core::lifecycle::{CloseReason, RetryDecision, arm_hold_until, auth_pause_reason, closed_outcome};
 use cohort_core::order::RunId;
 use cohort_core::taxonomy::{AttemptClass, Outcome};
@@ -352,7 +351,7 @@ impl Ledger for SqliteLedger {
         let (worker, lease, attempt) = (worker.to_owned(), lease.clone(), attempt.clone());
         self.write(move |tx, cache| {
             let (worker, lease, attempt) = (worker.as_str(), &lease, &attempt);
-            let policy = &plan(tx, cache)?.retry;
+            let plan = plan(tx, cache)?;
             let Some(run) = leased_run(tx, lease)? else {
                 let report = discarded_report(worker, lease, "attempt", now_ms, Some(attempt.class), None);
                 discard(tx, &report)?;
@@ -365,7 +364,7 @@ impl Ledger for SqliteLedger {
                 ..attempt.clone()
             };
             record_attempt(tx, &run.run_id, &record)?;
-            apply_failure(tx, policy, &run, attempt, now_ms)
+            apply_failure(tx, plan, &run, attempt, now_ms)
         })
         .await
     }
@@ -416,14 +415,14 @@ impl Ledger for SqliteLedger {
 
     async fn release(&self, worker: &str, lease: &LeaseRef, now_ms: i64) -> Result<bool, LedgerError> {
         let (worker, lease) = (worker.to_owned(), lease.clone());
-        self.write(move |tx, _| {
+        self.write(move |tx, cache| {
             let Some(run) = leased_run(tx, &lease)? else {
                 discard(tx, &discarded_report(&worker, &lease, "release", now_ms, None, None))?;
                 return Ok(false);
             };
             // A release is not an attempt: the count goes back, and the run
             // keeps its place in the order with no backoff.
-            requeue(tx, &run, run.attempts.saturating_sub(1), 0, now_ms)?;
+            requeue(tx, plan(tx, cache)?, &run, run.attempts.saturating_sub(1), 0, now_ms)?;
             Ok(true)
         })
         .await
@@ -444,7 +443,7 @@ impl Ledger for SqliteLedger {
             if expired.is_empty() {
                 return Ok(0);
             }
-            let policy = &plan(tx, cache)?.retry;
+            let plan = plan(tx, cache)?;
             for (run, expires_ms) in &expired {
                 let record = AttemptRecord {
                     class: AttemptClass::WorkerLost,
@@ -466,7 +465,7 @@ impl Ledger for SqliteLedger {
                     &run.run_id,
                     &format!("worker {:?}, token {}, attempt {}", run.worker, run.token, run.attempts),
                 )?;
-                apply_failure(tx, policy, run, &record, now_ms)?;
+                apply_failure(tx, plan, run, &record, now_ms)?;
             }
             Ok(expired.len() as u64)
         })
@@ -1224,7 +1223,7 @@ fn leased_run(conn: &Connection, lease: &LeaseRef) -> Result<Option<LiveRun>, Le
 /// or (auth_error) back in its queue with the arm paused.
 fn apply_failure(
     conn: &Connection,
-    policy: &RetryPolicy,
+    plan: &PlanHeader,
     run: &LiveRun,
     attempt: &AttemptRecord,
     now_ms: i64,
@@ -1233,21 +1232,23 @@ fn apply_failure(
     if let Some(until) = arm_hold_until(now_ms, attempt.retry_after_ms) {
         hold_arm(conn, &run.arm_id, until, now_ms)?;
     }
-    match policy.decide(class, run.counted(), run.started_ms, now_ms, attempt.retry_after_ms) {
-        RetryDecision::PauseArm => excuse_and_pause(conn, run, attempt, now_ms),
-        RetryDecision::RetryAt { not_before_ms } => match requeue(conn, run, run.attempts, not_before_ms, now_ms)? {
-            Some(outcome) => Ok(AttemptVerdict::Final(outcome)),
-            None => {
-                log_event(
-                    conn,
-                    now_ms,
-                    "retry",
-                    &run.run_id,
-                    &format!("{} after attempt {}, not before {not_before_ms}", class.as_str(), run.attempts),
-                )?;
-                Ok(AttemptVerdict::Retry { not_before_ms })
+    match plan.retry.decide(class, run.counted(), run.started_ms, now_ms, attempt.retry_after_ms) {
+        RetryDecision::PauseArm => excuse_and_pause(conn, plan, run, attempt, now_ms),
+        RetryDecision::RetryAt { not_before_ms } => {
+            match requeue(conn, plan, run, run.attempts, not_before_ms, now_ms)? {
+                Some(outcome) => Ok(AttemptVerdict::Final(outcome)),
+                None => {
+                    log_event(
+                        conn,
+                        now_ms,
+                        "retry",
+                        &run.run_id,
+                        &format!("{} after attempt {}, not before {not_before_ms}", class.as_str(), run.attempts),
+                    )?;
+                    Ok(AttemptVerdict::Retry { not_before_ms })
+                }
             }
-        },
+        }
         RetryDecision::Final(outcome) => {
             let reason =
                 if detail.is_empty() { class.as_str().to_owned() } else { format!("{}: {detail}", class.as_str()) };
@@ -1279,13 +1280,14 @@ fn hold_arm(conn: &Connection, arm: &str, until_ms: i64, now_ms: i64) -> Result<
 /// instead (`not_run` when it has no counted attempt).
 fn excuse_and_pause(
     conn: &Connection,
+    plan: &PlanHeader,
     run: &LiveRun,
     attempt: &AttemptRecord,
     now_ms: i64,
 ) -> Result<AttemptVerdict, LedgerError> {
     let excused = LiveRun { excused: run.excused.saturating_add(1), ..run.clone() };
     conn.execute("UPDATE runs SET excused = ?2 WHERE position = ?1", params![run.position, excused.excused]).sql()?;
-    if let Some(outcome) = requeue(conn, &excused, run.attempts, 0, now_ms)? {
+    if let Some(outcome) = requeue(conn, plan, &excused, run.attempts, 0, now_ms)? {
         return Ok(AttemptVerdict::Final(outcome));
     }
     let reason = auth_pause_reason(&run.arm_id, attempt.http_status, &attempt.detail);
@@ -1309,6 +1311,7 @@ fn excuse_and_pause(
 /// `Some(outcome)`.
 fn requeue(
     conn: &Connection,
+    plan: &PlanHeader,
     run: &LiveRun,
     attempts: u32,
     not_before_ms: i64,
@@ -1317,7 +1320,10 @@ fn requeue(
     let cohort = cohort_state(conn)?.ok_or(LedgerError::NotSeeded)?;
     let closing = if cohort.aborted.is_some() {
         Some(CloseReason::Aborted)
-    } else if cohort.window_closed || cohort.window_due(now_ms) || round_closed(conn, run.position, &cohort, now_ms)? {
+    } else if cohort.window_closed
+        || cohort.window_due(now_ms)
+        || round_closed(conn, plan, run.position, &cohort, now_ms)?
+    {
         Some(if paused_arms(conn)?.contains(&run.arm_id) { CloseReason::ArmPaused } else { CloseReason::WindowClosed })
     } else {
         None
@@ -1339,9 +1345,13 @@ fn requeue(
 
 /// Whether the run at `position` belongs to a round whose own window has
 /// passed (its runs can no longer start).
-fn round_closed(conn: &Connection, position: i64, cohort: &CohortState, now_ms: i64) -> Result<bool, LedgerError> {
-    let mut cache = None;
-    let plan = plan(conn, &mut cache)?;
+fn round_closed(
+    conn: &Connection,
+    plan: &PlanHeader,
+    position: i64,
+    cohort: &CohortState,
+    now_ms: i64,
+) -> Result<bool, LedgerError> {
     if plan.rounds <= 1 {
         return Ok(false);
     }
