@@ -17,6 +17,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure panics
 
+mod coordinator_support;
+
+use coordinator_support::Cluster;
+
 use std::collections::HashMap;
 use std::io;
 use std::path::Path;
@@ -26,11 +30,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use cohort_artifacts::{ArtifactStore, Backend, LocalBackend, Spool};
-use cohort_clock::{SystemClock, now_ms};
-use cohort_coordinator::ledger::conformance::{header, order, questions};
-use cohort_coordinator::ledger::sqlite::SqliteLedger;
-use cohort_coordinator::ledger::{Ledger, RunStateKind};
-use cohort_coordinator::service::{self, CoordinatorConfig, CoordinatorService, ServedPlan};
+use cohort_clock::SystemClock;
+use cohort_coordinator::ledger::RunStateKind;
 use cohort_core::config::{AdapterKind, ArmConfig};
 use cohort_core::taxonomy::{AttemptClass, Outcome};
 use cohort_proto::v1 as pb;
@@ -148,47 +149,11 @@ async fn run(config: WorkerConfig) -> Result<WorkerSummary, WorkerError> {
         .expect("the worker stops by itself")
 }
 
-/// A real coordinator on a seeded SQLite ledger (the conformance plan: 8
-/// runs, 3 attempts, 100 ms backoff). The lease ttl is far longer than any
-/// test, so an attempt it records was reported, not expired.
-struct Cluster {
-    ledger: Arc<dyn Ledger>,
-    url: String,
-    stop: tokio::sync::oneshot::Sender<()>,
-    server: tokio::task::JoinHandle<Result<(), tonic::transport::Error>>,
-}
-
+/// A real coordinator on a seeded SQLite ledger (the conformance plan). The
+/// lease ttl is far longer than any test, so an attempt it records was
+/// reported, not expired.
 async fn cluster(dir: &Path) -> Cluster {
-    let ledger: Arc<dyn Ledger> = Arc::new(SqliteLedger::open(&dir.join("l.sqlite")).unwrap());
-    ledger.seed(&header(), &questions(), &order(), now_ms()).await.unwrap();
-    let plan = ServedPlan {
-        cohort: "conformance".into(),
-        manifest_sha256: "a".repeat(64),
-        suffix: "Cite sources.".into(),
-        run_timeout_ms: 60_000,
-        pinned_versions: [("a".to_owned(), "a-1".to_owned()), ("b".to_owned(), "b-1".to_owned())].into(),
-    };
-    let config = CoordinatorConfig {
-        lease_ttl_ms: 600_000,
-        heartbeat_interval_ms: 50,
-        reconcile_interval: Duration::from_millis(20),
-        empty_lease_retry_ms: 20,
-    };
-    let service = CoordinatorService::new(Arc::clone(&ledger), plan, Arc::new(SystemClock), config);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(service::run(service, listener, async move {
-        let _ = stopped.await;
-    }));
-    Cluster { ledger, url, stop, server }
-}
-
-impl Cluster {
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        self.server.await.unwrap().unwrap();
-    }
+    coordinator_support::cluster(dir, 600_000).await
 }
 
 /// Proves that a run task that panics on its first call gives its lease

@@ -7,17 +7,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure panics
 
+mod coordinator_support;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use cohort_coordinator::ArtifactStore;
-use cohort_coordinator::clock::{SystemClock, now_ms};
-use cohort_coordinator::ledger::conformance::{header, order, questions};
-use cohort_coordinator::ledger::sqlite::SqliteLedger;
-use cohort_coordinator::ledger::{Ledger, RunStateKind};
-use cohort_coordinator::service::{self, CoordinatorConfig, CoordinatorService, ServedPlan};
+use cohort_coordinator::ledger::RunStateKind;
 use cohort_core::config::{AdapterKind, ArmConfig};
 use cohort_core::taxonomy::{AttemptClass, Outcome};
 use cohort_proto::v1 as pb;
@@ -79,29 +77,9 @@ fn arm(id: &str, pinned: &str) -> ArmConfig {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retried_runs_record_every_attempt_in_order() {
     let dir = tempfile::tempdir().unwrap();
-    let ledger: Arc<dyn Ledger> = Arc::new(SqliteLedger::open(&dir.path().join("l.sqlite")).unwrap());
-    ledger.seed(&header(), &questions(), &order(), now_ms()).await.unwrap();
-    let plan = ServedPlan {
-        cohort: "conformance".into(),
-        manifest_sha256: "a".repeat(64),
-        suffix: "Cite sources.".into(),
-        run_timeout_ms: 60_000,
-        pinned_versions: [("a".to_owned(), "a-1".to_owned()), ("b".to_owned(), "b-1".to_owned())].into(),
-    };
     // A short lease ttl so the abandoned lease below expires quickly.
-    let config = CoordinatorConfig {
-        lease_ttl_ms: 400,
-        heartbeat_interval_ms: 50,
-        reconcile_interval: Duration::from_millis(20),
-        empty_lease_retry_ms: 20,
-    };
-    let service = CoordinatorService::new(Arc::clone(&ledger), plan, Arc::new(SystemClock), config);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(service::run(service, listener, async move {
-        let _ = stopped.await;
-    }));
+    let cluster = coordinator_support::cluster(dir.path(), 400).await;
+    let (ledger, url) = (Arc::clone(&cluster.ledger), cluster.url.clone());
 
     // A worker that leases one run and goes silent: its attempt becomes
     // worker_lost when the lease expires.
@@ -218,6 +196,5 @@ async fn retried_runs_record_every_attempt_in_order() {
     .unwrap();
     assert_eq!(record.attempts[0].worker, silent, "the lost attempt names the worker that held the lease");
 
-    let _ = stop.send(());
-    server.await.unwrap().unwrap();
+    cluster.stop().await;
 }
