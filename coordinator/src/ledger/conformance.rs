@@ -142,13 +142,17 @@ pub async fn lease_follows_order_within_caps(l: &dyn Ledger) {
     assert_eq!(s.window_end_ms, Some(100 + header().window_ms));
 }
 
-/// A final result is absorbing: reported again, or with another token, it
-/// changes nothing; counts move with it.
+/// A final result is absorbing: the same result sent again (same token,
+/// same record and outcome: a retried or replayed report) is acknowledged again and
+/// changes nothing; another result, with the same token or another, is
+/// refused and kept as discarded; counts move with the first.
 pub async fn finish_is_absorbing(l: &dyn Ledger) {
     seeded(l).await;
     let g = l.lease("w1", 1, 100, TTL).await.unwrap().leases.remove(0);
     assert!(l.finish("w1", &lref(&g), &completed(150), 200).await.unwrap());
-    assert!(!l.finish("w1", &lref(&g), &completed(150), 201).await.unwrap(), "second report refused");
+    assert!(l.finish("w1", &lref(&g), &completed(150), 201).await.unwrap(), "the same result is acknowledged again");
+    let other_record = RunResult { record_sha256: "c".repeat(64), ..completed(150) };
+    assert!(!l.finish("w1", &lref(&g), &other_record, 201).await.unwrap(), "another record is refused");
     let refused = result_of(Outcome::Refused, AttemptClass::Refused, 150);
     assert!(!l.finish("w1", &lref(&g), &refused, 202).await.unwrap(), "a final outcome never changes");
     let s = assert_counts_add_up(l).await;
@@ -161,6 +165,38 @@ pub async fn finish_is_absorbing(l: &dyn Ledger) {
     assert_eq!(row.record_sha256, "b".repeat(64));
     assert_eq!(l.attempts(&g.run_id).await.unwrap().len(), 1);
     assert_eq!(l.discarded().await.unwrap().len(), 2, "both refused reports are kept for audit");
+}
+
+/// A failed attempt sent again (its token, class, start and end are the
+/// run's last recorded attempt: a retried or replayed report) gets its
+/// verdict again and changes nothing: no second attempt, no count, no
+/// discarded report; the same for the attempt that ended the run.
+pub async fn an_attempt_sent_again_changes_nothing(l: &dyn Ledger) {
+    seeded(l).await;
+    let g = l.lease("w", 1, 100, TTL).await.unwrap().leases.remove(0);
+    let outage = attempt(AttemptClass::ServerError, 100);
+    let first = l.report_attempt("w", &lref(&g), &outage, 101).await.unwrap();
+    assert!(matches!(first, AttemptVerdict::Retry { .. }), "{first:?}");
+    let again = l.report_attempt("w", &lref(&g), &outage, 102).await.unwrap();
+    assert!(matches!(again, AttemptVerdict::Retry { .. }), "{again:?}");
+    assert_eq!(l.attempts(&g.run_id).await.unwrap().len(), 1);
+
+    let q = l.lease("w", 1, 150, TTL).await.unwrap().leases.remove(0);
+    let quota = attempt(AttemptClass::QuotaExhausted, 300);
+    assert_eq!(
+        l.report_attempt("w", &lref(&q), &quota, 301).await.unwrap(),
+        AttemptVerdict::Final(Outcome::Unavailable)
+    );
+    assert_eq!(
+        l.report_attempt("w", &lref(&q), &quota, 302).await.unwrap(),
+        AttemptVerdict::Final(Outcome::Unavailable)
+    );
+    assert_eq!(l.attempts(&q.run_id).await.unwrap().len(), 1);
+    let s = assert_counts_add_up(l).await;
+    assert_eq!(s.attempts_by_class.get(&AttemptClass::ServerError), Some(&1));
+    assert_eq!(s.attempts_by_class.get(&AttemptClass::QuotaExhausted), Some(&1));
+    assert_eq!(s.by_outcome.get(&Outcome::Unavailable), Some(&1));
+    assert!(l.discarded().await.unwrap().is_empty(), "nothing sent again is discarded");
 }
 
 /// A final result of `outcome` whose last attempt has `class`.
@@ -793,6 +829,7 @@ macro_rules! conformance_tests {
             seed_is_idempotent,
             lease_follows_order_within_caps,
             finish_is_absorbing,
+            an_attempt_sent_again_changes_nothing,
             unfit_results_are_refused,
             not_run_for_a_leased_run_is_refused,
             seed_refuses_a_malformed_run_id,

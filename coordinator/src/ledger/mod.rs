@@ -287,7 +287,11 @@ pub struct LedgerEvent {
     /// `seeded`, `window_opened`, `window_closed`, `arm_paused`,
     /// `arm_resumed`, `arm_held` (a Retry-After holds the arm; the detail
     /// names the instant), `aborted`, `expired`, `final`, `retry`,
-    /// `requeued` (after an excused auth_error), `discarded`.
+    /// `requeued` (after an excused auth_error), `discarded`,
+    /// `ledger_restarted` (a Redis ledger recovered on a restarted or
+    /// replaced server: the detail says how many acknowledgements this
+    /// coordinator saw that the server had lost), `reclaimed` (a lease the
+    /// ledger lost in that rollback, taken back by its holder).
     pub kind: String,
     #[serde(default)]
     pub run_id: String,
@@ -347,6 +351,28 @@ impl Status {
     pub fn attempted(&self) -> u64 {
         self.finished - self.by_outcome.get(&Outcome::NotRun).copied().unwrap_or(0)
     }
+}
+
+/// Where a ledger's acknowledgements stand (ARCHITECTURE.md, "Durable
+/// acknowledgements"), as the coordinator tells its workers on every answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Durability {
+    /// Starts at 1 and moves on when the ledger recovered from a restart
+    /// that may have lost acknowledged writes: workers then replay the
+    /// reports their journals hold from earlier epochs.
+    pub epoch: u64,
+    /// The highest acknowledgement sequence number this process has seen
+    /// (at least that of every answer it has given so far).
+    pub ack_seq: u64,
+    /// Every acknowledgement of `epoch` up to this one is on the ledger's
+    /// disk: a journal may forget them.
+    pub durable_seq: u64,
+}
+
+impl Durability {
+    /// A ledger that makes every change durable before it answers (SQLite
+    /// with `synchronous=FULL`): nothing acknowledged can be lost.
+    pub const ALWAYS: Durability = Durability { epoch: 1, ack_seq: 0, durable_seq: u64::MAX };
 }
 
 /// Why a ledger call failed.
@@ -456,6 +482,21 @@ pub trait Ledger: Send + Sync + std::fmt::Debug + 'static {
     /// (Redis: one per script call, command or pipeline).
     fn round_trips(&self) -> Option<u64> {
         None
+    }
+
+    /// Whether a crash of the ledger's server can take back a change it
+    /// acknowledged (Redis without `appendfsync always`): the coordinator
+    /// then asks workers to journal their reports until [`Ledger::durability`]
+    /// says they are on disk. `false` for a ledger that syncs every change
+    /// before it answers.
+    fn acks_may_be_lost(&self) -> bool {
+        false
+    }
+
+    /// The ledger's epoch and how far its acknowledgements are known to be
+    /// on disk, as this process knows them.
+    fn durability(&self) -> Durability {
+        Durability::ALWAYS
     }
 
     /// Seeds the plan: the runs in order, the question texts, the arms.

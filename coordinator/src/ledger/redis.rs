@@ -48,6 +48,7 @@ struct Scripts {
     close: Script,
     arm: Script,
     held: Script,
+    recover: Script,
 }
 
 /// The Lua source of the lifecycle tables every script uses, generated
@@ -98,6 +99,7 @@ impl Scripts {
             close: with_prelude(include_str!("lua/close.lua")),
             arm: with_prelude(include_str!("lua/arm.lua")),
             held: with_prelude(include_str!("lua/held.lua")),
+            recover: with_prelude(include_str!("lua/recover.lua")),
         }
     }
 }
@@ -113,7 +115,67 @@ pub struct RedisLedger {
     /// Requests sent to Redis (one per script call, command or pipeline),
     /// for the benchmark's round trips per run.
     round_trips: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    /// What this process has seen of the ledger's epoch, acknowledgements
+    /// and tokens, and which acknowledgements it knows are on disk.
+    acks: std::sync::Arc<std::sync::Mutex<Acks>>,
+    /// How long after an acknowledgement the server's own fsync policy puts
+    /// it on disk: `Some(0)` with `appendfsync always`, 3 s with
+    /// `everysec` (Redis writes at most 2 s behind), `None` without an AOF
+    /// or when the server does not say (never known durable).
+    horizon: Option<std::time::Duration>,
+    /// How long leasing and expiry wait after a recovery, for live workers
+    /// to take back their leases ([`RedisLedger::with_recovery_grace`]).
+    recovery_grace_ms: i64,
 }
+
+/// The durability bookkeeping of one process (ARCHITECTURE.md, "Durable
+/// acknowledgements").
+#[derive(Debug, Default)]
+struct Acks {
+    epoch: u64,
+    /// The highest acknowledgement sequence number and token seen.
+    seq: u64,
+    token: u64,
+    /// (when, the sequence seen by then), oldest first, not yet confirmed.
+    samples: std::collections::VecDeque<(std::time::Instant, u64)>,
+    /// Every acknowledgement of `epoch` up to this one is on disk.
+    durable_seq: u64,
+}
+
+impl Acks {
+    fn saw_seq(&mut self, seq: u64) {
+        self.seq = self.seq.max(seq);
+    }
+
+    /// A guarded call succeeded at `now` with the stored `epoch` and `seq`:
+    /// the server has lived since every sample, so those at least
+    /// `horizon` old are on disk.
+    fn confirm(&mut self, now: std::time::Instant, epoch: u64, seq: u64, horizon: std::time::Duration) {
+        if epoch != self.epoch {
+            // Another process recovered the ledger: start over in its epoch.
+            *self = Acks { epoch, seq, token: self.token, ..Acks::default() };
+        }
+        self.saw_seq(seq);
+        while let Some(&(at, seen)) = self.samples.front() {
+            if now.saturating_duration_since(at) < horizon {
+                break;
+            }
+            self.durable_seq = self.durable_seq.max(seen);
+            self.samples.pop_front();
+        }
+        if self.samples.back().is_none_or(|(at, _)| now.saturating_duration_since(*at) >= SAMPLE_EVERY) {
+            self.samples.push_back((now, self.seq));
+        }
+    }
+}
+
+/// How often the durability bookkeeping takes a sample (at most).
+const SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+/// How far `appendfsync everysec` may leave writes unsynced: Redis fsyncs
+/// every second and delays writes once an fsync is 2 s late; 1 s margin.
+const EVERYSEC_HORIZON: std::time::Duration = std::time::Duration::from_secs(3);
+/// The recovery grace when the coordinator sets none: a default lease's life.
+const DEFAULT_RECOVERY_GRACE_MS: i64 = 30_000;
 
 impl std::fmt::Debug for RedisLedger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -151,13 +213,90 @@ impl RedisLedger {
         let config = ::redis::aio::ConnectionManagerConfig::new()
             .set_number_of_retries(6)
             .set_max_delay(std::time::Duration::from_secs(2));
-        let conn = ConnectionManager::new_with_config(client, config).await.map_err(redis_err)?;
+        let mut conn = ConnectionManager::new_with_config(client, config).await.map_err(redis_err)?;
+        let horizon = aof_horizon(&mut conn).await;
+        let prefix = format!("cohort:{{{cohort}}}:");
+        let epoch: Option<u64> = conn.hget(format!("{prefix}meta"), "epoch").await.map_err(redis_err)?;
         Ok(RedisLedger {
             conn,
-            prefix: format!("cohort:{{{cohort}}}:"),
+            prefix,
             scripts: std::sync::Arc::new(Scripts::load()),
             round_trips: std::sync::Arc::default(),
+            acks: std::sync::Arc::new(std::sync::Mutex::new(Acks { epoch: epoch.unwrap_or(1), ..Acks::default() })),
+            horizon,
+            recovery_grace_ms: DEFAULT_RECOVERY_GRACE_MS,
         })
+    }
+
+    /// Sets how long leasing and expiry wait after a recovery from a
+    /// restart: at least a lease's life, so that every live worker has
+    /// heartbeated (taking back a lease the restart lost) before anything
+    /// is leased or expired again.
+    pub fn with_recovery_grace(mut self, grace_ms: i64) -> RedisLedger {
+        self.recovery_grace_ms = grace_ms.max(0);
+        self
+    }
+
+    fn acks(&self) -> std::sync::MutexGuard<'_, Acks> {
+        self.acks.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Runs a script; on a server that has not confirmed the ledger
+    /// (`RESTARTED`: it restarted or was replaced, and may have lost
+    /// writes) recovers it first ([`RedisLedger::recover`]) and runs the
+    /// script again.
+    async fn call<T: ::redis::FromRedisValue>(
+        &self,
+        inv: &::redis::ScriptInvocation<'_>,
+        now_ms: i64,
+    ) -> Result<T, LedgerError> {
+        match inv.invoke_async::<T>(&mut self.rt()).await {
+            Err(e) if e.code() == Some("RESTARTED") => {
+                self.recover(now_ms).await?;
+                inv.invoke_async::<T>(&mut self.rt()).await.map_err(redis_err)
+            }
+            r => r.map_err(redis_err),
+        }
+    }
+
+    /// Confirms the ledger on a restarted or replaced server and starts a
+    /// new epoch (`lua/recover.lua`): tokens move past every one issued
+    /// before, leasing and expiry wait for the recovery grace, and the
+    /// audit log says what was found. Logged at warn; a ledger another
+    /// process already recovered on this server is left as it is.
+    pub async fn recover(&self, now_ms: i64) -> Result<(), LedgerError> {
+        let (seq, token, epoch) = {
+            let a = self.acks();
+            (a.seq, a.token, a.epoch)
+        };
+        let reply: Vec<i64> = self
+            .scripts
+            .recover
+            .key(self.meta())
+            .arg(now_ms)
+            .arg(self.recovery_grace_ms)
+            .arg(seq)
+            .arg(token)
+            .arg(epoch)
+            .invoke_async(&mut self.rt())
+            .await
+            .map_err(redis_err)?;
+        let (new_epoch, lost, stored_seq, recovered) = match reply[..] {
+            [e, l, s, r] => (e as u64, l as u64, s as u64, r == 1),
+            _ => return Err(LedgerError::Corrupt(format!("recover.lua answered {reply:?}"))),
+        };
+        if recovered {
+            tracing::warn!(
+                epoch = new_epoch,
+                acknowledgements_lost = lost,
+                grace_ms = self.recovery_grace_ms,
+                "the redis server restarted or was replaced: new ledger epoch; leasing waits while workers take back \
+                 their leases and replay their journals"
+            );
+        }
+        let mut a = self.acks();
+        *a = Acks { epoch: new_epoch, seq: stored_seq, token: a.token, ..Acks::default() };
+        Ok(())
     }
 
     /// A connection handle for one round trip (counted).
@@ -178,23 +317,47 @@ impl RedisLedger {
     async fn close_all(&self, now_ms: i64, mode: &str, reason: &str) -> Result<u64, LedgerError> {
         let mut total = 0u64;
         loop {
-            let n: u64 = self
-                .scripts
-                .close
-                .key(self.meta())
-                .arg(now_ms)
-                .arg(mode)
-                .arg(CLOSE_BATCH)
-                .arg(reason)
-                .invoke_async(&mut self.rt())
-                .await
-                .map_err(redis_err)?;
+            let mut inv = self.scripts.close.key(self.meta());
+            inv.arg(now_ms).arg(mode).arg(CLOSE_BATCH).arg(reason);
+            let n: u64 = self.call(&inv, now_ms).await?;
             total += n;
             if (n as usize) < CLOSE_BATCH {
                 return Ok(total);
             }
         }
     }
+}
+
+/// How long after an acknowledgement the server's fsync policy has put it
+/// on disk, from `CONFIG GET append*`: see [`RedisLedger`]'s `horizon`.
+async fn aof_horizon(conn: &mut ConnectionManager) -> Option<std::time::Duration> {
+    let config: BTreeMap<String, String> = match ::redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("append*")
+        .query_async(conn)
+        .await
+    {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the redis server's AOF settings: acknowledgements are never taken as durable");
+            return None;
+        }
+    };
+    match (config.get("appendonly").map(String::as_str), config.get("appendfsync").map(String::as_str)) {
+        (Some("yes"), Some("always")) => Some(std::time::Duration::ZERO),
+        (Some("yes"), Some("everysec")) => Some(EVERYSEC_HORIZON),
+        _ => None,
+    }
+}
+
+/// The live server's run id (`INFO server`), which the scripts' guard
+/// compares with the one the ledger was confirmed under.
+async fn live_run(conn: &mut ConnectionManager) -> Result<String, LedgerError> {
+    let info: String = ::redis::cmd("INFO").arg("server").query_async(conn).await.map_err(redis_err)?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("run_id:"))
+        .map(|r| r.trim().to_owned())
+        .ok_or_else(|| LedgerError::Corrupt("INFO server names no run_id".to_owned()))
 }
 
 fn attempt_json(a: &AttemptRecord) -> Result<String, LedgerError> {
@@ -395,6 +558,18 @@ impl Ledger for RedisLedger {
         Some(self.round_trips.load(std::sync::atomic::Ordering::Relaxed))
     }
 
+    /// Unless the server fsyncs every write (`appendfsync always`), a crash
+    /// can take back what it acknowledged.
+    fn acks_may_be_lost(&self) -> bool {
+        self.horizon != Some(std::time::Duration::ZERO)
+    }
+
+    fn durability(&self) -> Durability {
+        let a = self.acks();
+        let durable_seq = if self.horizon == Some(std::time::Duration::ZERO) { a.seq } else { a.durable_seq };
+        Durability { epoch: a.epoch, ack_seq: a.seq, durable_seq }
+    }
+
     async fn seed(
         &self,
         header: &PlanHeader,
@@ -525,7 +700,14 @@ impl Ledger for RedisLedger {
         for (arm, n) in planned_per_arm {
             p.hset(self.key("counts"), format!("a|{arm}|planned"), n).ignore();
         }
-        p.hset(&meta, "seeded", "1").ignore();
+        let live = live_run(&mut self.rt()).await?;
+        p.hset(&meta, "seeded", "1").ignore().hset(&meta, "redis_run", live).ignore();
+        p.hset_nx(&meta, "epoch", 1)
+            .ignore()
+            .hset_nx(&meta, "seq", 0)
+            .ignore()
+            .hset_nx(&meta, "token_floor", 0)
+            .ignore();
         p.cmd("XADD")
             .arg(self.key("events"))
             .arg("*")
@@ -554,20 +736,9 @@ impl Ledger for RedisLedger {
             LeaseScope::Automatic => ("auto", ""),
             LeaseScope::Manual(arm) => ("manual", arm),
         };
-        let reply: Vec<Value> = self
-            .scripts
-            .lease
-            .key(self.meta())
-            .arg(now_ms)
-            .arg(max)
-            .arg(ttl_ms)
-            .arg(worker)
-            .arg(CLOSE_BATCH)
-            .arg(scope)
-            .arg(scope_arm)
-            .invoke_async(&mut self.rt())
-            .await
-            .map_err(redis_err)?;
+        let mut inv = self.scripts.lease.key(self.meta());
+        inv.arg(now_ms).arg(max).arg(ttl_ms).arg(worker).arg(CLOSE_BATCH).arg(scope).arg(scope_arm);
+        let reply: Vec<Value> = self.call(&inv, now_ms).await?;
         let closed = reply.first().map(value_i64) == Some(1);
         let mut done = reply.get(1).map(value_i64) == Some(1);
         if closed && !done {
@@ -576,6 +747,10 @@ impl Ledger for RedisLedger {
             done = self.status().await?.done();
         }
         let leases = grants(reply.get(3..).unwrap_or_default())?;
+        if let Some(top) = leases.iter().map(|g| g.token).max() {
+            let mut a = self.acks();
+            a.token = a.token.max(top);
+        }
         Ok(LeaseBatch { leases, closed: closed || done, done })
     }
 
@@ -587,7 +762,7 @@ impl Ledger for RedisLedger {
 
     async fn heartbeat(
         &self,
-        _worker: &str,
+        worker: &str,
         leases: &[LeaseRef],
         now_ms: i64,
         ttl_ms: i64,
@@ -596,11 +771,11 @@ impl Ledger for RedisLedger {
             return Ok(Vec::new());
         }
         let mut inv = self.scripts.heartbeat.key(self.meta());
-        inv.arg(now_ms).arg(ttl_ms);
+        inv.arg(now_ms).arg(ttl_ms).arg(worker);
         for l in leases {
             inv.arg(&l.run_id).arg(l.token);
         }
-        let lost: Vec<String> = inv.invoke_async(&mut self.rt()).await.map_err(redis_err)?;
+        let lost: Vec<String> = self.call(&inv, now_ms).await?;
         Ok(lost
             .chunks_exact(2)
             .map(|p| LeaseRef { run_id: p[0].clone(), token: p[1].parse().unwrap_or_default() })
@@ -614,18 +789,10 @@ impl Ledger for RedisLedger {
         attempt: &AttemptRecord,
         now_ms: i64,
     ) -> Result<AttemptVerdict, LedgerError> {
-        let reply: Vec<Value> = self
-            .scripts
-            .attempt
-            .key(self.meta())
-            .arg(now_ms)
-            .arg(&lease.run_id)
-            .arg(lease.token)
-            .arg(worker)
-            .arg(attempt_json(attempt)?)
-            .invoke_async(&mut self.rt())
-            .await
-            .map_err(redis_err)?;
+        let mut inv = self.scripts.attempt.key(self.meta());
+        inv.arg(now_ms).arg(&lease.run_id).arg(lease.token).arg(worker).arg(attempt_json(attempt)?);
+        let reply: Vec<Value> = self.call(&inv, now_ms).await?;
+        self.acks().saw_seq(reply.get(2).map(value_i64).unwrap_or_default() as u64);
         match reply.first().map(value_i64) {
             Some(1) => Ok(AttemptVerdict::Retry { not_before_ms: reply.get(1).map(value_i64).unwrap_or(now_ms) }),
             Some(2) => Ok(AttemptVerdict::Final(outcome_from(&reply.get(1).map(value_string).unwrap_or_default())?)),
@@ -666,37 +833,33 @@ impl Ledger for RedisLedger {
                 .arg(if result.observed_version.is_some() { "1" } else { "0" })
                 .arg(attempt_json(&result.attempt)?);
         }
-        let accepted: Vec<i64> = inv.invoke_async(&mut self.rt()).await.map_err(redis_err)?;
+        let mut accepted: Vec<i64> = self.call(&inv, now_ms).await?;
+        // The last integer is the acknowledgement's sequence number.
+        let seq = accepted.pop().unwrap_or_default();
+        self.acks().saw_seq(seq as u64);
         Ok(accepted.into_iter().map(|a| a == 1).collect())
     }
 
     async fn release(&self, worker: &str, lease: &LeaseRef, now_ms: i64) -> Result<bool, LedgerError> {
-        let released: i64 = self
-            .scripts
-            .release
-            .key(self.meta())
-            .arg(now_ms)
-            .arg(&lease.run_id)
-            .arg(lease.token)
-            .arg(worker)
-            .invoke_async(&mut self.rt())
-            .await
-            .map_err(redis_err)?;
+        let mut inv = self.scripts.release.key(self.meta());
+        inv.arg(now_ms).arg(&lease.run_id).arg(lease.token).arg(worker);
+        let released: i64 = self.call(&inv, now_ms).await?;
         Ok(released == 1)
     }
 
     async fn expire(&self, now_ms: i64) -> Result<u64, LedgerError> {
         let mut total = 0;
         loop {
-            let n: u64 = self
-                .scripts
-                .expire
-                .key(self.meta())
-                .arg(now_ms)
-                .arg(EXPIRE_BATCH)
-                .invoke_async(&mut self.rt())
-                .await
-                .map_err(redis_err)?;
+            let mut inv = self.scripts.expire.key(self.meta());
+            inv.arg(now_ms).arg(EXPIRE_BATCH);
+            let reply: Vec<i64> = self.call(&inv, now_ms).await?;
+            let (n, seq, epoch) = match reply[..] {
+                [n, s, e] => (n as u64, s as u64, e as u64),
+                _ => return Err(LedgerError::Corrupt(format!("expire.lua answered {reply:?}"))),
+            };
+            if let Some(horizon) = self.horizon {
+                self.acks().confirm(std::time::Instant::now(), epoch, seq, horizon);
+            }
             total += n;
             if (n as usize) < EXPIRE_BATCH {
                 return Ok(total);
@@ -709,17 +872,9 @@ impl Ledger for RedisLedger {
     }
 
     async fn pause_arm(&self, arm: &str, reason: &str, now_ms: i64) -> Result<(), LedgerError> {
-        self.scripts
-            .arm
-            .key(self.meta())
-            .arg(now_ms)
-            .arg("pause")
-            .arg(arm)
-            .arg(reason)
-            .arg("")
-            .invoke_async::<i64>(&mut self.rt())
-            .await
-            .map_err(redis_err)?;
+        let mut inv = self.scripts.arm.key(self.meta());
+        inv.arg(now_ms).arg("pause").arg(arm).arg(reason).arg("");
+        self.call::<i64>(&inv, now_ms).await?;
         Ok(())
     }
 
@@ -730,17 +885,9 @@ impl Ledger for RedisLedger {
         accept_version: Option<&str>,
         now_ms: i64,
     ) -> Result<(), LedgerError> {
-        self.scripts
-            .arm
-            .key(self.meta())
-            .arg(now_ms)
-            .arg("resume")
-            .arg(arm)
-            .arg(acknowledgement)
-            .arg(accept_version.unwrap_or_default())
-            .invoke_async::<i64>(&mut self.rt())
-            .await
-            .map_err(redis_err)?;
+        let mut inv = self.scripts.arm.key(self.meta());
+        inv.arg(now_ms).arg("resume").arg(arm).arg(acknowledgement).arg(accept_version.unwrap_or_default());
+        self.call::<i64>(&inv, now_ms).await?;
         Ok(())
     }
 
@@ -932,6 +1079,98 @@ mod tests {
         let e = ledger.status().await.unwrap_err();
         assert!(matches!(e, LedgerError::Redis(_)) && e.is_transient(), "{e:?}");
         assert!(e.to_string().contains("unreachable"), "{e}");
+    }
+
+    /// A real rollback: the server snapshots (SAVE), acknowledges more
+    /// (a result, a lease), is killed and comes back from the snapshot, as
+    /// a crash without fsync would leave it. The first call after it
+    /// detects the restart and recovers: a new epoch, the audit event
+    /// saying what was lost, no lease granted during the grace; the lost lease is taken back by its holder's heartbeat (a
+    /// `reclaimed` event), the lost result is accepted again from the
+    /// journal, and tokens issued afterwards are past every earlier one.
+    #[tokio::test]
+    async fn a_rollback_is_detected_and_what_it_lost_is_taken_back() {
+        use crate::ledger::conformance::{TTL, header, order, questions};
+        use crate::ledger::{AttemptRecord, LeaseRef, RunResult};
+
+        let mut server = RedisServer::start().unwrap();
+        let ledger = RedisLedger::connect(&server.url(), "conformance").await.unwrap().with_recovery_grace(500);
+        ledger.seed(&header(), &questions(), &order(), 0).await.unwrap();
+        let first = ledger.lease("w1", 2, 100, TTL).await.unwrap().leases;
+        assert_eq!(first.len(), 2);
+        let client = ::redis::Client::open(server.url()).unwrap();
+        let mut raw = client.get_multiplexed_async_connection().await.unwrap();
+        let _: () = ::redis::cmd("SAVE").query_async(&mut raw).await.unwrap();
+
+        // Acknowledged after the snapshot: a result of the first run, a third lease.
+        let ok = AttemptRecord {
+            class: AttemptClass::Ok,
+            http_status: 200,
+            detail: String::new(),
+            started_ms: 110,
+            ended_ms: 120,
+            observed_version: Some("a-1".into()),
+            worker: String::new(),
+            attempt: 0,
+            token: 0,
+            retry_after_ms: None,
+        };
+        let result = RunResult {
+            outcome: Outcome::Completed,
+            reason: String::new(),
+            record_sha256: "b".repeat(64),
+            observed_version: Some("a-1".into()),
+            attempt: ok,
+        };
+        let done = LeaseRef { run_id: first[0].run_id.clone(), token: first[0].token };
+        assert!(ledger.finish("w1", &done, &result, 130).await.unwrap());
+        let third = ledger.lease("w1", 1, 140, TTL).await.unwrap().leases.remove(0);
+        let before = ledger.durability();
+        assert_eq!(before.epoch, 1);
+        server.restart().unwrap();
+
+        // The heartbeat meets the restarted server: recovery, then the
+        // heartbeat keeps the surviving lease and takes back the lost one.
+        let held = [
+            LeaseRef { run_id: first[1].run_id.clone(), token: first[1].token },
+            LeaseRef { run_id: third.run_id.clone(), token: third.token },
+        ];
+        // The connection breaks with the restart: the first calls fail
+        // (transient) until it is back, as a coordinator's would.
+        let mut lost = None;
+        for _ in 0..100 {
+            match ledger.heartbeat("w1", &held, 200, TTL).await {
+                Ok(l) => {
+                    lost = Some(l);
+                    break;
+                }
+                Err(e) if e.is_transient() => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+        let lost = lost.expect("the restarted server answers within 5 s");
+        assert!(lost.is_empty(), "{lost:?}");
+        assert_eq!(ledger.durability().epoch, 2);
+        assert!(ledger.lease("w2", 4, 300, TTL).await.unwrap().leases.is_empty(), "nothing is leased while recovering");
+        // The journal's replay of the lost result is accepted.
+        assert!(ledger.finish("w1", &done, &result, 310).await.unwrap());
+        let status = ledger.status().await.unwrap();
+        assert_eq!((status.finished, status.leased), (1, 2), "{status:?}");
+        let events = ledger.events(100).await.unwrap();
+        let restarted: Vec<&str> =
+            events.iter().filter(|e| e.kind == "ledger_restarted").map(|e| e.detail.as_str()).collect();
+        assert_eq!(restarted.len(), 1, "{events:?}");
+        assert!(
+            restarted[0].contains("epoch 2") && restarted[0].contains("acknowledged reports lost: 1 "),
+            "{}",
+            restarted[0]
+        );
+        assert!(events.iter().any(|e| e.kind == "reclaimed" && e.run_id == third.run_id), "{events:?}");
+
+        // After the grace, new tokens start past every earlier one.
+        let next = ledger.lease("w2", 4, 800, TTL).await.unwrap().leases;
+        assert!(!next.is_empty());
+        assert!(next.iter().all(|g| g.token > third.token + (1 << 32)), "{next:?}");
     }
 
     /// Reads the generated tables back inside a real Redis (its Lua and

@@ -352,6 +352,9 @@ impl Ledger for SqliteLedger {
         self.write(move |tx, cache| {
             let (worker, lease, attempt) = (worker.as_str(), &lease, &attempt);
             let plan = plan(tx, cache)?;
+            if let Some(verdict) = attempt_again(tx, lease, attempt)? {
+                return Ok(verdict);
+            }
             let Some(run) = leased_run(tx, lease)? else {
                 let report = discarded_report(worker, lease, "attempt", now_ms, Some(attempt.class), None);
                 discard(tx, &report)?;
@@ -380,6 +383,9 @@ impl Ledger for SqliteLedger {
         let (worker, lease, result) = (worker.to_owned(), lease.clone(), result.clone());
         self.write(move |tx, _| {
             let (worker, lease, result) = (worker.as_str(), &lease, &result);
+            if result_again(tx, lease, result)? {
+                return Ok(true);
+            }
             let Some(run) = leased_run(tx, lease)? else {
                 let report =
                     discarded_report(worker, lease, "result", now_ms, Some(result.attempt.class), Some(result.outcome));
@@ -1216,6 +1222,55 @@ fn leased_run(conn: &Connection, lease: &LeaseRef) -> Result<Option<LiveRun>, Le
         ))
         .sql()?;
     stmt.query_row(params![lease.run_id, token], LiveRun::from_row).optional().sql()
+}
+
+/// Whether the run already has this result, under this lease's token, with
+/// this record and outcome (a report sent again, or replayed from a worker's
+/// journal): acknowledged again, nothing changes.
+fn result_again(conn: &Connection, lease: &LeaseRef, result: &RunResult) -> Result<bool, LedgerError> {
+    let Ok(token) = i64::try_from(lease.token) else { return Ok(false) };
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT 1 FROM runs WHERE run_id = ?1 AND state = 'final' AND token = ?2 AND record_sha256 = ?3 \
+             AND outcome = ?4",
+        )
+        .sql()?;
+    stmt.exists(params![lease.run_id, token, result.record_sha256, result.outcome.as_str()]).sql()
+}
+
+/// The verdict again when the run's last recorded attempt is this one (its
+/// token, class, start and end: a report sent again, or replayed from a
+/// worker's journal): the final outcome if the run is final, else a retry.
+/// `None` when it is a new report.
+fn attempt_again(
+    conn: &Connection,
+    lease: &LeaseRef,
+    attempt: &AttemptRecord,
+) -> Result<Option<AttemptVerdict>, LedgerError> {
+    let Ok(token) = i64::try_from(lease.token) else { return Ok(None) };
+    let mut stmt =
+        conn.prepare_cached("SELECT token, record FROM attempts WHERE run_id = ?1 ORDER BY id DESC LIMIT 1").sql()?;
+    let last: Option<(i64, String)> =
+        stmt.query_row(params![lease.run_id], |r| Ok((r.get(0)?, r.get(1)?))).optional().sql()?;
+    let Some((last_token, record)) = last else { return Ok(None) };
+    let last: AttemptRecord = from_json("an attempt record", &record)?;
+    if last_token != token
+        || last.class != attempt.class
+        || last.started_ms != attempt.started_ms
+        || last.ended_ms != attempt.ended_ms
+    {
+        return Ok(None);
+    }
+    let outcome: Option<String> = conn
+        .prepare_cached("SELECT outcome FROM runs WHERE run_id = ?1 AND state = 'final'")
+        .sql()?
+        .query_row(params![lease.run_id], |r| r.get(0))
+        .optional()
+        .sql()?;
+    Ok(Some(match outcome {
+        Some(o) => AttemptVerdict::Final(parse_outcome(&o)?),
+        None => AttemptVerdict::Retry { not_before_ms: 0 },
+    }))
 }
 
 /// Applies the retry policy after a failed attempt of a leased run: a

@@ -3,6 +3,7 @@
 -- acknowledgement, version to accept on resume ('' for none).
 -- Returns 1, or an error when the arm is unknown.
 local now, op, arm, text, accept = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local stop = guard() if stop then return stop end
 if redis.call('HEXISTS', P .. 'arms', arm .. '|cap') == 0 then
   return redis.error_reply('UNKNOWNARM ' .. arm)
 end

@@ -5,6 +5,7 @@
 -- `limit` runs per call (callers loop until 0). Returns how many it finalised.
 local now, mode, limit = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 if redis.call('HGET', META, 'seeded') ~= '1' then return redis.error_reply('NOTSEEDED the ledger is not seeded') end
+local stop = guard() if stop then return stop end
 if mode == 'abort' then
   if redis.call('HEXISTS', META, 'aborted') == 0 then
     redis.call('HSET', META, 'aborted', ARGV[4])

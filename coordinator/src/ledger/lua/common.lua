@@ -9,7 +9,12 @@
 --                        token (fencing counter), window_ms, retry policy,
 --                        window_start, window_end, window_closed, aborted,
 --                        planned, finished, discarded, rounds,
---                        round_every_ms, rounds_closed
+--                        round_every_ms, rounds_closed; and durability
+--                        (ARCHITECTURE.md, "Durable acknowledgements"):
+--                        redis_run (the server's run id the ledger last
+--                        confirmed), epoch, seq (acknowledgement counter),
+--                        token_floor (tokens below it were issued before
+--                        the last recovery), recovering_until (ms)
 --   P.."pending:"..arm   zset: run_id -> position, runs ready to lease
 --   P.."delayed"         zset: run_id -> not_before_ms, retries in backoff
 --   P.."rounds"          zset: run_id -> round, runs of rounds not open yet
@@ -42,6 +47,35 @@ local P = string.sub(META, 1, -5)
 local function event(now, kind, run_id, detail)
   redis.call('XADD', P .. 'events', 'MAXLEN', '~', 100000, '*',
     'at_ms', now, 'kind', kind, 'run_id', run_id or '', 'detail', detail or '')
+end
+
+-- The live server's run id: it changes whenever the server restarts or
+-- another one (a replica) takes over, which may have lost writes.
+local function live_run()
+  return string.match(redis.call('INFO', 'server'), 'run_id:(%x+)')
+end
+
+-- Refuses to change anything on a server that restarted, or was replaced,
+-- since the ledger last confirmed its epoch (`recover.lua` confirms it):
+-- what it holds may be an older state than the one reported to workers.
+-- Every script that changes state starts with
+-- `local stop = guard() if stop then return stop end`.
+local function guard()
+  local live = live_run()
+  if redis.call('HGET', META, 'redis_run') ~= live then
+    return redis.error_reply('RESTARTED redis server ' .. tostring(live) .. ' has not confirmed this ledger yet')
+  end
+  return nil
+end
+
+-- Counts one acknowledgement; returns the new sequence number.
+local function bump_seq()
+  return redis.call('HINCRBY', META, 'seq', 1)
+end
+
+-- Whether the ledger is recovering at `now` (no lease granted, none expired).
+local function recovering(now)
+  return tonumber(redis.call('HGET', META, 'recovering_until') or '0') > now
 end
 
 local function arm_of(run_id)
@@ -99,6 +133,45 @@ local function requeue(run_id, arm, not_before, now)
     local pos = redis.call('HGET', P .. 'run:' .. run_id, 'pos')
     redis.call('ZADD', P .. 'pending:' .. arm, pos, run_id)
   end
+end
+
+-- Takes a run back for the holder of a lease the ledger lost in a
+-- rollback. Only for a token issued before the last recovery (`token <
+-- token_floor`), on a run that is not final, when nothing later than the
+-- token happened to it: it is pending with no attempt recorded under this
+-- token or a later one, or leased under an older token (whose holder's
+-- lease this one had replaced: its `worker_lost` attempt, lost too, is
+-- recorded again). The run is then leased to `worker` under `token` until
+-- `now + ttl`, as the lost grant had it. Returns whether it did.
+local function reclaim(run_id, token, worker, now, ttl)
+  local t = tonumber(token)
+  if not t or t >= tonumber(redis.call('HGET', META, 'token_floor') or '0') then return false end
+  local key = P .. 'run:' .. run_id
+  local r = redis.call('HMGET', key, 'state', 'token', 'worker', 'attempts', 'excused')
+  if not r[1] or r[1] == 'final' then return false end
+  local arm = arm_of(run_id)
+  if r[1] == 'leased' then
+    local held = tonumber(r[2])
+    if held >= t then return false end
+    local lost = cjson.encode({ class = 'worker_lost', http_status = 0,
+      detail = 'lease under token ' .. held .. ' replaced by token ' .. t .. ' in writes the ledger lost',
+      started_ms = now, ended_ms = now })
+    record_attempt(run_id, lost, r[3], tonumber(r[4]), held)
+  else
+    local last = redis.call('LINDEX', P .. 'attempts:' .. run_id, -1)
+    if last and tonumber(cjson.decode(last)['token'] or 0) >= t then return false end
+    redis.call('ZREM', P .. 'pending:' .. arm, run_id)
+    redis.call('ZREM', P .. 'delayed', run_id)
+    redis.call('ZREM', P .. 'rounds', run_id)
+    redis.call('HINCRBY', P .. 'arms', arm .. '|leased', 1)
+  end
+  local attempts = redis.call('HINCRBY', key, 'attempts', 1)
+  if attempts - tonumber(r[5] or '0') == 1 then redis.call('HSET', key, 'started', now) end
+  redis.call('HSET', key, 'state', 'leased', 'token', t, 'worker', worker, 'expires', now + ttl)
+  redis.call('ZADD', P .. 'leases', now + ttl, run_id)
+  event(now, 'reclaimed', run_id, 'lease under token ' .. t .. ' taken back by ' .. worker
+    .. ': the ledger had lost it in a rollback')
+  return true
 end
 
 -- The rounds of a repeated-run cohort (mirror of cohort_coordinator's

@@ -3,11 +3,16 @@
 -- outcome, reason, record_sha256, observed_version ('' = not disclosed),
 -- has_version (0/1), attempt JSON. Atomic over the whole call: each
 -- result's attempt, outcome, counts and lease end change together.
--- Returns one integer per result: 1 accepted, 0 stale (kept as discarded).
+-- Returns one integer per result: 1 accepted, 0 stale (kept as discarded),
+-- then the acknowledgement's sequence number. A result the run already has
+-- (same token, record and outcome: a report sent again, or replayed from a
+-- worker's journal) is accepted and changes nothing. A lease the ledger
+-- lost in a rollback is taken back first (common.lua `reclaim`).
 -- A result whose outcome does not fit its attempt's class (FITS, from
 -- lifecycle::check_final) refuses the whole call before anything changes:
 -- error `UNFIT run_id outcome class`.
 local now, worker = tonumber(ARGV[1]), ARGV[2]
+local stop = guard() if stop then return stop end
 for i = 3, #ARGV, 8 do
   local outcome, class = ARGV[i + 2], cjson.decode(ARGV[i + 7])['class']
   if not (FITS[outcome] and FITS[outcome][class]) then
@@ -18,11 +23,14 @@ local out = {}
 for i = 3, #ARGV, 8 do
   local id, token, outcome, reason = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local record, version, has_version, attempt = ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
-  if not is_current(id, token) then
+  local key = P .. 'run:' .. id
+  local held = redis.call('HMGET', key, 'state', 'token', 'record', 'outcome')
+  if held[1] == 'final' and held[2] == token and held[3] == record and held[4] == outcome then
+    table.insert(out, 1)
+  elseif not (is_current(id, token) or reclaim(id, token, worker, now, 0)) then
     discard(id, tonumber(token), worker, 'result', now, nil, outcome)
     table.insert(out, 0)
   else
-    local key = P .. 'run:' .. id
     local n = tonumber(redis.call('HGET', key, 'attempts'))
     record_attempt(id, attempt, worker, n, tonumber(token))
     local arm = arm_of(id)
@@ -33,4 +41,5 @@ for i = 3, #ARGV, 8 do
     table.insert(out, 1)
   end
 end
+table.insert(out, bump_seq())
 return out

@@ -5,12 +5,16 @@
 -- Arms paused, at their cap, or held by a Retry-After (ARM|hold > now)
 -- grant nothing. Atomic: the window check, the move of due retries, the grants, the
 -- tokens and the arm slot counts happen in one script.
+-- While the ledger recovers from a restart (`recovering_until`), nothing is
+-- granted: the holders of leases the restart lost take them back first.
 -- Returns {closed, done, n, run_id, token, attempt, question_text, expires, ...},
--- or an error UNKNOWNARM / NOTMANUAL for a manual scope naming a bad arm.
+-- or an error UNKNOWNARM / NOTMANUAL for a manual scope naming a bad arm,
+-- or RESTARTED (common.lua `guard`).
 local now, max, ttl, worker = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local close_limit = tonumber(ARGV[5])
 local scope, scope_arm = ARGV[6], ARGV[7]
 if redis.call('HGET', META, 'seeded') ~= '1' then return redis.error_reply('NOTSEEDED the ledger is not seeded') end
+local stop = guard() if stop then return stop end
 if scope == 'manual' then
   if redis.call('HEXISTS', P .. 'arms', scope_arm .. '|cap') == 0 then
     return redis.error_reply('UNKNOWNARM ' .. scope_arm)
@@ -36,6 +40,7 @@ local closed = close_window_if_due(now, close_limit)
 if closed or redis.call('HEXISTS', META, 'aborted') == 1 then
   return { 1, finished_all() and 1 or 0, 0 }
 end
+if recovering(now) then return { 0, finished_all() and 1 or 0, 0 } end
 
 -- Rounds whose own window passed are closed (up to close_limit runs; the
 -- rest on later calls), and rounds that have opened join their queues.

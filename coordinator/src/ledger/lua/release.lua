@@ -3,7 +3,8 @@
 -- KEYS[1] meta. ARGV: now_ms, run_id, token, worker. Atomic.
 -- Returns 1 when released, 0 when the lease was stale.
 local now, id, token, worker = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
-if not is_current(id, token) then
+local stop = guard() if stop then return stop end
+if not (is_current(id, token) or reclaim(id, token, worker, now, 0)) then
   discard(id, tonumber(token), worker, 'release', now, nil, nil)
   return 0
 end
