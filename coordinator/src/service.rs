@@ -43,6 +43,24 @@ pub struct CoordinatorConfig {
     pub reconcile_interval: Duration,
     /// How long a worker waits before asking again after an empty lease.
     pub empty_lease_retry_ms: u32,
+    /// Whether workers journal their reports until the ledger says they
+    /// are on disk.
+    pub journal: JournalMode,
+}
+
+/// Whether workers keep a journal of their reports (ARCHITECTURE.md,
+/// "Durable acknowledgements").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum JournalMode {
+    /// When the ledger says a crash can lose what it acknowledged
+    /// ([`Ledger::acks_may_be_lost`]): Redis without `appendfsync always`.
+    #[default]
+    Auto,
+    /// Always (a Redis whose replicas may take over, say).
+    On,
+    /// Never: an acknowledged report lost by the ledger is lost (and its
+    /// run is executed again). For measuring what the journal costs.
+    Off,
 }
 
 impl Default for CoordinatorConfig {
@@ -52,6 +70,7 @@ impl Default for CoordinatorConfig {
             heartbeat_interval_ms: 5_000,
             reconcile_interval: Duration::from_millis(500),
             empty_lease_retry_ms: 200,
+            journal: JournalMode::Auto,
         }
     }
 }
@@ -126,6 +145,7 @@ impl CoordinatorService {
         clock: Arc<dyn Clock>,
         config: CoordinatorConfig,
     ) -> CoordinatorService {
+        ledger.set_recovery_grace(config.lease_ttl_ms);
         let arms = plan.pinned_versions.iter().map(|(a, v)| (a.clone(), (vec![v.clone()], false))).collect();
         CoordinatorService {
             ledger,
@@ -134,6 +154,21 @@ impl CoordinatorService {
             config,
             arms: Arc::new(RwLock::new(arms)),
             worker_seq: AtomicU64::new(0),
+        }
+    }
+
+    /// The ledger's durability, as every answer to a worker carries it.
+    fn durability(&self) -> Option<pb::Durability> {
+        let d = self.ledger.durability();
+        Some(pb::Durability { epoch: d.epoch, ack_seq: d.ack_seq, durable_seq: d.durable_seq })
+    }
+
+    /// Whether workers are asked to journal their reports.
+    fn journal_reports(&self) -> bool {
+        match self.config.journal {
+            JournalMode::Auto => self.ledger.acks_may_be_lost(),
+            JournalMode::On => true,
+            JournalMode::Off => false,
         }
     }
 
@@ -253,6 +288,12 @@ impl Coordinator for CoordinatorService {
             worker_id,
             lease_ttl_ms: self.config.lease_ttl_ms as u32,
             heartbeat_interval_ms: self.config.heartbeat_interval_ms,
+            journal_reports: self.journal_reports(),
+            durability: self.durability(),
+            durable_after_ms: self
+                .ledger
+                .durable_after()
+                .map_or(0, |d| u32::try_from(d.as_millis()).unwrap_or(u32::MAX)),
         }))
     }
 
@@ -282,7 +323,12 @@ impl Coordinator for CoordinatorService {
             });
         }
         let retry_after_ms = if leases.is_empty() && !batch.closed { self.config.empty_lease_retry_ms } else { 0 };
-        Ok(Response::new(pb::LeaseResponse { leases, retry_after_ms, cohort_done: batch.closed }))
+        Ok(Response::new(pb::LeaseResponse {
+            leases,
+            retry_after_ms,
+            cohort_done: batch.closed,
+            durability: self.durability(),
+        }))
     }
 
     async fn heartbeat(
@@ -296,7 +342,10 @@ impl Coordinator for CoordinatorService {
             .heartbeat(&r.worker_id, &leases, self.clock.now_ms(), self.config.lease_ttl_ms)
             .await
             .map_err(ledger_status)?;
-        Ok(Response::new(pb::HeartbeatResponse { lost: lost.iter().map(convert::lease_ref_to_pb).collect() }))
+        Ok(Response::new(pb::HeartbeatResponse {
+            lost: lost.iter().map(convert::lease_ref_to_pb).collect(),
+            durability: self.durability(),
+        }))
     }
 
     async fn report_attempt(
@@ -311,21 +360,20 @@ impl Coordinator for CoordinatorService {
             .report_attempt(&r.worker_id, &lease, &attempt, self.clock.now_ms())
             .await
             .map_err(ledger_status)?;
+        let durability = self.durability();
         let response = match verdict {
-            AttemptVerdict::Stale => {
-                pb::ReportAttemptResponse { accepted: false, retry: false, final_outcome: 0, arm_paused: false }
-            }
+            AttemptVerdict::Stale => pb::ReportAttemptResponse { accepted: false, durability, ..Default::default() },
             AttemptVerdict::Retry { .. } => {
-                pb::ReportAttemptResponse { accepted: true, retry: true, final_outcome: 0, arm_paused: false }
+                pb::ReportAttemptResponse { accepted: true, retry: true, durability, ..Default::default() }
             }
             AttemptVerdict::ArmPaused => {
-                pb::ReportAttemptResponse { accepted: true, retry: false, final_outcome: 0, arm_paused: true }
+                pb::ReportAttemptResponse { accepted: true, arm_paused: true, durability, ..Default::default() }
             }
             AttemptVerdict::Final(o) => pb::ReportAttemptResponse {
                 accepted: true,
-                retry: false,
                 final_outcome: convert::outcome_to_pb(o) as i32,
-                arm_paused: false,
+                durability,
+                ..Default::default()
             },
         };
         Ok(Response::new(response))
@@ -338,7 +386,10 @@ impl Coordinator for CoordinatorService {
         let r = request.into_inner();
         let worker_id = r.worker_id.clone();
         let accepted = self.finish_results(&worker_id, vec![r]).await?;
-        Ok(Response::new(pb::ReportResultResponse { accepted: accepted.first().copied().unwrap_or(false) }))
+        Ok(Response::new(pb::ReportResultResponse {
+            accepted: accepted.first().copied().unwrap_or(false),
+            durability: self.durability(),
+        }))
     }
 
     async fn report_results(
@@ -350,7 +401,7 @@ impl Coordinator for CoordinatorService {
             return Err(Status::invalid_argument(format!("at most {MAX_RESULTS_PER_CALL} results per call")));
         }
         let accepted = self.finish_results(&r.worker_id, r.results).await?;
-        Ok(Response::new(pb::ReportResultsResponse { accepted }))
+        Ok(Response::new(pb::ReportResultsResponse { accepted, durability: self.durability() }))
     }
 
     async fn drain(&self, request: Request<pb::DrainRequest>) -> Result<Response<pb::DrainResponse>, Status> {

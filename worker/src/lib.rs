@@ -38,6 +38,7 @@ use tracing::{debug, error, info, warn};
 pub mod adapters;
 pub mod capture;
 pub mod execute;
+pub mod journal;
 pub mod passes;
 pub mod preflight;
 pub mod record;
@@ -106,6 +107,15 @@ pub enum WorkerError {
         #[source]
         source: std::io::Error,
     },
+    /// The coordinator asked for a journal of reports (its ledger can lose
+    /// acknowledged writes) and the journal's directory refused it, so the
+    /// worker did not start leasing.
+    #[error("cannot keep the journal of reports in {}: {source}", dir.display())]
+    Journal {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// Leases held now: run id -> (lease, the task acting on it: the run, or
@@ -166,7 +176,20 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
     let registered = registered.map_err(|s| WorkerError::Refused(s.message().to_owned()))?;
     let kept_at_start = config.context.spool.kept_here();
     let worker_id = registered.worker_id.clone();
-    info!(%worker_id, slots = config.slots, "worker registered");
+    info!(%worker_id, slots = config.slots, journal = registered.journal_reports, "worker registered");
+    let journaling = Arc::new(if registered.journal_reports {
+        // Reports journaled by workers that died here go out first.
+        let root = journal_root(&config.context);
+        tokio::select! {
+            r = replay_leftovers(&client, &worker_id, &root) => r?,
+            () = &mut shutdown => return Ok(WorkerSummary::default()),
+        }
+        let journal = journal::Journal::open(&root, &journal_tag(&worker_id))
+            .map_err(|source| WorkerError::Journal { dir: root.clone(), source })?;
+        Journaling::new(Some(journal), registered.durability.as_ref())
+    } else {
+        Journaling::new(None, registered.durability.as_ref())
+    });
 
     let (fatal_tx, mut fatal_rx) = mpsc::unbounded_channel::<WorkerError>();
     let inflight: Inflight = Arc::default();
@@ -180,12 +203,19 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
         Arc::clone(&inflight),
         Duration::from_millis(u64::from(registered.heartbeat_interval_ms.max(50))),
         fatal_tx.clone(),
+        Arc::clone(&journaling),
     ));
     // Final results go through one reporter task that sends whatever has
     // queued up as one `ReportResults` call: one round trip for many runs
     // when the worker is busy, no added delay when it is not.
     let (results_tx, results_rx) = mpsc::channel::<Outgoing>(1024);
-    let reporter = services.spawn(reporter_loop(client.clone(), worker_id.clone(), results_rx, fatal_tx.clone()));
+    let reporter = services.spawn(reporter_loop(
+        client.clone(),
+        worker_id.clone(),
+        results_rx,
+        fatal_tx.clone(),
+        Arc::clone(&journaling),
+    ));
     let crew = Crew {
         client: client.clone(),
         worker_id: worker_id.clone(),
@@ -194,6 +224,7 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
         fatal: fatal_tx,
         context: Arc::new(config.context),
         arms: Arc::new(config.arms),
+        journaling: Arc::clone(&journaling),
     };
     let mut tasks: JoinSet<RunDone> = JoinSet::new();
     let mut summary = WorkerSummary::default();
@@ -254,6 +285,7 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
             match leased {
                 Ok(response) => {
                     let response = response.into_inner();
+                    journaling.observe(response.durability.as_ref());
                     backoff = coordinator_backoff();
                     cohort_done = response.cohort_done;
                     let granted = response.leases.len();
@@ -354,6 +386,11 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
             Err(e) => warn!(error = %e.message(), leases = n, "drain failed: the leases will expire instead"),
         }
     }
+    // The journal waits (briefly) for the ledger to have its reports on
+    // disk; what is still held stays for the next worker here to replay.
+    let settle = Duration::from_millis(u64::from(registered.durable_after_ms))
+        + 2 * Duration::from_millis(u64::from(registered.heartbeat_interval_ms));
+    settle_journal(&client, &worker_id, &journaling, (registered.durable_after_ms > 0).then_some(settle)).await;
     services.abort_all();
     while let Some(ended) = services.join_next_with_id().await {
         if let Err(e) = ended
@@ -385,6 +422,210 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
 
 /// How long a stopping worker waits for its queued results to be taken.
 const REPORTER_FLUSH: Duration = Duration::from_secs(10);
+
+/// The journals' directory: beside the spool, `DIR/.cohort/journal`.
+fn journal_root(context: &RunContext) -> PathBuf {
+    context.spool.dir().with_file_name("journal")
+}
+
+/// A directory name for this process's journal: the worker id, with
+/// anything but `[A-Za-z0-9._-]` replaced.
+fn journal_tag(worker_id: &str) -> String {
+    let tag: String =
+        worker_id.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).collect();
+    format!("{tag}-{}", std::process::id())
+}
+
+/// The journal of reports (when the coordinator asked for one) and what the
+/// worker knows of the ledger's epoch (see [`journal`]).
+#[derive(Debug)]
+struct Journaling {
+    journal: Option<Mutex<journal::Journal>>,
+    /// The highest ledger epoch seen in an answer.
+    epoch: std::sync::atomic::AtomicU64,
+    /// Woken when the epoch moves: the reporter replays the journal.
+    replay: tokio::sync::Notify,
+}
+
+impl Journaling {
+    fn new(journal: Option<journal::Journal>, durability: Option<&pb::Durability>) -> Journaling {
+        Journaling {
+            journal: journal.map(Mutex::new),
+            epoch: std::sync::atomic::AtomicU64::new(durability.map_or(1, |d| d.epoch)),
+            replay: tokio::sync::Notify::new(),
+        }
+    }
+
+    fn enabled(&self) -> bool {
+        self.journal.is_some()
+    }
+
+    fn held(&self) -> usize {
+        self.journal.as_ref().map_or(0, |j| lock(j).len())
+    }
+
+    /// Writes `entries` to disk before they are sent (on the blocking
+    /// pool: it syncs). A journal the disk refuses is logged and the
+    /// reports go out all the same: not sending them would lose them for
+    /// sure.
+    async fn write(self: &Arc<Self>, entries: Vec<journal::Entry>) -> Vec<journal::EntryId> {
+        if !self.enabled() {
+            return Vec::new();
+        }
+        let me = Arc::clone(self);
+        let written = tokio::task::spawn_blocking(move || match &me.journal {
+            Some(j) => lock(j).append(entries),
+            None => Ok(Vec::new()),
+        })
+        .await;
+        match written {
+            Ok(Ok(ids)) => ids,
+            Ok(Err(e)) => {
+                error!(error = %e, "the journal of reports refused a write: these reports are sent unjournaled");
+                Vec::new()
+            }
+            Err(e) => {
+                error!(error = %e, "the journal's write task failed: these reports are sent unjournaled");
+                Vec::new()
+            }
+        }
+    }
+
+    /// The ledger acknowledged `ids` in an answer carrying `durability`.
+    fn acked(&self, ids: &[journal::EntryId], durability: Option<&pb::Durability>) {
+        if let (Some(j), Some(d)) = (&self.journal, durability) {
+            lock(j).acked(ids, journal::Ack { epoch: d.epoch, seq: d.ack_seq });
+        }
+        self.observe(durability);
+    }
+
+    /// What an answer says of the ledger: a new epoch wakes the replay;
+    /// what is durable is forgotten.
+    fn observe(&self, durability: Option<&pb::Durability>) {
+        let Some(d) = durability else { return };
+        let before = self.epoch.fetch_max(d.epoch, std::sync::atomic::Ordering::Relaxed);
+        if d.epoch > before {
+            warn!(epoch = d.epoch, "the ledger recovered from a restart of its server: replaying the journal");
+            self.replay.notify_one();
+        }
+        if let Some(j) = &self.journal
+            && let Err(e) = lock(j).forget_durable(d.epoch, d.durable_seq)
+        {
+            warn!(error = %e, "the journal could not delete a segment whose reports are durable");
+        }
+    }
+}
+
+/// Sends the reports in `entries` again (results in batches, attempts one
+/// by one), retrying outages; returns each one's id with the durability of
+/// the answer that acknowledged it, or the refusal that stopped it.
+async fn resend(
+    client: &CoordinatorClient<Channel>,
+    worker_id: &str,
+    entries: Vec<(journal::EntryId, journal::Entry)>,
+) -> Result<Vec<(journal::EntryId, Option<pb::Durability>)>, (&'static str, tonic::Status)> {
+    let mut acked = Vec::with_capacity(entries.len());
+    let mut results = Vec::new();
+    for (id, entry) in entries {
+        match entry {
+            journal::Entry::Result(r) => results.push((id, r)),
+            journal::Entry::Attempt(mut a) => {
+                a.worker_id = worker_id.to_owned();
+                let r = retry_until_ok(|| {
+                    let mut c = client.clone();
+                    let r = a.clone();
+                    async move { c.report_attempt(r).await }
+                })
+                .await
+                .map_err(|s| ("ReportAttempt", s))?;
+                acked.push((id, r.durability));
+            }
+        }
+    }
+    for batch in results.chunks(REPORT_BATCH) {
+        let request = pb::ReportResultsRequest {
+            worker_id: worker_id.to_owned(),
+            results: batch.iter().map(|(_, r)| r.clone()).collect(),
+        };
+        let r = retry_until_ok(|| {
+            let mut c = client.clone();
+            let r = request.clone();
+            async move { c.report_results(r).await }
+        })
+        .await
+        .map_err(|s| ("ReportResults", s))?;
+        acked.extend(batch.iter().map(|(id, _)| (*id, r.durability)));
+    }
+    Ok(acked)
+}
+
+/// Replays the journals of workers that died on this machine (nobody holds
+/// their lock) before this one leases, then deletes them. A journal whose
+/// reports the coordinator refuses (not an outage) is kept and logged.
+async fn replay_leftovers(
+    client: &CoordinatorClient<Channel>,
+    worker_id: &str,
+    root: &std::path::Path,
+) -> Result<(), WorkerError> {
+    let leftovers =
+        journal::Journal::leftovers(root).map_err(|source| WorkerError::Journal { dir: root.to_owned(), source })?;
+    for left in leftovers {
+        let n = left.entries.len();
+        let entries = left.entries.iter().cloned().enumerate().map(|(i, e)| (i as u64, e)).collect();
+        match resend(client, worker_id, entries).await {
+            Ok(_) => {
+                info!(reports = n, journal = %left.dir.display(), "replayed the journal of a worker that stopped here");
+                let dir = left.dir.clone();
+                if let Err(e) = left.remove() {
+                    warn!(error = %e, journal = %dir.display(), "a replayed journal could not be deleted");
+                }
+            }
+            Err((call, status)) => {
+                warn!(journal = %left.dir.display(), call, error = %status.message(), "a journal's reports were refused: it is kept");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// At shutdown: asks the coordinator (empty heartbeats) until the ledger
+/// has every journaled report on disk, for at most `settle` (none: the
+/// ledger never says so); then deletes the journal if it is empty, or says
+/// where it waits.
+async fn settle_journal(
+    client: &CoordinatorClient<Channel>,
+    worker_id: &str,
+    journaling: &Arc<Journaling>,
+    settle: Option<Duration>,
+) {
+    if !journaling.enabled() {
+        return;
+    }
+    let deadline = tokio::time::Instant::now() + settle.unwrap_or_default();
+    while journaling.held() > 0 && tokio::time::Instant::now() < deadline {
+        let request = pb::HeartbeatRequest { worker_id: worker_id.to_owned(), leases: Vec::new() };
+        if let Ok(r) = client.clone().heartbeat(request).await {
+            journaling.observe(r.into_inner().durability.as_ref());
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let Some(j) = &journaling.journal else { return };
+    let held = lock(j).len();
+    if held > 0 {
+        warn!(
+            reports = held,
+            journal = %lock(j).dir().display(),
+            "reports the ledger may not have on disk yet stay in the journal: the next worker started here replays them"
+        );
+    } else {
+        let dir = lock(j).dir().to_owned();
+        // Emptied in place: the directory goes when the process ends (the
+        // lock is held until then).
+        if let Err(e) = std::fs::remove_dir_all(&dir) {
+            debug!(error = %e, "the empty journal could not be deleted");
+        }
+    }
+}
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -474,6 +715,7 @@ struct Crew {
     fatal: Fatal,
     context: Arc<RunContext>,
     arms: Arc<HashMap<String, ArmRuntime>>,
+    journaling: Arc<Journaling>,
 }
 
 impl Crew {
@@ -541,10 +783,12 @@ impl Crew {
         };
         let (client, results, fatal, worker_id) =
             (self.client.clone(), self.results.clone(), self.fatal.clone(), self.worker_id.clone());
+        let journaling = Arc::clone(&self.journaling);
         let held = lease.clone();
         let id = run_id.clone();
         let handle = tasks.spawn(async move {
-            let report = send_report(client, &results, &fatal, &worker_id, &lease, Report::Attempt(attempt));
+            let report =
+                send_report(client, &results, &fatal, &worker_id, &lease, Report::Attempt(attempt), &journaling);
             let accepted = tokio::time::timeout(PANIC_REPORT_TIMEOUT, report).await.ok().flatten();
             (id, accepted.map_or(Ended::Released, Ended::Reported))
         });
@@ -557,6 +801,7 @@ impl Crew {
         let (client, worker_id, context, arms) =
             (self.client.clone(), self.worker_id.clone(), Arc::clone(&self.context), Arc::clone(&self.arms));
         let (results, fatal) = (self.results.clone(), self.fatal.clone());
+        let journaling = Arc::clone(&self.journaling);
         let (run_id, held) = (lease.run_id.clone(), lease_ref.clone());
         let handle = tasks.spawn(async move {
             let report = match arms.get(&lease.arm_id) {
@@ -572,7 +817,7 @@ impl Crew {
                 Report::Result { record_sha256, .. } => Some(record_sha256.clone()),
                 Report::Attempt(_) => None,
             };
-            let accepted = send_report(client, &results, &fatal, &worker_id, &lease_ref, report).await;
+            let accepted = send_report(client, &results, &fatal, &worker_id, &lease_ref, report, &journaling).await;
             // Only an accepted result's verdicts go into the pass: a discarded
             // (stale) report's record is not the run's.
             if accepted == Some(true)
@@ -619,6 +864,7 @@ async fn send_report(
     worker_id: &str,
     lease: &pb::LeaseRef,
     report: Report,
+    journaling: &Arc<Journaling>,
 ) -> Option<bool> {
     let accepted = match report {
         Report::Attempt(attempt) => {
@@ -627,6 +873,7 @@ async fn send_report(
                 lease: Some(lease.clone()),
                 attempt: Some(attempt),
             };
+            let ids = journaling.write(vec![journal::Entry::Attempt(request.clone())]).await;
             retry_until_ok(|| {
                 let mut c = client.clone();
                 let r = request.clone();
@@ -634,6 +881,7 @@ async fn send_report(
             })
             .await
             .map(|r| {
+                journaling.acked(&ids, r.durability.as_ref());
                 if r.arm_paused {
                     log_arm_paused(&lease.run_id, request.attempt.as_ref());
                 }
@@ -704,8 +952,34 @@ async fn reporter_loop(
     worker_id: String,
     mut rx: mpsc::Receiver<Outgoing>,
     fatal: Fatal,
+    journaling: Arc<Journaling>,
 ) {
-    while let Some(first) = rx.recv().await {
+    loop {
+        let first = tokio::select! {
+            next = rx.recv() => match next {
+                Some(first) => first,
+                None => return,
+            },
+            () = journaling.replay.notified() => {
+                let epoch = journaling.epoch.load(std::sync::atomic::Ordering::Relaxed);
+                let entries = journaling.journal.as_ref().map(|j| lock(j).to_replay(epoch)).unwrap_or_default();
+                let n = entries.len();
+                match resend(&client, &worker_id, entries).await {
+                    Ok(acked) => {
+                        for (id, durability) in &acked {
+                            journaling.acked(&[*id], durability.as_ref());
+                        }
+                        info!(reports = n, epoch, "journal replayed to the recovered ledger");
+                    }
+                    Err((call, status)) => {
+                        warn!(error = %status.message(), reports = n, "the journal's replay was refused");
+                        let _ = fatal.send(refusal(call, &status));
+                        return;
+                    }
+                }
+                continue;
+            }
+        };
         let mut batch = vec![first];
         while batch.len() < REPORT_BATCH {
             match rx.try_recv() {
@@ -717,6 +991,7 @@ async fn reporter_loop(
             worker_id: worker_id.clone(),
             results: batch.iter().map(|(r, _)| r.clone()).collect(),
         };
+        let ids = journaling.write(request.results.iter().cloned().map(journal::Entry::Result).collect()).await;
         let response = retry_until_ok(|| {
             let mut c = client.clone();
             let r = request.clone();
@@ -725,6 +1000,7 @@ async fn reporter_loop(
         .await;
         match response {
             Ok(r) => {
+                journaling.acked(&ids, r.durability.as_ref());
                 for ((_, tx), accepted) in batch.into_iter().zip(r.accepted.into_iter().chain(std::iter::repeat(false)))
                 {
                     let _ = tx.send(Some(accepted));
@@ -804,19 +1080,23 @@ async fn heartbeat_loop(
     inflight: Inflight,
     interval: Duration,
     fatal: Fatal,
+    journaling: Arc<Journaling>,
 ) {
     let mut tick = tokio::time::interval(interval);
     loop {
         tick.tick().await;
         let leases: Vec<pb::LeaseRef> = lock(&inflight).values().map(|(l, _)| l.clone()).collect();
-        if leases.is_empty() {
+        // With nothing leased, a heartbeat still tells a journal what is durable.
+        if leases.is_empty() && journaling.held() == 0 {
             continue;
         }
         let request = pb::HeartbeatRequest { worker_id: worker_id.clone(), leases };
         match client.clone().heartbeat(request).await {
             Ok(r) => {
+                let r = r.into_inner();
+                journaling.observe(r.durability.as_ref());
                 let mut held = lock(&inflight);
-                for lost in r.into_inner().lost {
+                for lost in r.lost {
                     if let Some((_, handle)) = held.remove(&lost.run_id) {
                         warn!(run_id = %lost.run_id, "lease lost: stopping the run");
                         handle.abort();

@@ -300,6 +300,7 @@ impl Coordinator for Fake {
             worker_id: "w-1".into(),
             lease_ttl_ms: 600_000,
             heartbeat_interval_ms: 50,
+            ..Default::default()
         }))
     }
 
@@ -326,11 +327,11 @@ impl Coordinator for Fake {
                 ..pb::Lease::default()
             }]
         };
-        Ok(Response::new(pb::LeaseResponse { leases, retry_after_ms: 20, cohort_done: false }))
+        Ok(Response::new(pb::LeaseResponse { leases, retry_after_ms: 20, ..Default::default() }))
     }
 
     async fn heartbeat(&self, _: Request<pb::HeartbeatRequest>) -> Result<Response<pb::HeartbeatResponse>, Status> {
-        Ok(Response::new(pb::HeartbeatResponse { lost: Vec::new() }))
+        Ok(Response::new(pb::HeartbeatResponse::default()))
     }
 
     async fn report_attempt(
@@ -344,7 +345,7 @@ impl Coordinator for Fake {
         &self,
         _: Request<pb::ReportResultRequest>,
     ) -> Result<Response<pb::ReportResultResponse>, Status> {
-        Ok(Response::new(pb::ReportResultResponse { accepted: true }))
+        Ok(Response::new(pb::ReportResultResponse { accepted: true, ..Default::default() }))
     }
 
     async fn report_results(
@@ -355,7 +356,10 @@ impl Coordinator for Fake {
         if let Some(message) = self.0.results_internal {
             return Err(Status::internal(message));
         }
-        Ok(Response::new(pb::ReportResultsResponse { accepted: vec![true; request.into_inner().results.len()] }))
+        Ok(Response::new(pb::ReportResultsResponse {
+            accepted: vec![true; request.into_inner().results.len()],
+            ..Default::default()
+        }))
     }
 
     async fn drain(&self, request: Request<pb::DrainRequest>) -> Result<Response<pb::DrainResponse>, Status> {

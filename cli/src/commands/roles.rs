@@ -28,8 +28,32 @@ pub struct CoordinatorArgs {
     /// How often leases are expired and the window checked (ms).
     #[arg(long, default_value_t = 500)]
     pub reconcile_ms: u64,
+    /// Whether workers journal their reports until the ledger has them on
+    /// disk: `auto` when a crash of the ledger's server can lose what it
+    /// acknowledged (Redis without `appendfsync always`), `on`, or `off`
+    /// (a lost acknowledgement then loses the result and runs it again).
+    #[arg(long, value_enum, default_value_t = Journal::Auto)]
+    pub journal: Journal,
     #[command(flatten)]
     pub store: StoreArgs,
+}
+
+/// `--journal`: see [`service::JournalMode`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Journal {
+    Auto,
+    On,
+    Off,
+}
+
+impl From<Journal> for service::JournalMode {
+    fn from(j: Journal) -> service::JournalMode {
+        match j {
+            Journal::Auto => service::JournalMode::Auto,
+            Journal::On => service::JournalMode::On,
+            Journal::Off => service::JournalMode::Off,
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -89,6 +113,7 @@ pub fn coordinator(args: CoordinatorArgs) -> anyhow::Result<()> {
             lease_ttl_ms: args.lease_ttl_ms,
             heartbeat_interval_ms: args.heartbeat_ms,
             reconcile_interval: Duration::from_millis(args.reconcile_ms.max(10)),
+            journal: args.journal.into(),
             ..CoordinatorConfig::default()
         };
         let service = CoordinatorService::new(Arc::clone(&ledger), plan, Arc::new(SystemClock), config);

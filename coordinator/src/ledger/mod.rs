@@ -490,8 +490,24 @@ pub trait Ledger: Send + Sync + std::fmt::Debug + 'static {
     /// says they are on disk. `false` for a ledger that syncs every change
     /// before it answers.
     fn acks_may_be_lost(&self) -> bool {
-        false
+        self.durable_after() != Some(std::time::Duration::ZERO)
     }
+
+    /// How long after an acknowledgement it is known to be on disk (and
+    /// [`Ledger::durability`] says so): zero for a ledger that syncs every
+    /// change before it answers, `None` when it never is (a Redis without
+    /// an AOF keeps nothing a crash cannot take back).
+    fn durable_after(&self) -> Option<std::time::Duration> {
+        Some(std::time::Duration::ZERO)
+    }
+
+    /// How long leasing and expiry wait after the ledger recovered from a
+    /// restart of its server that may have lost writes: at least a lease's
+    /// life, so that every live worker has heartbeated (taking back a lease
+    /// the restart lost) before anything is leased or expired again. The
+    /// coordinator sets it to its lease time-to-live; nothing to do for a
+    /// ledger that cannot lose writes.
+    fn set_recovery_grace(&self, _grace_ms: i64) {}
 
     /// The ledger's epoch and how far its acknowledgements are known to be
     /// on disk, as this process knows them.

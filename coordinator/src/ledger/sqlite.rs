@@ -1656,7 +1656,8 @@ mod tests {
             assert!(
                 l.finish("w", &LeaseRef { run_id: g.run_id.clone(), token: g.token }, &result(), 20).await.unwrap()
             );
-            assert!(!l.finish("w", &LeaseRef { run_id: g.run_id, token: g.token }, &result(), 30).await.unwrap());
+            let other = RunResult { record_sha256: "c".repeat(64), ..result() };
+            assert!(!l.finish("w", &LeaseRef { run_id: g.run_id, token: g.token }, &other, 30).await.unwrap());
             l.status().await.unwrap()
         };
         downgrade_to_version_1(&path);
@@ -1762,7 +1763,8 @@ mod tests {
         attempt.class = AttemptClass::AuthError;
         assert_eq!(l.report_attempt("w", &leases[2], &attempt, 40).await.unwrap(), AttemptVerdict::ArmPaused);
         assert_counts_match(&l);
-        assert!(!l.finish("w", &leases[0], &result(), 50).await.unwrap(), "a stale finish is discarded");
+        let other = RunResult { record_sha256: "c".repeat(64), ..result() };
+        assert!(!l.finish("w", &leases[0], &other, 50).await.unwrap(), "a stale finish is discarded");
         assert_counts_match(&l);
         let more = l.lease("w", 2, 1_000, conformance::TTL).await.unwrap().leases;
         assert!(!more.is_empty());

@@ -37,6 +37,7 @@ pub async fn cluster(dir: &Path, lease_ttl_ms: i64) -> Cluster {
         heartbeat_interval_ms: 50,
         reconcile_interval: Duration::from_millis(20),
         empty_lease_retry_ms: 20,
+        ..CoordinatorConfig::default()
     };
     let service = CoordinatorService::new(Arc::clone(&ledger), plan, Arc::new(SystemClock), config);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
