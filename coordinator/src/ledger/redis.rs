@@ -35,6 +35,12 @@ const SEED_BATCH: usize = 10_000;
 /// How many seeding pipelines are sent before the first is answered, so
 /// that building one overlaps Redis executing another.
 const SEED_IN_FLIGHT: usize = 4;
+/// A run waiting in `rounds` scores `ROUND_SCALE * round + position`
+/// (`common.lua`), so its position needs no hash.
+const ROUND_SCALE: u64 = 1 << 32;
+/// Rounds below this, with positions below ROUND_SCALE, give `rounds`
+/// scores below 2^53, which a double holds exactly.
+const MAX_ROUNDS: u32 = 1 << 21;
 
 /// The scripts, each with the shared prelude.
 #[derive(Debug)]
@@ -476,57 +482,37 @@ fn seed_sent(sent: SeedSent) -> Result<(), LedgerError> {
 }
 
 /// One seeding pipeline for `chunk` of the order (its first run at
-/// position `start`): an HSET per run (pos, arm, q, rep, state, attempts),
-/// one ZADD per arm to its pending set, one ZADD to `rounds` for runs of
-/// later rounds that wait for their round to open (when `rounds_wait`).
-/// Also returns how many runs of each arm the chunk plans. `key` is a
-/// buffer reused for the run keys; commands are sized up front, so a run
-/// costs no allocation beyond its command's.
+/// position `start`): one ZADD per arm to its pending set (score = the
+/// position), and one ZADD to `rounds` for runs of later rounds that wait
+/// for their round to open (when `rounds_wait`; score = [`ROUND_SCALE`] *
+/// round + position). No run hash is written: `common.lua` creates a run's
+/// hash the first time the run changes, which is what makes seeding a
+/// million runs take seconds (creating a million keys was most of it).
+/// Also returns how many runs of each arm the chunk plans.
 fn seed_chunk<'a>(
     prefix: &str,
     rounds_wait: bool,
     start: usize,
     chunk: &'a [String],
-    key: &mut String,
 ) -> Result<(::redis::Pipeline, Vec<(&'a str, u64)>), LedgerError> {
-    let mut p = ::redis::Pipeline::with_capacity(chunk.len() + 16);
+    let mut p = ::redis::Pipeline::with_capacity(16);
     // Per arm: its runs in this chunk, and the ZADD of its pending ones.
     let mut arms: BTreeMap<&'a str, (u64, Option<::redis::Cmd>)> = BTreeMap::new();
     let mut rounds: Option<::redis::Cmd> = None;
     for (offset, run_id) in chunk.iter().enumerate() {
-        let position = start + offset;
-        let (q, arm, rep) = RunId::split(run_id)?;
-        key.clear();
-        key.push_str(prefix);
-        key.push_str("run:");
-        key.push_str(run_id);
-        let mut hset = ::redis::Cmd::with_capacity(14, key.len() + q.len() + arm.len() + 64);
-        hset.arg("HSET")
-            .arg(key.as_str())
-            .arg("pos")
-            .arg(position)
-            .arg("arm")
-            .arg(arm)
-            .arg("q")
-            .arg(q)
-            .arg("rep")
-            .arg(rep)
-            .arg("state")
-            .arg("pending")
-            .arg("attempts")
-            .arg(0);
-        p.add_command(hset).ignore();
+        let position = (start + offset) as u64;
+        let (_, arm, rep) = RunId::split(run_id)?;
         let (planned, pending) = arms.entry(arm).or_default();
         *planned += 1;
         // A later round waits in `rounds` until it opens (lease.lua).
         if rep > 1 && rounds_wait {
             rounds
                 .get_or_insert_with(|| {
-                    let mut zadd = ::redis::cmd("ZADD");
-                    zadd.arg(format!("{prefix}rounds"));
+                    let mut zadd = ::redis::Cmd::with_capacity(2 + 2 * chunk.len(), 40 * chunk.len());
+                    zadd.arg("ZADD").arg(format!("{prefix}rounds"));
                     zadd
                 })
-                .arg(rep)
+                .arg(u64::from(rep) * ROUND_SCALE + position)
                 .arg(run_id.as_str());
         } else {
             pending
@@ -599,9 +585,17 @@ impl Ledger for RedisLedger {
             }
         }
         // Every run id splits (the plan is valid by construction; a
-        // mistake is refused before anything is written).
+        // mistake is refused before anything is written), and its round
+        // fits the `rounds` scores.
         for run_id in order {
-            RunId::split(run_id)?;
+            let (_, _, rep) = RunId::split(run_id)?;
+            if rep >= MAX_ROUNDS {
+                return Err(RunIdError {
+                    id: run_id.chars().take(200).collect(),
+                    why: "its repeat is past the 2^21 rounds the Redis ledger holds",
+                }
+                .into());
+            }
         }
         // Claim the ledger for this manifest, then write the plan. Until
         // `seeded` is set no run can be leased, so an interrupted seed is
@@ -657,14 +651,15 @@ impl Ledger for RedisLedger {
         }
         p.query_async::<()>(&mut self.rt()).await.map_err(redis_err)?;
 
-        // The plan's bulk: questions, one hash per run, the pending and
-        // rounds zsets and the order list. Up to SEED_IN_FLIGHT pipelines
-        // are sent at once on the multiplexed connection, so building the
-        // next one overlaps Redis executing the last; each is a few large
-        // commands (one ZADD per arm and one RPUSH per chunk) besides the
-        // per-run HSETs. Hashes and zsets do not care in which order the
-        // pipelines arrive; the order list does, so its RPUSHes go through
-        // one lane that sends each chunk after the previous one is written.
+        // The plan's bulk: questions, the pending and rounds zsets and the
+        // order list; no hash per run (`common.lua` creates a run's hash
+        // when the run first changes). Up to SEED_IN_FLIGHT pipelines are
+        // sent at once on the multiplexed connection, so building the next
+        // one overlaps Redis executing the last; each is a few large
+        // commands (one ZADD per arm and one RPUSH per chunk). Zsets do
+        // not care in which order the pipelines arrive; the order list
+        // does, so its RPUSHes go through one lane that sends each chunk
+        // after the previous one is written.
         let mut in_flight = tokio::task::JoinSet::new();
         let (order_tx, mut order_lane) = self.order_lane();
         for chunk in questions.chunks(SEED_BATCH) {
@@ -674,9 +669,8 @@ impl Ledger for RedisLedger {
         }
         let mut planned_per_arm: BTreeMap<&str, u64> = BTreeMap::new();
         let rounds_wait = header.round_every_ms > 0;
-        let mut key = String::new();
         for (start, chunk) in order.chunks(SEED_BATCH).enumerate().map(|(i, c)| (i * SEED_BATCH, c)) {
-            let (p, counts) = seed_chunk(&self.prefix, rounds_wait, start, chunk, &mut key)?;
+            let (p, counts) = seed_chunk(&self.prefix, rounds_wait, start, chunk)?;
             for (arm, n) in counts {
                 *planned_per_arm.entry(arm).or_default() += n;
             }
@@ -966,13 +960,33 @@ impl Ledger for RedisLedger {
     async fn runs(&self) -> Result<Vec<RunRow>, LedgerError> {
         let ids: Vec<String> = self.rt().lrange(self.key("order"), 0, -1).await.map_err(redis_err)?;
         let mut rows = Vec::with_capacity(ids.len());
-        for chunk in ids.chunks(1000) {
+        for (first, chunk) in ids.chunks(1000).enumerate().map(|(i, c)| (i * 1000, c)) {
             let mut p = ::redis::pipe();
             for id in chunk {
                 p.hgetall(self.key(&format!("run:{id}")));
             }
             let hashes: Vec<BTreeMap<String, String>> = p.query_async(&mut self.rt()).await.map_err(redis_err)?;
-            for (id, h) in chunk.iter().zip(hashes) {
+            for (position, (id, h)) in (first..).zip(chunk.iter().zip(hashes)) {
+                if h.is_empty() {
+                    // A run gets its hash when it first changes
+                    // (common.lua): until then it is pending, with no
+                    // attempt, at its place in the order.
+                    let (_, arm, _) = RunId::split(id)?;
+                    rows.push(RunRow {
+                        run_id: id.clone(),
+                        position: position as u64,
+                        arm_id: arm.to_owned(),
+                        state: RunStateKind::Pending,
+                        attempts: 0,
+                        outcome: None,
+                        reason: String::new(),
+                        record_sha256: String::new(),
+                        observed_version: None,
+                        started_ms: 0,
+                        ended_ms: 0,
+                    });
+                    continue;
+                }
                 let state = match h.get("state").map(String::as_str) {
                     Some("pending") => RunStateKind::Pending,
                     Some("leased") => RunStateKind::Leased,
@@ -1079,6 +1093,110 @@ mod tests {
         let e = ledger.status().await.unwrap_err();
         assert!(matches!(e, LedgerError::Redis(_)) && e.is_transient(), "{e:?}");
         assert!(e.to_string().contains("unreachable"), "{e}");
+    }
+
+    /// Seeding writes no run hash (a run gets one when it first changes),
+    /// and a ledger seeded before, with every run's hash and `rounds`
+    /// scored by the round alone, behaves exactly as a new one: the same
+    /// leases, round openings, round closes and abort give the same runs
+    /// and status on both.
+    #[tokio::test]
+    async fn a_ledger_seeded_with_every_run_hash_behaves_the_same() {
+        use cohort_core::order::{RunId, run_order};
+
+        use crate::ledger::conformance::{TTL, questions, rounds_header};
+        use crate::ledger::{LeaseRef, RunResult};
+
+        let server = RedisServer::start().unwrap();
+        let client = ::redis::Client::open(server.url()).unwrap();
+        let mut raw = client.get_multiplexed_async_connection().await.unwrap();
+        let order: Vec<String> =
+            run_order(&["q1", "q2", "q3"], &["a"], 3, 99).iter().map(ToString::to_string).collect();
+        let questions: Vec<(String, String)> = questions().into_iter().take(3).collect();
+        let new = RedisLedger::connect(&server.url(), "new").await.unwrap();
+        let old = RedisLedger::connect(&server.url(), "old").await.unwrap();
+        for l in [&new, &old] {
+            l.seed(&rounds_header(1_000), &questions, &order, 0).await.unwrap();
+        }
+        let hashes: Vec<String> = ::redis::cmd("KEYS").arg("cohort:{new}:run:*").query_async(&mut raw).await.unwrap();
+        assert!(hashes.is_empty(), "seeding wrote run hashes: {hashes:?}");
+        // The layout seeding wrote before: every run's hash, `rounds` by round.
+        for (pos, id) in order.iter().enumerate() {
+            let (q, arm, rep) = RunId::split(id).unwrap();
+            let key = format!("cohort:{{old}}:run:{id}");
+            let _: () = ::redis::cmd("HSET")
+                .arg(&key)
+                .arg("pos")
+                .arg(pos)
+                .arg("arm")
+                .arg(arm)
+                .arg("q")
+                .arg(q)
+                .arg("rep")
+                .arg(rep)
+                .arg("state")
+                .arg("pending")
+                .arg("attempts")
+                .arg(0)
+                .query_async(&mut raw)
+                .await
+                .unwrap();
+            if rep > 1 {
+                let _: () = ::redis::cmd("ZADD")
+                    .arg("cohort:{old}:rounds")
+                    .arg(rep)
+                    .arg(id)
+                    .query_async(&mut raw)
+                    .await
+                    .unwrap();
+            }
+        }
+
+        let mut seen = Vec::new();
+        for l in [&new, &old] {
+            let done = |g: &crate::ledger::LeaseGrant, at: i64| {
+                let result = RunResult {
+                    outcome: Outcome::Completed,
+                    reason: String::new(),
+                    record_sha256: "b".repeat(64),
+                    observed_version: Some("a-1".into()),
+                    attempt: crate::ledger::AttemptRecord {
+                        class: AttemptClass::Ok,
+                        http_status: 200,
+                        detail: String::new(),
+                        started_ms: at,
+                        ended_ms: at,
+                        observed_version: Some("a-1".into()),
+                        worker: String::new(),
+                        attempt: 0,
+                        token: 0,
+                        retry_after_ms: None,
+                    },
+                };
+                (LeaseRef { run_id: g.run_id.clone(), token: g.token }, result)
+            };
+            let mut leased = Vec::new();
+            let first = l.lease("w", 2, 0, TTL).await.unwrap().leases;
+            l.finish_many("w", &[done(&first[0], 1)], 1).await.unwrap();
+            let second = l.lease("w", 2, 1_000, TTL).await.unwrap().leases;
+            l.release("w", &LeaseRef { run_id: second[0].run_id.clone(), token: second[0].token }, 1_001)
+                .await
+                .unwrap();
+            // Round 1's window (0..1500) closes its pending run.
+            let closed = l.close_window_if_due(1_500).await.unwrap();
+            let third = l.lease("w", 3, 2_000, TTL).await.unwrap().leases;
+            let before_abort = l.runs().await.unwrap();
+            let aborted = l.abort("stopped", 2_100).await.unwrap();
+            for g in first.iter().chain(&second).chain(&third) {
+                leased.push((g.run_id.clone(), g.attempt, g.question_text.clone()));
+            }
+            let status = l.status().await.unwrap();
+            seen.push((leased, closed, before_abort, aborted, l.runs().await.unwrap(), status));
+        }
+        assert_eq!(seen[0], seen[1]);
+        let (leased, closed, _, aborted, runs, _) = &seen[0];
+        println!("{seen:#?}");
+        assert_eq!((leased.len(), *closed, *aborted, runs.len()), (7, 1, 2, 9));
     }
 
     /// A real rollback: the server snapshots (SAVE), acknowledges more

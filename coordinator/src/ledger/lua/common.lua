@@ -17,13 +17,22 @@
 --                        the last recovery), recovering_until (ms)
 --   P.."pending:"..arm   zset: run_id -> position, runs ready to lease
 --   P.."delayed"         zset: run_id -> not_before_ms, retries in backoff
---   P.."rounds"          zset: run_id -> round, runs of rounds not open yet
---                        (a repeated-run cohort with round_every_ms > 0)
+--   P.."rounds"          zset: run_id -> ROUND_SCALE * round + position,
+--                        runs of rounds not open yet (a repeated-run cohort
+--                        with round_every_ms > 0); a ledger seeded before
+--                        scores the round alone and keeps the position in
+--                        the run's hash
 --   P.."leases"          zset: run_id -> expires_ms, runs leased now
 --   P.."run:"..run_id    hash: pos, arm, q, rep, state, attempts, excused
 --                        (auth_error attempts, not counted against the
 --                        retry budget), token, worker, expires, started,
---                        ended, outcome, reason, record, version
+--                        ended, outcome, reason, record, version. Created
+--                        the first time the run changes (its first lease,
+--                        or its close), not at seeding: a run without one
+--                        is pending with no attempt, its position its
+--                        score in `pending:ARM` or `rounds`, and arm, q and
+--                        rep are in its id (`create_run`). A ledger seeded
+--                        before has every run's hash, which is as good.
 --   P.."attempts:"..id   list: attempt records (JSON), in order
 --   P.."questions"       hash: question_id -> text
 --   P.."arms"            hash: ARM|cap, ARM|leased, ARM|paused, ARM|versions,
@@ -80,6 +89,34 @@ end
 
 local function arm_of(run_id)
   return string.match(run_id, '^[^:]+:([^:]+):')
+end
+
+-- The run's repeat (its round), from its id `{q}:{arm}:{rep}`.
+local function rep_of(run_id)
+  return tonumber(string.match(run_id, ':(%d+)$'))
+end
+
+-- A run waiting in `rounds` scores ROUND_SCALE * round + position, so its
+-- position needs no hash (positions stay below 2^32, rounds below 2^21:
+-- exact in a double).
+local ROUND_SCALE = 4294967296
+
+-- Creates the hash of a run that has none yet, with what a fresh run has:
+-- pending, no attempt, at `pos`; arm, q and rep from its id.
+local function create_run(run_id, pos)
+  local q, arm, rep = string.match(run_id, '^([^:]+):([^:]+):(%d+)$')
+  redis.call('HSET', P .. 'run:' .. run_id, 'pos', pos, 'arm', arm, 'q', q, 'rep', rep,
+    'state', 'pending', 'attempts', 0)
+end
+
+-- The position of a run without a hash, from the queue it waits in (its
+-- arm's, or `rounds`), or nil if it waits in neither (no such run).
+local function waiting_pos(run_id, arm)
+  local s = redis.call('ZSCORE', P .. 'pending:' .. arm, run_id)
+  if s then return tonumber(s) end
+  s = tonumber(redis.call('ZSCORE', P .. 'rounds', run_id) or '0')
+  if s >= ROUND_SCALE then return s % ROUND_SCALE end
+  return nil
 end
 
 -- Ends a run with `outcome`: the state and every count move together.
@@ -148,8 +185,15 @@ local function reclaim(run_id, token, worker, now, ttl)
   if not t or t >= tonumber(redis.call('HGET', META, 'token_floor') or '0') then return false end
   local key = P .. 'run:' .. run_id
   local r = redis.call('HMGET', key, 'state', 'token', 'worker', 'attempts', 'excused')
-  if not r[1] or r[1] == 'final' then return false end
   local arm = arm_of(run_id)
+  if not r[1] then
+    -- No hash: a run that never changed (pending), or no run at all.
+    local pos = arm and waiting_pos(run_id, arm)
+    if not pos then return false end
+    create_run(run_id, pos)
+    r = { 'pending', '0', '', '0', nil }
+  end
+  if r[1] == 'final' then return false end
   if r[1] == 'leased' then
     local held = tonumber(r[2])
     if held >= t then return false end
@@ -200,8 +244,15 @@ end
 
 -- Moves the runs of the rounds that have opened into their arms' queues.
 local function release_rounds(now)
-  local ids = redis.call('ZRANGEBYSCORE', P .. 'rounds', '-inf', rounds_open(now))
-  for _, id in ipairs(ids) do
+  local open = rounds_open(now)
+  local ids = redis.call('ZRANGEBYSCORE', P .. 'rounds', ROUND_SCALE,
+    '(' .. string.format('%.0f', (open + 1) * ROUND_SCALE), 'WITHSCORES')
+  for i = 1, #ids, 2 do
+    redis.call('ZREM', P .. 'rounds', ids[i])
+    redis.call('ZADD', P .. 'pending:' .. arm_of(ids[i]), tonumber(ids[i + 1]) % ROUND_SCALE, ids[i])
+  end
+  -- A ledger seeded before scores the round alone: the position is in the hash.
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. 'rounds', '-inf', open)) do
     redis.call('ZREM', P .. 'rounds', id)
     redis.call('ZADD', P .. 'pending:' .. arm_of(id), redis.call('HGET', P .. 'run:' .. id, 'pos'), id)
   end
@@ -215,7 +266,7 @@ local function closed_reason(arm, now, run_id)
   local w = redis.call('HMGET', META, 'window_end', 'window_closed')
   local closed = w[2] == '1' or (w[1] and now >= tonumber(w[1]))
   if not closed and run_id then
-    closed = tonumber(redis.call('HGET', P .. 'run:' .. run_id, 'rep') or '1') <= rounds_closed(now)
+    closed = rep_of(run_id) <= rounds_closed(now)
   end
   if closed then
     if redis.call('HEXISTS', P .. 'arms', arm .. '|paused') == 1 then return 'arm_paused' end
@@ -313,10 +364,15 @@ end
 local function close_pending(reason, paused_reason, now, limit)
   local done = 0
   local arms = cjson.decode(redis.call('HGET', P .. 'arms', 'order'))
-  local function close_run(run_id, arm)
+  -- `pos` is the run's position if it has no hash yet (one is created).
+  local function close_run(run_id, arm, pos)
     local r = redis.call('HMGET', P .. 'run:' .. run_id, 'attempts', 'excused')
     local outcome = 'not_run'
-    if tonumber(r[1]) - tonumber(r[2] or '0') > 0 then outcome = 'unavailable' end
+    if not r[1] then
+      create_run(run_id, pos)
+    elseif tonumber(r[1]) - tonumber(r[2] or '0') > 0 then
+      outcome = 'unavailable'
+    end
     local why = reason
     if paused_reason and redis.call('HEXISTS', P .. 'arms', arm .. '|paused') == 1 then why = paused_reason end
     finalize(run_id, arm, outcome, why, now)
@@ -324,18 +380,20 @@ local function close_pending(reason, paused_reason, now, limit)
   end
   for _, arm in ipairs(arms) do
     if done >= limit then break end
-    local ids = redis.call('ZRANGE', P .. 'pending:' .. arm, 0, limit - done - 1)
-    for _, id in ipairs(ids) do
-      redis.call('ZREM', P .. 'pending:' .. arm, id)
-      close_run(id, arm)
+    local ids = redis.call('ZRANGE', P .. 'pending:' .. arm, 0, limit - done - 1, 'WITHSCORES')
+    for i = 1, #ids, 2 do
+      redis.call('ZREM', P .. 'pending:' .. arm, ids[i])
+      close_run(ids[i], arm, ids[i + 1])
     end
   end
+  -- Delayed runs were leased (they have a hash); in `rounds` the score
+  -- holds the position (a score below ROUND_SCALE: the hash does).
   for _, set in ipairs({ 'delayed', 'rounds' }) do
     if done < limit then
-      local ids = redis.call('ZRANGE', P .. set, 0, limit - done - 1)
-      for _, id in ipairs(ids) do
-        redis.call('ZREM', P .. set, id)
-        close_run(id, arm_of(id))
+      local ids = redis.call('ZRANGE', P .. set, 0, limit - done - 1, 'WITHSCORES')
+      for i = 1, #ids, 2 do
+        redis.call('ZREM', P .. set, ids[i])
+        close_run(ids[i], arm_of(ids[i]), set == 'rounds' and tonumber(ids[i + 1]) % ROUND_SCALE or nil)
       end
     end
   end
@@ -354,16 +412,22 @@ local function close_rounds_if_due(now, limit)
   if due <= before or due >= rounds then return 0 end
   release_rounds(now)
   local done = 0
+  -- A run without a hash waits in its arm's queue (score = position);
+  -- delayed ones were leased and have one.
   local function sweep(set, arm)
     local ids = redis.call('ZRANGE', P .. set, 0, -1)
     for _, id in ipairs(ids) do
       if done >= limit then return end
-      local r = redis.call('HMGET', P .. 'run:' .. id, 'rep', 'attempts', 'excused')
-      if tonumber(r[1]) <= due then
+      if rep_of(id) <= due then
+        local r = redis.call('HMGET', P .. 'run:' .. id, 'attempts', 'excused')
+        local outcome = 'not_run'
+        if not r[1] then
+          create_run(id, redis.call('ZSCORE', P .. set, id))
+        elseif tonumber(r[1]) - tonumber(r[2] or '0') > 0 then
+          outcome = 'unavailable'
+        end
         redis.call('ZREM', P .. set, id)
         local a = arm or arm_of(id)
-        local outcome = 'not_run'
-        if tonumber(r[2]) - tonumber(r[3] or '0') > 0 then outcome = 'unavailable' end
         local why = 'window_closed'
         if redis.call('HEXISTS', P .. 'arms', a .. '|paused') == 1 then why = 'arm_paused' end
         finalize(id, a, outcome, why, now)

@@ -78,15 +78,27 @@ for _, c in ipairs(candidates) do
   if n >= max then break end
   local key = P .. 'run:' .. c.id
   local token = redis.call('HINCRBY', META, 'token', 1)
-  local attempts = redis.call('HINCRBY', key, 'attempts', 1)
   local expires = now + ttl
-  redis.call('HSET', key, 'state', 'leased', 'token', token, 'worker', worker, 'expires', expires)
-  -- The first counted attempt starts the run (excused ones do not count).
-  if attempts - tonumber(redis.call('HGET', key, 'excused') or '0') == 1 then redis.call('HSET', key, 'started', now) end
+  local r = redis.call('HMGET', key, 'attempts', 'excused', 'q')
+  local attempts, q
+  if r[1] then
+    attempts, q = tonumber(r[1]) + 1, r[3]
+    redis.call('HSET', key, 'attempts', attempts, 'state', 'leased', 'token', token, 'worker', worker,
+      'expires', expires)
+    -- The first counted attempt starts the run (excused ones do not count).
+    if attempts - tonumber(r[2] or '0') == 1 then redis.call('HSET', key, 'started', now) end
+  else
+    -- The run's first change: its hash is created now, as `create_run`
+    -- would and leased at once (its first attempt starts it).
+    local rep
+    q, rep = string.match(c.id, '^([^:]+):[^:]+:(%d+)$')
+    attempts = 1
+    redis.call('HSET', key, 'pos', c.pos, 'arm', c.arm, 'q', q, 'rep', rep, 'state', 'leased',
+      'attempts', 1, 'token', token, 'worker', worker, 'expires', expires, 'started', now)
+  end
   redis.call('ZREM', P .. 'pending:' .. c.arm, c.id)
   redis.call('ZADD', P .. 'leases', expires, c.id)
   redis.call('HINCRBY', P .. 'arms', c.arm .. '|leased', 1)
-  local q = redis.call('HGET', key, 'q')
   table.insert(out, c.id)
   table.insert(out, token)
   table.insert(out, attempts)
