@@ -3,9 +3,9 @@
 
 mod cluster_support;
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use cluster_support::{Cluster, LedgerProbe, PLANNED, SimCohort, check_ledger, write_and_freeze};
+use cluster_support::{Cluster, LedgerProbe, PLANNED, Rng, SimCohort, check_ledger, write_and_freeze};
 use cohort_core::taxonomy::{AttemptClass, Outcome};
 use cohort_tests::RedisServer;
 
@@ -25,33 +25,6 @@ const WORKER_PAUSE_AT_PERCENT: u64 = 40;
 const WORKER_PAUSE: Duration = Duration::from_secs(3);
 /// Workers are not killed any more once this much is done.
 const WORKER_KILLS_UNTIL_PERCENT: u64 = 95;
-
-/// xorshift64*: enough randomness to pick victims and pauses; the seed is
-/// printed so a failing schedule can be replayed (`COHORT_CHAOS_SEED`).
-struct Rng(u64);
-
-impl Rng {
-    fn seeded() -> Rng {
-        let seed = std::env::var("COHORT_CHAOS_SEED")
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64) | 1);
-        println!("chaos: seed {seed} (set COHORT_CHAOS_SEED={seed} to replay the choices)");
-        Rng(seed)
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    /// A number in `lo..hi`.
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo)
-    }
-}
 
 /// Proves that the cluster's invariants survive crashes of every process.
 /// While 4 workers carry out the 500-run simulated cohort (with injected

@@ -1,8 +1,12 @@
-//! What the cluster and chaos tests share: a simulated 500-run cohort
-//! written and frozen in a temporary directory; `cohort coordinator` and
-//! `cohort worker` processes with their output in files, all killed when the
-//! [`Cluster`] is dropped (and their log tails printed if the test failed);
-//! and [`check_ledger`], the invariants both tests hold the ledger to.
+//! What the cluster and chaos tests share: a cohort written and frozen in a
+//! temporary directory (the simulated 500-run one by default, or any size,
+//! answered by the sim or by a call-counting `command` product);
+//! `cohort coordinator` and `cohort worker` processes with their output in
+//! files, all killed when the [`Cluster`] is dropped (and their log tails
+//! printed if the test failed); [`check_ledger`], the invariants the tests
+//! hold the ledger to; and [`read_calls`], which turns the counting
+//! product's call log into calls per run, so [`Figures::add_calls`] can
+//! prove no run was executed more often than the ledger explains.
 
 #![allow(dead_code)]
 // Test code: a failed unwrap is a failed test (clippy's allow-unwrap-in-tests
@@ -15,7 +19,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use cohort_coordinator::ledger::redis::RedisLedger;
 use cohort_coordinator::ledger::{Ledger, RunStateKind, Status};
@@ -26,10 +30,17 @@ use cohort_tests::{cargo_bin, free_port};
 
 /// The cohort's name (and so the ledger's Redis hash tag).
 pub const COHORT_NAME: &str = "cluster-sim";
-/// Questions in the cohort; with [`ARMS`] they make [`PLANNED`] runs.
+/// Questions in the default cohort ([`write_and_freeze`]); with [`ARMS`]
+/// they make [`PLANNED`] runs. [`ClusterCohort::questions`] sets any other
+/// size.
 pub const QUESTIONS: usize = 250;
 pub const ARMS: [&str; 2] = ["sim-a", "sim-b"];
 pub const PLANNED: u64 = (QUESTIONS * ARMS.len()) as u64;
+
+/// The leases of the 500-run tests: short, so a killed worker's runs come
+/// back quickly.
+pub const DEFAULT_LEASE_TTL_MS: u64 = 1500;
+pub const DEFAULT_HEARTBEAT_MS: u64 = 300;
 
 /// How long the coordinator may take to print that it listens.
 const COORDINATOR_READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -48,36 +59,148 @@ pub struct SimCohort {
     pub max_attempts: u32,
 }
 
-/// Writes the five cohort files into `dir` (created) and freezes it with
-/// the real `cohort freeze`.
+/// What answers a [`ClusterCohort`]'s arms.
+#[derive(Debug, Clone)]
+pub enum Product {
+    /// cohort's built-in `sim` adapter, with the latency and injected faults
+    /// of the [`SimCohort`] (its `concurrency` and `max_attempts` are
+    /// ignored: the [`ClusterCohort`]'s apply).
+    Sim(SimCohort),
+    /// The real `command` adapter running a `/bin/sh` script written next
+    /// to the cohort (see [`product_paths`]): each call appends
+    /// `<unix_ms> <arm> <first line of the prompt>` to the call log, sleeps
+    /// `latency_ms`, and answers with one cited claim and a reference list.
+    /// It injects no faults: every attempt it answers is `ok`.
+    Counting { latency_ms: u64 },
+}
+
+/// A cohort of any size for the cluster tests: `questions` x [`ARMS`] runs.
+#[derive(Debug, Clone)]
+pub struct ClusterCohort {
+    pub questions: usize,
+    pub product: Product,
+    /// Per-arm concurrency cap.
+    pub concurrency: u32,
+    pub max_attempts: u32,
+}
+
+impl ClusterCohort {
+    /// The default cohort of [`write_and_freeze`]: [`QUESTIONS`] questions
+    /// answered by the sim.
+    pub fn sim(sim: &SimCohort) -> ClusterCohort {
+        ClusterCohort {
+            questions: QUESTIONS,
+            product: Product::Sim(sim.clone()),
+            concurrency: sim.concurrency,
+            max_attempts: sim.max_attempts,
+        }
+    }
+
+    /// The runs it plans.
+    pub fn planned(&self) -> u64 {
+        (self.questions * ARMS.len()) as u64
+    }
+
+    /// Whether the product injects refusals, failures, timeouts and
+    /// outages: [`check_ledger_of`] then requires that each happened.
+    fn injects_faults(&self) -> bool {
+        matches!(&self.product, Product::Sim(s) if s.refusal_rate > 0.0 && s.failure_rate > 0.0 && s.timeout_rate > 0.0 && s.outage_rate > 0.0)
+    }
+}
+
+/// The counting product's script and call log for the cohort in `dir`:
+/// beside the cohort directory, not in it (the cohort freezes its own
+/// files only).
+pub fn product_paths(dir: &Path) -> (PathBuf, PathBuf) {
+    let base = dir.parent().expect("the cohort directory has a parent");
+    (base.join("counting-product.sh"), base.join("calls.log"))
+}
+
+/// The counting product. The call is logged before anything else, so a
+/// call whose worker is killed mid-way still counts (it did happen: the
+/// product was asked). One line of well under PIPE_BUF bytes appended with
+/// `>>` (O_APPEND) is one write, so concurrent calls never interleave.
+/// The rest of stdin is read so the adapter's writer never sees a broken
+/// pipe.
+const COUNTING_PRODUCT: &str = r#"#!/bin/sh
+# The call-counting product of cohort's cluster tests (SIMULATED).
+# $1: the arm. Environment: COUNTING_LOG (the call log), COUNTING_LATENCY
+# (seconds to sleep).
+IFS= read -r question
+cat >/dev/null
+printf '%s %s %s\n' "$(date +%s%3N)" "$1" "$question" >> "$COUNTING_LOG"
+sleep "$COUNTING_LATENCY"
+printf '# Answer of the counting product, arm %s (SIMULATED)\n\n' "$1"
+printf 'The counting product records that this question was asked [1].\n\n'
+printf '## References\n\n1. [Counting product call log](https://counting.cohort.invalid/%s)\n' "$1"
+"#;
+
+/// Writes the five cohort files of the default 500-run sim cohort into
+/// `dir` (created) and freezes it with the real `cohort freeze`.
 pub fn write_and_freeze(dir: &Path, sim: &SimCohort) {
+    write_and_freeze_cohort(dir, &ClusterCohort::sim(sim));
+}
+
+/// Writes the five cohort files of `cohort` into `dir` (created), and the
+/// counting product's script beside it if it uses one, and freezes it with
+/// the real `cohort freeze`.
+pub fn write_and_freeze_cohort(dir: &Path, cohort: &ClusterCohort) {
     fs::create_dir_all(dir).unwrap();
+    let (script, log) = product_paths(dir);
+    let (what, timeout) = match cohort.product {
+        // Simulated stalls end at the per-run deadline: keep it short.
+        Product::Sim(_) => ("sim", 1),
+        // Nothing stalls; the deadline only bounds a call on a busy machine.
+        Product::Counting { .. } => ("counting command", 60),
+    };
     let mut toml = format!(
-        "# A SIMULATED cohort for the cross-process tests: {QUESTIONS} questions x {} sim arms.\n\
-         name = \"{COHORT_NAME}\"\nseed = 4\nwindow_hours = 48\n\
-         # Simulated stalls end at the per-run deadline: keep it short.\nrun_timeout_secs = 1\n",
+        "# A SIMULATED cohort for the cross-process tests: {} questions x {} {what} arms.\n\
+         name = \"{COHORT_NAME}\"\nseed = 4\nwindow_hours = 48\nrun_timeout_secs = {timeout}\n",
+        cohort.questions,
         ARMS.len()
     );
     for arm in ARMS {
+        let (adapter, settings) = match &cohort.product {
+            Product::Sim(sim) => (
+                "sim",
+                format!(
+                    "{{ latency_ms = {}, refusal_rate = {}, failure_rate = {}, timeout_rate = {}, outage_rate = {} }}",
+                    sim.latency_ms, sim.refusal_rate, sim.failure_rate, sim.timeout_rate, sim.outage_rate
+                ),
+            ),
+            Product::Counting { latency_ms } => (
+                "command",
+                format!(
+                    "{{ program = \"/bin/sh\", args = [{:?}, \"{arm}\"], timeout_secs = 30, version_label = \"{arm}-1\", \
+                     env = {{ COUNTING_LOG = {:?}, COUNTING_LATENCY = \"{}\" }} }}",
+                    script.display().to_string(),
+                    log.display().to_string(),
+                    *latency_ms as f64 / 1000.0
+                ),
+            ),
+        };
         write!(
             toml,
-            "\n[[arms]]\nid = \"{arm}\"\nlabel = \"Simulated system {arm} (SIMULATED)\"\nadapter = \"sim\"\n\
-             pinned_version = \"{arm}-1\"\nvendor_lineage = \"cohort-sim\"\nconcurrency = {}\n\
-             settings = {{ latency_ms = {}, refusal_rate = {}, failure_rate = {}, timeout_rate = {}, outage_rate = {} }}\n",
-            sim.concurrency, sim.latency_ms, sim.refusal_rate, sim.failure_rate, sim.timeout_rate, sim.outage_rate
+            "\n[[arms]]\nid = \"{arm}\"\nlabel = \"Simulated system {arm} (SIMULATED)\"\nadapter = \"{adapter}\"\n\
+             pinned_version = \"{arm}-1\"\nvendor_lineage = \"cohort-sim\"\nconcurrency = {}\nsettings = {settings}\n",
+            cohort.concurrency
         )
         .unwrap();
     }
     write!(
         toml,
         "\n[retry]\nmax_attempts = {}\ninitial_backoff_ms = 50\nmax_backoff_ms = 200\nmax_total_secs = 60\n",
-        sim.max_attempts
+        cohort.max_attempts
     )
     .unwrap();
     fs::write(dir.join("cohort.toml"), toml).unwrap();
+    if matches!(cohort.product, Product::Counting { .. }) {
+        fs::write(&script, COUNTING_PRODUCT).unwrap();
+        fs::write(&log, "").unwrap();
+    }
 
     let categories = cohort_core::config::DEFAULT_CATEGORIES;
-    let questions: Vec<serde_json::Value> = (1..=QUESTIONS)
+    let questions: Vec<serde_json::Value> = (1..=cohort.questions)
         .map(|i| {
             serde_json::json!({
                 "id": format!("q{i:03}"),
@@ -95,6 +218,45 @@ pub fn write_and_freeze(dir: &Path, sim: &SimCohort) {
 
     let out = Command::new(cohort_bin()).arg("freeze").arg(dir).output().unwrap();
     assert!(out.status.success(), "cohort freeze failed: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+// === the counting product's call log ===
+
+/// The calls the counting product logged, by run id.
+#[derive(Debug, Default)]
+pub struct Calls {
+    /// Run id (`{question_id}:{arm}:1`) -> calls.
+    pub per_run: BTreeMap<String, u64>,
+    pub total: u64,
+    /// Lines that name no planned question or arm (each one a violation).
+    pub unreadable: Vec<String>,
+}
+
+/// Reads the counting product's call log of the cohort in `dir` and maps
+/// each call to its run: the first line of the prompt is the question's
+/// text (unique per question, looked up in the cohort's questions.json),
+/// the arm is the script's argument. Read it once the workers are gone: a
+/// killed worker's script may still log its call a moment after the kill.
+pub fn read_calls(dir: &Path) -> Calls {
+    let questions: Vec<serde_json::Value> =
+        serde_json::from_slice(&fs::read(dir.join("questions.json")).unwrap()).unwrap();
+    let by_text: HashMap<&str, &str> =
+        questions.iter().map(|q| (q["text"].as_str().unwrap(), q["id"].as_str().unwrap())).collect();
+    let (_, log) = product_paths(dir);
+    let text = fs::read_to_string(&log).unwrap_or_else(|e| panic!("cannot read the call log {}: {e}", log.display()));
+    let mut calls = Calls::default();
+    for line in text.lines() {
+        let mut parts = line.splitn(3, ' ');
+        let (_at, arm, question) = (parts.next(), parts.next(), parts.next());
+        match (arm, question.and_then(|q| by_text.get(q))) {
+            (Some(arm), Some(qid)) if ARMS.contains(&arm) => {
+                *calls.per_run.entry(format!("{qid}:{arm}:1")).or_default() += 1;
+                calls.total += 1;
+            }
+            _ => calls.unreadable.push(line.to_owned()),
+        }
+    }
+    calls
 }
 
 /// The `cohort` binary, built once per test process: `cargo_bin` asks cargo
@@ -183,6 +345,10 @@ pub struct Cluster {
     /// The coordinator's port, kept across restarts so workers find it again.
     port: u16,
     slots: u32,
+    /// The coordinator's `--lease-ttl-ms` and `--heartbeat-ms`
+    /// ([`Cluster::with_leases`]).
+    lease_ttl_ms: u64,
+    heartbeat_ms: u64,
     pub coordinator: Option<Proc>,
     pub workers: Vec<Proc>,
     /// Processes that ended (killed or exited), kept for their logs.
@@ -201,12 +367,27 @@ impl Cluster {
             redis_url: redis_url.to_owned(),
             port: free_port().unwrap(),
             slots,
+            lease_ttl_ms: DEFAULT_LEASE_TTL_MS,
+            heartbeat_ms: DEFAULT_HEARTBEAT_MS,
             coordinator: None,
             workers: Vec::new(),
             ended: Vec::new(),
             coordinator_starts: 0,
             worker_starts: 0,
         }
+    }
+
+    /// Leases that live `ttl_ms`, renewed every `heartbeat_ms`, from the next
+    /// coordinator start on.
+    pub fn with_leases(mut self, ttl_ms: u64, heartbeat_ms: u64) -> Cluster {
+        self.lease_ttl_ms = ttl_ms;
+        self.heartbeat_ms = heartbeat_ms;
+        self
+    }
+
+    /// How long a lease lives.
+    pub fn lease_ttl(&self) -> Duration {
+        Duration::from_millis(self.lease_ttl_ms)
     }
 
     /// Starts the coordinator on the cluster's port and waits until it says
@@ -223,9 +404,9 @@ impl Cluster {
             "--listen".into(),
             format!("127.0.0.1:{}", self.port),
             "--lease-ttl-ms".into(),
-            "1500".into(),
+            self.lease_ttl_ms.to_string(),
             "--heartbeat-ms".into(),
-            "300".into(),
+            self.heartbeat_ms.to_string(),
             "--reconcile-ms".into(),
             "100".into(),
         ];
@@ -371,6 +552,35 @@ impl Drop for Cluster {
     }
 }
 
+// === chaos ===
+
+/// xorshift64*: enough randomness to pick victims and pauses; the seed is
+/// printed so a failing schedule can be replayed (`COHORT_CHAOS_SEED`).
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn seeded() -> Rng {
+        let seed = std::env::var("COHORT_CHAOS_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64) | 1);
+        println!("chaos: seed {seed} (set COHORT_CHAOS_SEED={seed} to replay the choices)");
+        Rng(seed)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// A number in `lo..hi`.
+    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.next() % (hi - lo)
+    }
+}
+
 // === the ledger's invariants ===
 
 /// What the ledger says at the end, and every invariant it breaks.
@@ -391,6 +601,18 @@ pub struct Figures {
     pub lost: u64,
     /// Runs with more than one `final` event.
     pub duplicated: u64,
+    /// Recorded attempts by run id.
+    pub attempts_per_run: BTreeMap<String, u64>,
+    /// Run id -> outcome, for the runs that have one.
+    pub outcomes: BTreeMap<String, Outcome>,
+    /// From the counting product's call log ([`Figures::add_calls`]):
+    /// calls in all, runs the product was called for more than once, and
+    /// runs called more often than the ledger recorded attempts for them,
+    /// i.e. re-executions no recorded attempt (such as a killed worker's
+    /// `worker_lost`) explains.
+    pub calls: u64,
+    pub runs_called_more_than_once: u64,
+    pub unexplained_reexecutions: u64,
     pub violations: Vec<String>,
 }
 
@@ -403,13 +625,69 @@ impl Figures {
         self.attempts_by_class.get(&c).copied().unwrap_or(0)
     }
 
+    /// Holds the counting product's calls against the ledger: every call
+    /// names a planned run; every run the product answered (`completed`)
+    /// was called; and no run was called more often than it has recorded
+    /// attempts (each call is one attempt, recorded when it reports or, for
+    /// a killed or frozen worker, when its lease expires as `worker_lost`).
+    pub fn add_calls(&mut self, calls: &Calls) {
+        self.calls = calls.total;
+        for line in calls.unreadable.iter().take(10) {
+            self.violations.push(format!("a call names no planned run: {line:?}"));
+        }
+        let mut unexplained = Vec::new();
+        for (run, &n) in &calls.per_run {
+            let Some(&attempts) = self.attempts_per_run.get(run) else {
+                self.violations.push(format!("the product was called for {run}, which the ledger does not hold"));
+                continue;
+            };
+            if n > 1 {
+                self.runs_called_more_than_once += 1;
+            }
+            if n > attempts {
+                self.unexplained_reexecutions += 1;
+                unexplained.push(format!("{run}: {n} calls, {attempts} attempts"));
+            }
+        }
+        if !unexplained.is_empty() {
+            self.violations.push(format!(
+                "{} runs were called more often than they have attempts: {:?}",
+                unexplained.len(),
+                &unexplained[..unexplained.len().min(10)]
+            ));
+        }
+        let uncalled: Vec<&String> = self
+            .outcomes
+            .iter()
+            .filter(|(run, o)| **o == Outcome::Completed && !calls.per_run.contains_key(*run))
+            .map(|(run, _)| run)
+            .collect();
+        if !uncalled.is_empty() {
+            self.violations.push(format!(
+                "{} runs completed without a call to the product: {:?}",
+                uncalled.len(),
+                &uncalled[..uncalled.len().min(10)]
+            ));
+        }
+    }
+
     /// Panics listing every broken invariant.
     pub fn assert_clean(&self) {
         assert!(
             self.violations.is_empty(),
-            "{} ledger invariant(s) broken:\n  {}\n(figures: {self:?})",
+            "{} ledger invariant(s) broken:\n  {}\n(figures: planned {}, finished {}, outcomes {:?}, attempts {:?}, \
+             discarded {:?}, lost {}, duplicated {}, calls {}, unexplained re-executions {})",
             self.violations.len(),
-            self.violations.join("\n  ")
+            self.violations.join("\n  "),
+            self.planned,
+            self.finished,
+            self.by_outcome,
+            self.attempts_by_class,
+            self.discarded_by,
+            self.lost,
+            self.duplicated,
+            self.calls,
+            self.unexplained_reexecutions
         );
     }
 }
@@ -451,20 +729,46 @@ fn class_fits(outcome: Outcome, class: AttemptClass) -> bool {
     }
 }
 
-/// Reads the whole ledger of the test cohort at `redis_url` and checks it
-/// against the invariants of issue 4, reading run records from the cohort
-/// directory's artifact store.
+/// Reads the whole ledger of the default 500-run sim cohort
+/// ([`write_and_freeze`]) at `redis_url` and checks it against the
+/// invariants of issue 4, reading run records from the cohort directory's
+/// artifact store.
 pub fn check_ledger(redis_url: &str, dir: &Path) -> Figures {
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-    runtime.block_on(check_ledger_async(redis_url, dir))
+    check_ledger_of(redis_url, dir, &ClusterCohort::sim(&DEFAULT_FAULTS))
 }
 
-async fn check_ledger_async(redis_url: &str, dir: &Path) -> Figures {
+/// What [`check_ledger`] assumes: a sim that injects every kind of fault
+/// (only the rates' being non-zero matters to the check).
+const DEFAULT_FAULTS: SimCohort = SimCohort {
+    latency_ms: 0,
+    refusal_rate: 0.05,
+    failure_rate: 0.05,
+    timeout_rate: 0.02,
+    outage_rate: 0.1,
+    concurrency: 16,
+    max_attempts: 3,
+};
+
+/// [`check_ledger`] for `cohort`, as [`write_and_freeze_cohort`] wrote it:
+/// its size, and whether its product injects faults that must show.
+pub fn check_ledger_of(redis_url: &str, dir: &Path, cohort: &ClusterCohort) -> Figures {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    runtime.block_on(check_ledger_async(redis_url, dir, cohort))
+}
+
+/// The ledger's event stream keeps about this many events (`XADD MAXLEN ~`
+/// in coordinator/src/ledger/lua/common.lua); a longer history is cut.
+const EVENTS_KEPT: usize = 100_000;
+
+async fn check_ledger_async(redis_url: &str, dir: &Path, cohort: &ClusterCohort) -> Figures {
+    let planned = cohort.planned();
+    let per_arm = cohort.questions as u64;
     let ledger = RedisLedger::connect(redis_url, COHORT_NAME).await.unwrap();
     let status: Status = ledger.status().await.unwrap();
     let runs = ledger.runs().await.unwrap();
     let discarded = ledger.discarded().await.unwrap();
-    let events = ledger.events(100_000).await.unwrap();
+    // `~` trims in whole nodes: ask for more than are kept.
+    let events = ledger.events(2 * EVENTS_KEPT).await.unwrap();
     let mut f = Figures {
         planned: status.planned,
         finished: status.finished,
@@ -481,9 +785,9 @@ async fn check_ledger_async(redis_url: &str, dir: &Path) -> Figures {
     if !status.done() {
         v.push(format!("status is not done: finished {} of {}", status.finished, status.planned));
     }
-    if status.planned != PLANNED || status.finished != PLANNED {
+    if status.planned != planned || status.finished != planned {
         v.push(format!(
-            "planned {} and finished {}, expected {PLANNED} and {PLANNED}",
+            "planned {} and finished {}, expected {planned} and {planned}",
             status.planned, status.finished
         ));
     }
@@ -496,16 +800,16 @@ async fn check_ledger_async(redis_url: &str, dir: &Path) -> Figures {
     }
     for arm in &status.arms {
         let sum: u64 = arm.by_outcome.values().sum();
-        if sum != arm.planned || arm.planned != QUESTIONS as u64 {
-            v.push(format!("arm {}: planned {}, outcomes add up to {sum}, expected {QUESTIONS}", arm.id, arm.planned));
+        if sum != arm.planned || arm.planned != per_arm {
+            v.push(format!("arm {}: planned {}, outcomes add up to {sum}, expected {per_arm}", arm.id, arm.planned));
         }
     }
     if status.discarded != f.discarded {
         v.push(format!("status counts {} discarded reports, the list holds {}", status.discarded, f.discarded));
     }
 
-    if runs.len() as u64 != PLANNED {
-        v.push(format!("{} runs in the ledger, expected {PLANNED}", runs.len()));
+    if runs.len() as u64 != planned {
+        v.push(format!("{} runs in the ledger, expected {planned}", runs.len()));
     }
     let mut seen = HashMap::new();
     let mut row_outcomes: BTreeMap<Outcome, u64> = BTreeMap::new();
@@ -520,12 +824,14 @@ async fn check_ledger_async(redis_url: &str, dir: &Path) -> Figures {
             continue;
         };
         *row_outcomes.entry(outcome).or_default() += 1;
+        f.outcomes.insert(run.run_id.clone(), outcome);
         if run.state != RunStateKind::Final {
             f.lost += 1;
             v.push(format!("run {} has outcome {outcome} but state {:?}", run.run_id, run.state));
         }
         let attempts = ledger.attempts(&run.run_id).await.unwrap();
         f.attempts += attempts.len() as u64;
+        f.attempts_per_run.insert(run.run_id.clone(), attempts.len() as u64);
         if attempts.len() > 1 {
             f.retried_runs += 1;
         }
@@ -578,7 +884,14 @@ async fn check_ledger_async(redis_url: &str, dir: &Path) -> Figures {
     }
     let without_final: Vec<&str> =
         runs.iter().map(|r| r.run_id.as_str()).filter(|id| !finals.contains_key(id)).collect();
-    if !without_final.is_empty() {
+    if !without_final.is_empty() && events.len() >= EVENTS_KEPT {
+        v.push(format!(
+            "{} runs have no final event among the last {} events the ledger keeps: the history is cut, a longer \
+             cohort cannot be checked for final events",
+            without_final.len(),
+            events.len()
+        ));
+    } else if !without_final.is_empty() {
         v.push(format!(
             "{} runs have no final event: {:?}",
             without_final.len(),
@@ -590,13 +903,15 @@ async fn check_ledger_async(redis_url: &str, dir: &Path) -> Figures {
     }
 
     // The injected faults happened: otherwise this proves much less.
-    for o in [Outcome::Refused, Outcome::Failed, Outcome::TimedOut] {
-        if f.outcome(o) == 0 {
-            v.push(format!("no run ended {o}: the injected faults did not happen"));
+    if cohort.injects_faults() {
+        for o in [Outcome::Refused, Outcome::Failed, Outcome::TimedOut] {
+            if f.outcome(o) == 0 {
+                v.push(format!("no run ended {o}: the injected faults did not happen"));
+            }
         }
-    }
-    if f.retried_runs == 0 {
-        v.push("no run was retried: the injected outages did not happen".to_owned());
+        if f.retried_runs == 0 {
+            v.push("no run was retried: the injected outages did not happen".to_owned());
+        }
     }
     f.violations = v;
     f
