@@ -130,8 +130,8 @@ pub struct RedisLedger {
     /// or when the server does not say (never known durable).
     horizon: Option<std::time::Duration>,
     /// How long leasing and expiry wait after a recovery, for live workers
-    /// to take back their leases ([`RedisLedger::with_recovery_grace`]).
-    recovery_grace_ms: i64,
+    /// to take back their leases ([`Ledger::set_recovery_grace`]).
+    recovery_grace_ms: std::sync::Arc<std::sync::atomic::AtomicI64>,
 }
 
 /// The durability bookkeeping of one process (ARCHITECTURE.md, "Durable
@@ -222,7 +222,9 @@ impl RedisLedger {
         let mut conn = ConnectionManager::new_with_config(client, config).await.map_err(redis_err)?;
         let horizon = aof_horizon(&mut conn).await;
         let prefix = format!("cohort:{{{cohort}}}:");
-        let epoch: Option<u64> = conn.hget(format!("{prefix}meta"), "epoch").await.map_err(redis_err)?;
+        // A meta key that cannot be read here fails the first real call,
+        // with its own error.
+        let epoch: Option<u64> = conn.hget(format!("{prefix}meta"), "epoch").await.ok().flatten();
         Ok(RedisLedger {
             conn,
             prefix,
@@ -230,16 +232,13 @@ impl RedisLedger {
             round_trips: std::sync::Arc::default(),
             acks: std::sync::Arc::new(std::sync::Mutex::new(Acks { epoch: epoch.unwrap_or(1), ..Acks::default() })),
             horizon,
-            recovery_grace_ms: DEFAULT_RECOVERY_GRACE_MS,
+            recovery_grace_ms: std::sync::Arc::new(std::sync::atomic::AtomicI64::new(DEFAULT_RECOVERY_GRACE_MS)),
         })
     }
 
-    /// Sets how long leasing and expiry wait after a recovery from a
-    /// restart: at least a lease's life, so that every live worker has
-    /// heartbeated (taking back a lease the restart lost) before anything
-    /// is leased or expired again.
-    pub fn with_recovery_grace(mut self, grace_ms: i64) -> RedisLedger {
-        self.recovery_grace_ms = grace_ms.max(0);
+    /// [`Ledger::set_recovery_grace`], as a builder.
+    pub fn with_recovery_grace(self, grace_ms: i64) -> RedisLedger {
+        self.set_recovery_grace(grace_ms);
         self
     }
 
@@ -280,7 +279,7 @@ impl RedisLedger {
             .recover
             .key(self.meta())
             .arg(now_ms)
-            .arg(self.recovery_grace_ms)
+            .arg(self.recovery_grace_ms.load(std::sync::atomic::Ordering::Relaxed))
             .arg(seq)
             .arg(token)
             .arg(epoch)
@@ -295,7 +294,7 @@ impl RedisLedger {
             tracing::warn!(
                 epoch = new_epoch,
                 acknowledgements_lost = lost,
-                grace_ms = self.recovery_grace_ms,
+                grace_ms = self.recovery_grace_ms.load(std::sync::atomic::Ordering::Relaxed),
                 "the redis server restarted or was replaced: new ledger epoch; leasing waits while workers take back \
                  their leases and replay their journals"
             );
@@ -545,9 +544,13 @@ impl Ledger for RedisLedger {
     }
 
     /// Unless the server fsyncs every write (`appendfsync always`), a crash
-    /// can take back what it acknowledged.
-    fn acks_may_be_lost(&self) -> bool {
-        self.horizon != Some(std::time::Duration::ZERO)
+    /// can take back what it acknowledged: see `horizon`.
+    fn durable_after(&self) -> Option<std::time::Duration> {
+        self.horizon
+    }
+
+    fn set_recovery_grace(&self, grace_ms: i64) {
+        self.recovery_grace_ms.store(grace_ms.max(0), std::sync::atomic::Ordering::Relaxed);
     }
 
     fn durability(&self) -> Durability {

@@ -77,9 +77,10 @@ local function guard()
   return nil
 end
 
--- Counts one acknowledgement; returns the new sequence number.
-local function bump_seq()
-  return redis.call('HINCRBY', META, 'seq', 1)
+-- Counts `n` acknowledged reports (1 when nil); returns the new sequence
+-- number (that of the last of them).
+local function bump_seq(n)
+  return redis.call('HINCRBY', META, 'seq', n or 1)
 end
 
 -- Whether the ledger is recovering at `now` (no lease granted, none expired).

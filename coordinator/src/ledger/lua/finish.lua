@@ -4,7 +4,8 @@
 -- has_version (0/1), attempt JSON. Atomic over the whole call: each
 -- result's attempt, outcome, counts and lease end change together.
 -- Returns one integer per result: 1 accepted, 0 stale (kept as discarded),
--- then the acknowledgement's sequence number. A result the run already has
+-- then the acknowledgement's sequence number (the counter moves by one per
+-- result: the last result's number). A result the run already has
 -- (same token, record and outcome: a report sent again, or replayed from a
 -- worker's journal) is accepted and changes nothing. A lease the ledger
 -- lost in a rollback is taken back first (common.lua `reclaim`).
@@ -41,5 +42,5 @@ for i = 3, #ARGV, 8 do
     table.insert(out, 1)
   end
 end
-table.insert(out, bump_seq())
+table.insert(out, bump_seq(#out))
 return out
