@@ -15,6 +15,15 @@
 //! control plane's: coordinator + ledger. Redis round trips are counted by the
 //! ledger and printed by the coordinator when it stops; RSS is read from
 //! /proc for the coordinator process.
+//!
+//! Each size runs twice, to show what durable acknowledgements cost
+//! (ARCHITECTURE.md, "Durable acknowledgements"): with durability off
+//! (Redis without an AOF, `--journal off`, no worker journal) and on (Redis
+//! with `appendfsync everysec`, the coordinator's `--journal auto`, and
+//! every load generator writing and syncing each report batch to a real
+//! `cohort_worker::journal::Journal` before it sends it, forgetting what
+//! the answers say is durable, as the real worker does). The ledger's
+//! restart guard runs in both.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -30,6 +39,7 @@ use std::time::{Duration, Instant};
 use cohort_proto::v1 as pb;
 use cohort_proto::v1::coordinator_client::CoordinatorClient;
 use cohort_tests::RedisServer;
+use cohort_worker::journal::{Ack, Entry, Journal};
 
 const COHORT: &str = env!("CARGO_BIN_EXE_cohort");
 const WORKERS: usize = 50;
@@ -46,17 +56,20 @@ fn main() {
         "lifecycle benchmark: {WORKERS} load-generating workers, lease batch {LEASE_BATCH}, Redis ledger, loopback gRPC"
     );
     for runs in sizes {
-        runtime.block_on(bench(runs));
+        for durable in [false, true] {
+            runtime.block_on(bench(runs, durable));
+        }
     }
 }
 
-async fn bench(runs: usize) {
+async fn bench(runs: usize, durable: bool) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("cohort");
     write_cohort(&dir, runs / ARMS);
     let frozen = Command::new(COHORT).arg("freeze").arg(&dir).arg("--show").arg("0").output().unwrap();
     assert!(frozen.status.success(), "{}", String::from_utf8_lossy(&frozen.stderr));
-    let redis = RedisServer::start().unwrap();
+    let redis = if durable { RedisServer::start_everysec() } else { RedisServer::start() }.unwrap();
+    let journals = tmp.path().join("journals");
 
     // Seeding, timed on its own: `cohort seed` as the coordinator runs it
     // (read and verify the frozen cohort, then write the plan to Redis).
@@ -80,6 +93,7 @@ async fn bench(runs: usize) {
         .arg("coordinator")
         .arg(&dir)
         .args(["--redis", &redis.url(), "--listen", &format!("127.0.0.1:{port}"), "--reconcile-ms", "500"])
+        .args(["--journal", if durable { "auto" } else { "off" }])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -99,7 +113,8 @@ async fn bench(runs: usize) {
     for w in 0..WORKERS {
         let (url, done, sha) = (url.clone(), Arc::clone(&done), manifest_sha.clone());
         let cohort = manifest["cohort"].as_str().unwrap().to_owned();
-        tasks.push(tokio::spawn(async move { worker(w, url, cohort, sha, done).await }));
+        let journals = journals.clone();
+        tasks.push(tokio::spawn(async move { worker(w, url, cohort, sha, done, &journals).await }));
     }
     // Sample the coordinator's RSS while the load runs.
     let mut rss_peak_during = 0;
@@ -125,7 +140,16 @@ async fn bench(runs: usize) {
     let _ = coordinator.wait();
 
     let mut out = String::new();
-    let _ = writeln!(out, "cohort of {runs} runs ({} questions x {ARMS} arms):", runs / ARMS);
+    let _ = writeln!(
+        out,
+        "cohort of {runs} runs ({} questions x {ARMS} arms), durability {}:",
+        runs / ARMS,
+        if durable {
+            "ON (redis appendfsync everysec, workers journal every report batch with fsync)"
+        } else {
+            "OFF (redis without AOF, no journal)"
+        }
+    );
     let _ = writeln!(
         out,
         "  seeding               {:.2} s   (`cohort seed`; target < 3 s at 1M runs)",
@@ -168,22 +192,30 @@ async fn bench(runs: usize) {
         rss_peak_during as f64 / 1024.0,
         hwm as f64 / 1024.0
     );
+    let _ = writeln!(out, "  calls retried (Unavailable) {} so far", RETRIED.load(Ordering::Relaxed));
     print!("{out}");
     drop(redis);
 }
 
-/// A load-generating worker: lease a batch, report each run completed.
-async fn worker(w: usize, url: String, cohort: String, manifest_sha256: String, done: Arc<AtomicU64>) {
+/// A load-generating worker: lease a batch, report each run completed;
+/// journaling each batch first when the coordinator asks for it.
+async fn worker(w: usize, url: String, cohort: String, manifest_sha256: String, done: Arc<AtomicU64>, journals: &Path) {
     let mut client = CoordinatorClient::connect(url).await.unwrap();
-    let id = client
+    let registered = client
         .register(pb::RegisterRequest { worker_name: format!("bench-{w}"), arms: vec![], cohort, manifest_sha256 })
         .await
         .unwrap()
-        .into_inner()
-        .worker_id;
+        .into_inner();
+    let id = registered.worker_id;
+    let mut journal = registered.journal_reports.then(|| Journal::open(journals, &format!("bench-{w}")).unwrap());
     loop {
-        let lease =
-            client.lease(pb::LeaseRequest { worker_id: id.clone(), max_runs: LEASE_BATCH }).await.unwrap().into_inner();
+        let request = pb::LeaseRequest { worker_id: id.clone(), max_runs: LEASE_BATCH };
+        let lease = until_ok(|| {
+            let mut c = client.clone();
+            let r = request.clone();
+            async move { c.lease(r).await }
+        })
+        .await;
         if lease.leases.is_empty() {
             if lease.cohort_done {
                 return;
@@ -206,10 +238,48 @@ async fn worker(w: usize, url: String, cohort: String, manifest_sha256: String, 
                 attempt: Some(pb::Attempt { class: pb::AttemptClass::Ok as i32, ..Default::default() }),
             })
             .collect();
-        let r = client.report_results(pb::ReportResultsRequest { worker_id: id.clone(), results }).await.unwrap();
-        done.fetch_add(r.into_inner().accepted.iter().filter(|a| **a).count() as u64, Ordering::Relaxed);
+        // The real worker syncs its journal on the blocking pool; here the
+        // generator's own task blocks, which costs the same fsync.
+        let ids = journal.as_mut().map(|j| {
+            tokio::task::block_in_place(|| j.append(results.iter().cloned().map(Entry::Result).collect()).unwrap())
+        });
+        let request = pb::ReportResultsRequest { worker_id: id.clone(), results };
+        let r = until_ok(|| {
+            let mut c = client.clone();
+            let r = request.clone();
+            async move { c.report_results(r).await }
+        })
+        .await;
+        if let (Some(j), Some(ids), Some(d)) = (journal.as_mut(), ids, r.durability) {
+            j.acked(&ids, Ack { epoch: d.epoch, seq: d.ack_seq });
+            j.forget_durable(d.epoch, d.durable_seq).unwrap();
+        }
+        done.fetch_add(r.accepted.iter().filter(|a| **a).count() as u64, Ordering::Relaxed);
     }
 }
+
+/// Calls until the coordinator answers; an outage (`Unavailable`: the
+/// ledger timed out under load) is retried after 10 ms, as a real worker
+/// retries it, and counted.
+async fn until_ok<T, F, Fut>(mut call: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+{
+    loop {
+        match call().await {
+            Ok(r) => return r.into_inner(),
+            Err(s) if s.code() == tonic::Code::Unavailable => {
+                RETRIED.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err(s) => panic!("the coordinator refused: {s:?}"),
+        }
+    }
+}
+
+/// Calls retried after an outage, over the whole benchmark.
+static RETRIED: AtomicU64 = AtomicU64::new(0);
 
 fn write_cohort(dir: &Path, questions: usize) {
     fs::create_dir_all(dir).unwrap();
