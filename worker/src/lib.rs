@@ -9,6 +9,14 @@
 //! shutdown it drains: it stops leasing, lets running runs finish within a
 //! grace period, and gives back the rest unfinished.
 //!
+//! When the coordinator says its ledger can lose what it acknowledged
+//! (Redis without `appendfsync always`), every report is journaled to disk
+//! before it is sent and kept until the ledger has it on disk; after the
+//! ledger recovers from a restart (its epoch moves) the reporter sends the
+//! journal again, and a journal left by a worker that died here is sent
+//! before this one leases ([`journal`]; ARCHITECTURE.md, "Durable
+//! acknowledgements").
+//!
 //! Every task it starts is owned (STYLE rule 9): the runs in one `JoinSet`,
 //! the heartbeat and the reporter in another, watched by the main loop and
 //! joined before [`run`] returns. A run task that panics gives its lease
