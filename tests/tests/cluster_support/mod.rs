@@ -228,6 +228,11 @@ pub struct Calls {
     /// Run id (`{question_id}:{arm}:1`) -> calls.
     pub per_run: BTreeMap<String, u64>,
     pub total: u64,
+    /// Calls whose prompt was empty: the script started but its stdin
+    /// closed before the prompt was written (the worker died, or dropped
+    /// the call, first). The product was asked nothing, so no run was
+    /// executed; they are counted, not attributed.
+    pub without_prompt: u64,
     /// Lines that name no planned question or arm (each one a violation).
     pub unreadable: Vec<String>,
 }
@@ -248,6 +253,10 @@ pub fn read_calls(dir: &Path) -> Calls {
     for line in text.lines() {
         let mut parts = line.splitn(3, ' ');
         let (_at, arm, question) = (parts.next(), parts.next(), parts.next());
+        if question.is_none_or(str::is_empty) && arm.is_some_and(|a| ARMS.contains(&a)) {
+            calls.without_prompt += 1;
+            continue;
+        }
         match (arm, question.and_then(|q| by_text.get(q))) {
             (Some(arm), Some(qid)) if ARMS.contains(&arm) => {
                 *calls.per_run.entry(format!("{qid}:{arm}:1")).or_default() += 1;
@@ -611,6 +620,8 @@ pub struct Figures {
     /// i.e. re-executions no recorded attempt (such as a killed worker's
     /// `worker_lost`) explains.
     pub calls: u64,
+    /// Scripts started that got no prompt ([`Calls::without_prompt`]).
+    pub calls_without_prompt: u64,
     pub runs_called_more_than_once: u64,
     pub unexplained_reexecutions: u64,
     pub violations: Vec<String>,
@@ -632,6 +643,7 @@ impl Figures {
     /// a killed or frozen worker, when its lease expires as `worker_lost`).
     pub fn add_calls(&mut self, calls: &Calls) {
         self.calls = calls.total;
+        self.calls_without_prompt = calls.without_prompt;
         for line in calls.unreadable.iter().take(10) {
             self.violations.push(format!("a call names no planned run: {line:?}"));
         }
@@ -767,8 +779,14 @@ async fn check_ledger_async(redis_url: &str, dir: &Path, cohort: &ClusterCohort)
     let status: Status = ledger.status().await.unwrap();
     let runs = ledger.runs().await.unwrap();
     let discarded = ledger.discarded().await.unwrap();
-    // `~` trims in whole nodes: ask for more than are kept.
-    let events = ledger.events(2 * EVENTS_KEPT).await.unwrap();
+    // Read in pages: one reply of a 10,000-run cohort's whole history
+    // outlasts the ledger connection's response timeout.
+    let events = tokio::task::spawn_blocking({
+        let url = redis_url.to_owned();
+        move || read_events(&url)
+    })
+    .await
+    .unwrap();
     let mut f = Figures {
         planned: status.planned,
         finished: status.finished,
@@ -873,8 +891,10 @@ async fn check_ledger_async(redis_url: &str, dir: &Path, cohort: &ClusterCohort)
     }
 
     let mut finals: HashMap<&str, u64> = HashMap::new();
-    for e in events.iter().filter(|e| e.kind == "final") {
-        *finals.entry(e.run_id.as_str()).or_default() += 1;
+    for (kind, run_id) in &events {
+        if kind == "final" {
+            *finals.entry(run_id.as_str()).or_default() += 1;
+        }
     }
     f.duplicated = finals.values().filter(|&&n| n > 1).count() as u64;
     if f.duplicated > 0 {
@@ -915,6 +935,77 @@ async fn check_ledger_async(redis_url: &str, dir: &Path, cohort: &ClusterCohort)
     }
     f.violations = v;
     f
+}
+
+/// Every event of the cohort's ledger as (kind, run id), oldest first,
+/// read with `XRANGE ... COUNT 2000` pages over a plain connection (the
+/// ledger's own `events` reads the newest N in one reply).
+fn read_events(redis_url: &str) -> Vec<(String, String)> {
+    use std::io::{BufRead, BufReader, Write as _};
+    /// One RESP2 reply; bulk and simple strings as text, nil as empty.
+    enum Resp {
+        Text(String),
+        Array(Vec<Resp>),
+    }
+    fn read(r: &mut BufReader<std::net::TcpStream>) -> Resp {
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        let line = line.trim_end_matches(['\r', '\n']);
+        let (kind, rest) = line.split_at(1);
+        match kind {
+            "*" => match rest.parse::<i64>().unwrap() {
+                n if n < 0 => Resp::Array(Vec::new()),
+                n => Resp::Array((0..n).map(|_| read(r)).collect()),
+            },
+            "$" => match rest.parse::<i64>().unwrap() {
+                n if n < 0 => Resp::Text(String::new()),
+                n => {
+                    let mut buf = vec![0; n as usize + 2];
+                    std::io::Read::read_exact(r, &mut buf).unwrap();
+                    buf.truncate(n as usize);
+                    Resp::Text(String::from_utf8_lossy(&buf).into_owned())
+                }
+            },
+            "+" | ":" => Resp::Text(rest.to_owned()),
+            _ => panic!("redis answered {line:?}"),
+        }
+    }
+    let addr = redis_url.trim_start_matches("redis://").trim_end_matches('/');
+    let stream = std::net::TcpStream::connect(addr).unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut writer = stream;
+    let key = format!("cohort:{{{COHORT_NAME}}}:events");
+    let mut out = Vec::new();
+    let mut start = "-".to_owned();
+    loop {
+        let args = ["XRANGE", key.as_str(), start.as_str(), "+", "COUNT", "2000"];
+        let mut req = format!("*{}\r\n", args.len());
+        for a in args {
+            write!(req, "${}\r\n{a}\r\n", a.len()).unwrap();
+        }
+        writer.write_all(req.as_bytes()).unwrap();
+        let Resp::Array(entries) = read(&mut reader) else { panic!("XRANGE answered a non-array") };
+        let mut last = None;
+        let n = entries.len();
+        for entry in entries {
+            let Resp::Array(mut parts) = entry else { panic!("an XRANGE entry is not an array") };
+            let (Some(Resp::Array(fields)), Some(Resp::Text(id))) = (parts.pop(), parts.pop()) else {
+                panic!("an XRANGE entry is not [id, fields]")
+            };
+            let texts: Vec<String> =
+                fields.into_iter().map(|f| if let Resp::Text(t) = f { t } else { String::new() }).collect();
+            let field =
+                |name: &str| texts.chunks(2).find(|kv| kv[0] == name).map(|kv| kv[1].clone()).unwrap_or_default();
+            out.push((field("kind"), field("run_id")));
+            last = Some(id);
+        }
+        match last {
+            // `(` makes the next page start after the last id read.
+            Some(id) if n == 2000 => start = format!("({id}"),
+            _ => break,
+        }
+    }
+    out
 }
 
 /// The run record `sha` exists in the store, hashes to its name, is the
