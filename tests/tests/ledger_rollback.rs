@@ -3,6 +3,10 @@
 //! coordinator acknowledged is still there at the end, and no product was
 //! called twice for one run (ARCHITECTURE.md, "Durable acknowledgements").
 
+// Test code: a failed unwrap is a failed test (the helpers below are not
+// `#[test]` functions, which clippy's allow-unwrap-in-tests covers).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod cluster_support;
 
 use std::fs;
