@@ -32,6 +32,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -127,8 +128,10 @@ pub enum WorkerError {
 }
 
 /// Leases held now: run id -> (lease, the task acting on it: the run, or
-/// the report of its panic).
-type Inflight = Arc<Mutex<HashMap<String, (pb::LeaseRef, AbortHandle)>>>;
+/// the report of its panic, and whether that task has its report already:
+/// then a lease the heartbeat finds gone is not a run to stop, only a
+/// report on its way, which the ledger answers).
+type Inflight = Arc<Mutex<HashMap<String, (pb::LeaseRef, AbortHandle, Arc<AtomicBool>)>>>;
 
 /// Where any task sends the error that stops the worker (a coordinator
 /// answer that is not an outage); the main loop stops at the first.
@@ -385,7 +388,7 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
     while let Ok(e) = fatal_rx.try_recv() {
         failure.get_or_insert(e);
     }
-    let released: Vec<pb::LeaseRef> = lock(&inflight).drain().map(|(_, (l, _))| l).collect();
+    let released: Vec<pb::LeaseRef> = lock(&inflight).drain().map(|(_, (l, _, _))| l).collect();
     if !released.is_empty() {
         let n = released.len() as u64;
         let request = pb::DrainRequest { worker_id: worker_id.clone(), released };
@@ -511,7 +514,7 @@ impl Journaling {
     /// what is durable is forgotten.
     fn observe(&self, durability: Option<&pb::Durability>) {
         let Some(d) = durability else { return };
-        let before = self.epoch.fetch_max(d.epoch, std::sync::atomic::Ordering::Relaxed);
+        let before = self.epoch.fetch_max(d.epoch, Ordering::Relaxed);
         if d.epoch > before {
             warn!(epoch = d.epoch, "the ledger recovered from a restart of its server: replaying the journal");
             self.replay.notify_one();
@@ -754,8 +757,8 @@ impl Crew {
                 let id = e.id();
                 let held = {
                     let mut inflight = lock(&self.inflight);
-                    let run_id = inflight.iter().find(|(_, (_, task))| task.id() == id).map(|(r, _)| r.clone());
-                    run_id.and_then(|r| inflight.remove(&r).map(|(lease, _)| (r, lease)))
+                    let run_id = inflight.iter().find(|(_, (_, task, _))| task.id() == id).map(|(r, _)| r.clone());
+                    run_id.and_then(|r| inflight.remove(&r).map(|(lease, _, _)| (r, lease)))
                 };
                 let message = panic_message(e);
                 match held {
@@ -801,7 +804,7 @@ impl Crew {
             (id, accepted.map_or(Ended::Released, Ended::Reported))
         });
         // Held until reported, so a drain meanwhile still gives it back.
-        lock(&self.inflight).insert(run_id, (held, handle));
+        lock(&self.inflight).insert(run_id, (held, handle, Arc::new(AtomicBool::new(true))));
     }
 
     fn spawn_run(&self, tasks: &mut JoinSet<RunDone>, lease: pb::Lease) {
@@ -811,6 +814,8 @@ impl Crew {
         let (results, fatal) = (self.results.clone(), self.fatal.clone());
         let journaling = Arc::clone(&self.journaling);
         let (run_id, held) = (lease.run_id.clone(), lease_ref.clone());
+        let answered = Arc::new(AtomicBool::new(false));
+        let has_report = Arc::clone(&answered);
         let handle = tasks.spawn(async move {
             let report = match arms.get(&lease.arm_id) {
                 Some(arm) => execute::execute(&context, arm, &lease, &worker_id).await,
@@ -821,6 +826,7 @@ impl Crew {
                     return (lease.run_id, Ended::Released);
                 }
             };
+            has_report.store(true, Ordering::Relaxed);
             let record_sha256 = match &report {
                 Report::Result { record_sha256, .. } => Some(record_sha256.clone()),
                 Report::Attempt(_) => None,
@@ -837,7 +843,7 @@ impl Crew {
         });
         // Inserted before the main loop can join the task (same thread), so
         // `account` always finds it.
-        lock(&self.inflight).insert(run_id, (held, handle));
+        lock(&self.inflight).insert(run_id, (held, handle, answered));
     }
 }
 
@@ -969,7 +975,7 @@ async fn reporter_loop(
                 None => return,
             },
             () = journaling.replay.notified() => {
-                let epoch = journaling.epoch.load(std::sync::atomic::Ordering::Relaxed);
+                let epoch = journaling.epoch.load(Ordering::Relaxed);
                 let entries = journaling.journal.as_ref().map(|j| lock(j).to_replay(epoch)).unwrap_or_default();
                 let n = entries.len();
                 match resend(&client, &worker_id, entries).await {
@@ -1093,7 +1099,7 @@ async fn heartbeat_loop(
     let mut tick = tokio::time::interval(interval);
     loop {
         tick.tick().await;
-        let leases: Vec<pb::LeaseRef> = lock(&inflight).values().map(|(l, _)| l.clone()).collect();
+        let leases: Vec<pb::LeaseRef> = lock(&inflight).values().map(|(l, _, _)| l.clone()).collect();
         // With nothing leased, a heartbeat still tells a journal what is durable.
         if leases.is_empty() && journaling.held() == 0 {
             continue;
@@ -1105,7 +1111,12 @@ async fn heartbeat_loop(
                 journaling.observe(r.durability.as_ref());
                 let mut held = lock(&inflight);
                 for lost in r.lost {
-                    if let Some((_, handle)) = held.remove(&lost.run_id) {
+                    // A run whose report is on its way (the ledger may have
+                    // taken it already) is left to its answer.
+                    if held.get(&lost.run_id).is_some_and(|(_, _, answered)| answered.load(Ordering::Relaxed)) {
+                        continue;
+                    }
+                    if let Some((_, handle, _)) = held.remove(&lost.run_id) {
                         warn!(run_id = %lost.run_id, "lease lost: stopping the run");
                         handle.abort();
                     }
