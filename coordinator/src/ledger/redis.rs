@@ -175,6 +175,9 @@ impl Acks {
     }
 }
 
+/// How long a reply may take before the call fails as an outage (see
+/// `RedisLedger::connect`).
+const RESPONSE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// How often the durability bookkeeping takes a sample (at most).
 const SAMPLE_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
 /// How far `appendfsync everysec` may leave writes unsynced: Redis fsyncs
@@ -216,9 +219,15 @@ impl RedisLedger {
     /// Connects to `url` for cohort `cohort` (its name is the hash tag).
     pub async fn connect(url: &str, cohort: &str) -> Result<RedisLedger, LedgerError> {
         let client = ::redis::Client::open(url).map_err(redis_err)?;
+        // A reply may take longer than the client's default 500 ms without
+        // anything being wrong: `appendfsync everysec` holds writes while an
+        // fsync is late (up to 2 s), and a seeding pipeline queues behind
+        // others. RESPONSE_TIMEOUT covers both; a dead server is still seen
+        // at once (a refused or reset connection).
         let config = ::redis::aio::ConnectionManagerConfig::new()
             .set_number_of_retries(6)
-            .set_max_delay(std::time::Duration::from_secs(2));
+            .set_max_delay(std::time::Duration::from_secs(2))
+            .set_response_timeout(Some(RESPONSE_TIMEOUT));
         let mut conn = ConnectionManager::new_with_config(client, config).await.map_err(redis_err)?;
         let horizon = aof_horizon(&mut conn).await;
         let prefix = format!("cohort:{{{cohort}}}:");
