@@ -6,7 +6,7 @@ mod cluster_support;
 
 use std::time::{Duration, Instant};
 
-use cluster_support::{Cluster, PLANNED, SimCohort, check_ledger, write_and_freeze};
+use cluster_support::{Cluster, DEFAULT_FAULTS, PLANNED, SimCohort, check_ledger, write_and_freeze};
 use cohort_core::taxonomy::Outcome;
 use cohort_tests::RedisServer;
 
@@ -24,18 +24,7 @@ const DEADLINE: Duration = Duration::from_secs(180);
 fn four_workers_finish_a_500_run_cohort_with_faults_exactly_once() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("cohort");
-    write_and_freeze(
-        &dir,
-        &SimCohort {
-            latency_ms: 35,
-            refusal_rate: 0.05,
-            failure_rate: 0.05,
-            timeout_rate: 0.02,
-            outage_rate: 0.1,
-            concurrency: 16,
-            max_attempts: 3,
-        },
-    );
+    write_and_freeze(&dir, &SimCohort { latency_ms: 35, ..DEFAULT_FAULTS });
     let redis = RedisServer::start().unwrap();
     let mut cluster = Cluster::new(&dir, &tmp.path().join("logs"), &redis.url(), 8);
 

@@ -750,8 +750,9 @@ pub fn check_ledger(redis_url: &str, dir: &Path) -> Figures {
 }
 
 /// What [`check_ledger`] assumes: a sim that injects every kind of fault
-/// (only the rates' being non-zero matters to the check).
-const DEFAULT_FAULTS: SimCohort = SimCohort {
+/// (only the rates' being non-zero matters to the check); the cluster test
+/// runs it with a latency.
+pub const DEFAULT_FAULTS: SimCohort = SimCohort {
     latency_ms: 0,
     refusal_rate: 0.05,
     failure_rate: 0.05,
