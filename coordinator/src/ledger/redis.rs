@@ -489,28 +489,44 @@ fn seed_sent(sent: SeedSent) -> Result<(), LedgerError> {
     }
 }
 
-/// One seeding pipeline for `chunk` of the order (its first run at
-/// position `start`): one ZADD per arm to its pending set (score = the
-/// position), and one ZADD to `rounds` for runs of later rounds that wait
-/// for their round to open (when `rounds_wait`; score = [`ROUND_SCALE`] *
-/// round + position). No run hash is written: `common.lua` creates a run's
-/// hash the first time the run changes, which is what makes seeding a
-/// million runs take seconds (creating a million keys was most of it).
-/// Also returns how many runs of each arm the chunk plans.
+/// What one chunk of the order writes at seeding ([`seed_chunk`]).
+struct SeedChunk<'a> {
+    /// The RPUSHes to the `order` list and to each arm's `fresh` list:
+    /// lists keep the order they are written in, so these go through the
+    /// order lane, one chunk after the other.
+    ordered: ::redis::Pipeline,
+    /// The ZADD to `rounds` of the chunk's runs of later rounds that wait
+    /// for their round to open, if any: a zset, sent in any order.
+    rounds: Option<::redis::Pipeline>,
+    /// How many runs of each arm the chunk plans.
+    planned: Vec<(&'a str, u64)>,
+}
+
+/// The seeding writes for `chunk` of the order (its first run at position
+/// `start`): each run's id appended to `order`, and the run to its arm's
+/// `fresh` list as `POS|RUN_ID` (one RPUSH per arm), or, for a run of a
+/// later round that waits for its round to open (when `rounds_wait`), to
+/// `rounds` scored [`ROUND_SCALE`] * round + position. No run hash and no
+/// per-run zset member is written: `common.lua` creates a run's hash the
+/// first time the run changes (creating a million keys was most of
+/// seeding), and appending to a list costs Redis a small part of what
+/// adding to a sorted set does, which is what makes seeding a million runs
+/// take seconds.
 fn seed_chunk<'a>(
     prefix: &str,
     rounds_wait: bool,
     start: usize,
     chunk: &'a [String],
-) -> Result<(::redis::Pipeline, Vec<(&'a str, u64)>), LedgerError> {
-    let mut p = ::redis::Pipeline::with_capacity(16);
-    // Per arm: its runs in this chunk, and the ZADD of its pending ones.
+) -> Result<SeedChunk<'a>, LedgerError> {
+    use std::fmt::Write as _;
+    // Per arm: its runs in this chunk, and the RPUSH of its fresh ones.
     let mut arms: BTreeMap<&'a str, (u64, Option<::redis::Cmd>)> = BTreeMap::new();
     let mut rounds: Option<::redis::Cmd> = None;
+    let mut entry = String::with_capacity(64);
     for (offset, run_id) in chunk.iter().enumerate() {
         let position = (start + offset) as u64;
         let (_, arm, rep) = RunId::split(run_id)?;
-        let (planned, pending) = arms.entry(arm).or_default();
+        let (planned, fresh) = arms.entry(arm).or_default();
         *planned += 1;
         // A later round waits in `rounds` until it opens (lease.lua).
         if rep > 1 && rounds_wait {
@@ -523,27 +539,32 @@ fn seed_chunk<'a>(
                 .arg(u64::from(rep) * ROUND_SCALE + position)
                 .arg(run_id.as_str());
         } else {
-            pending
+            entry.clear();
+            let _ = write!(entry, "{position}|{run_id}");
+            fresh
                 .get_or_insert_with(|| {
-                    let mut zadd = ::redis::Cmd::with_capacity(2 + 2 * chunk.len(), 32 * chunk.len());
-                    zadd.arg("ZADD").arg(format!("{prefix}pending:{arm}"));
-                    zadd
+                    let mut rpush = ::redis::Cmd::with_capacity(2 + chunk.len(), 32 * chunk.len());
+                    rpush.arg("RPUSH").arg(format!("{prefix}fresh:{arm}"));
+                    rpush
                 })
-                .arg(position)
-                .arg(run_id.as_str());
+                .arg(entry.as_str());
         }
     }
+    let mut ordered = ::redis::Pipeline::with_capacity(1 + arms.len());
+    ordered.rpush(format!("{prefix}order"), chunk).ignore();
     let mut planned = Vec::with_capacity(arms.len());
-    for (arm, (n, zadd)) in arms {
-        if let Some(zadd) = zadd {
-            p.add_command(zadd).ignore();
+    for (arm, (n, rpush)) in arms {
+        if let Some(rpush) = rpush {
+            ordered.add_command(rpush).ignore();
         }
         planned.push((arm, n));
     }
-    if let Some(zadd) = rounds {
+    let rounds = rounds.map(|zadd| {
+        let mut p = ::redis::Pipeline::with_capacity(1);
         p.add_command(zadd).ignore();
-    }
-    Ok((p, planned))
+        p
+    });
+    Ok(SeedChunk { ordered, rounds, planned })
 }
 
 #[async_trait]
@@ -656,6 +677,8 @@ impl Ledger for RedisLedger {
                 .hset(self.key("arms"), format!("{}|versions", arm.id), versions)
                 .ignore()
                 .del(self.key(&format!("pending:{}", arm.id)))
+                .ignore()
+                .del(self.key(&format!("fresh:{}", arm.id)))
                 .ignore();
             if arm.manual {
                 p.hset(self.key("arms"), format!("{}|manual", arm.id), 1).ignore();
@@ -663,15 +686,15 @@ impl Ledger for RedisLedger {
         }
         p.query_async::<()>(&mut self.rt()).await.map_err(redis_err)?;
 
-        // The plan's bulk: questions, the pending and rounds zsets and the
-        // order list; no hash per run (`common.lua` creates a run's hash
-        // when the run first changes). Up to SEED_IN_FLIGHT pipelines are
-        // sent at once on the multiplexed connection, so building the next
-        // one overlaps Redis executing the last; each is a few large
-        // commands (one ZADD per arm and one RPUSH per chunk). Zsets do
-        // not care in which order the pipelines arrive; the order list
-        // does, so its RPUSHes go through one lane that sends each chunk
-        // after the previous one is written.
+        // The plan's bulk: questions, the order list, each arm's fresh
+        // list and the rounds zset; no hash per run (`common.lua` creates a
+        // run's hash when the run first changes). The hash and zset writes
+        // (questions, rounds) are sent up to SEED_IN_FLIGHT at once on the
+        // multiplexed connection, so building the next one overlaps Redis
+        // executing the last. Lists keep the order they are written in, so
+        // each chunk's RPUSHes (one to `order`, one per arm) go through one
+        // lane that sends a chunk after the previous one is written, while
+        // this task builds the next.
         let mut in_flight = tokio::task::JoinSet::new();
         let (order_tx, mut order_lane) = self.order_lane();
         for chunk in questions.chunks(SEED_BATCH) {
@@ -682,14 +705,14 @@ impl Ledger for RedisLedger {
         let mut planned_per_arm: BTreeMap<&str, u64> = BTreeMap::new();
         let rounds_wait = header.round_every_ms > 0;
         for (start, chunk) in order.chunks(SEED_BATCH).enumerate().map(|(i, c)| (i * SEED_BATCH, c)) {
-            let (p, counts) = seed_chunk(&self.prefix, rounds_wait, start, chunk)?;
-            for (arm, n) in counts {
+            let SeedChunk { ordered, rounds, planned } = seed_chunk(&self.prefix, rounds_wait, start, chunk)?;
+            for (arm, n) in planned {
                 *planned_per_arm.entry(arm).or_default() += n;
             }
-            self.send_seed_pipeline(&mut in_flight, p).await?;
-            let mut push = ::redis::pipe();
-            push.rpush(self.key("order"), chunk).ignore();
-            if order_tx.send(push).await.is_err() {
+            if let Some(p) = rounds {
+                self.send_seed_pipeline(&mut in_flight, p).await?;
+            }
+            if order_tx.send(ordered).await.is_err() {
                 // The lane stopped on an error: it says which below.
                 break;
             }
@@ -1301,6 +1324,9 @@ mod tests {
         let next = ledger.lease("w2", 4, 800, TTL).await.unwrap().leases;
         assert!(!next.is_empty());
         assert!(next.iter().all(|g| g.token > third.token + (1 << 32)), "{next:?}");
+        // The run taken back left its queue (its fresh list entry, which
+        // the rollback had restored): it is not granted a second time.
+        assert!(next.iter().all(|g| g.run_id != third.run_id && g.run_id != first[1].run_id), "{next:?}");
     }
 
     /// Reads the generated tables back inside a real Redis (its Lua and

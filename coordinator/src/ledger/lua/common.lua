@@ -15,7 +15,20 @@
 --                        confirmed), epoch, seq (acknowledgement counter),
 --                        token_floor (tokens below it were issued before
 --                        the last recovery), recovering_until (ms)
---   P.."pending:"..arm   zset: run_id -> position, runs ready to lease
+--   P.."fresh:"..arm     list: 'POS|RUN_ID', the arm's runs that never
+--                        changed, ready to lease, in planned order
+--                        (ascending POS, the run's position); written at
+--                        seeding (an RPUSH is far cheaper than a ZADD) and
+--                        only ever taken from its head, except by `reclaim`
+--                        (after a rollback) and the rounds sweep, which
+--                        drain or remove. With rounds that wait it holds
+--                        round 1's runs only. A ledger seeded before has
+--                        none (an empty list): its runs are in `pending`.
+--   P.."pending:"..arm   zset: run_id -> position, runs put back ready to
+--                        lease (retries whose backoff elapsed, releases,
+--                        excused requeues, opened rounds): few. An arm's
+--                        queue is the merge of this and `fresh:ARM` by
+--                        position (`queue_head`)
 --   P.."delayed"         zset: run_id -> not_before_ms, retries in backoff
 --   P.."rounds"          zset: run_id -> ROUND_SCALE * round + position,
 --                        runs of rounds not open yet (a repeated-run cohort
@@ -29,8 +42,9 @@
 --                        ended, outcome, reason, record, version. Created
 --                        the first time the run changes (its first lease,
 --                        or its close), not at seeding: a run without one
---                        is pending with no attempt, its position its
---                        score in `pending:ARM` or `rounds`, and arm, q and
+--                        is pending with no attempt, its position in its
+--                        `fresh:ARM` entry or its score in `pending:ARM`
+--                        or `rounds`, and arm, q and
 --                        rep are in its id (`create_run`). A ledger seeded
 --                        before has every run's hash, which is as good.
 --   P.."attempts:"..id   list: attempt records (JSON), in order
@@ -110,13 +124,56 @@ local function create_run(run_id, pos)
     'state', 'pending', 'attempts', 0)
 end
 
--- The position of a run without a hash, from the queue it waits in (its
--- arm's, or `rounds`), or nil if it waits in neither (no such run).
-local function waiting_pos(run_id, arm)
+-- A `fresh:ARM` entry's position and run id.
+local function fresh_entry(e)
+  local pos, id = string.match(e, '^(%d+)|(.+)$')
+  return tonumber(pos), id
+end
+
+-- The first `room` runs of an arm's queue, ascending by position: the
+-- merge of the heads of `pending:ARM` and `fresh:ARM`. Each is
+-- { id, pos, fresh } (fresh: from the list); the fresh ones are a prefix
+-- of the list, so a caller that takes k of them trims k off its head.
+local function queue_head(arm, room)
+  local z = redis.call('ZRANGE', P .. 'pending:' .. arm, 0, room - 1, 'WITHSCORES')
+  local f = redis.call('LRANGE', P .. 'fresh:' .. arm, 0, room - 1)
+  local out, i, j = {}, 1, 1
+  while #out < room do
+    local zpos = z[i] and tonumber(z[i + 1])
+    local fpos, fid
+    if f[j] then fpos, fid = fresh_entry(f[j]) end
+    if zpos and (not fpos or zpos < fpos) then
+      table.insert(out, { id = z[i], pos = zpos, fresh = false })
+      i = i + 2
+    elseif fpos then
+      table.insert(out, { id = fid, pos = fpos, fresh = true })
+      j = j + 1
+    else
+      break
+    end
+  end
+  return out
+end
+
+-- Takes a run without a hash out of the queue it waits in (its arm's
+-- `pending` or `fresh` list, or `rounds`) and returns its position, or nil
+-- if it waits in none (no such run). Only `reclaim` (after a rollback)
+-- needs this: finding a run in its `fresh` list costs a scan of the
+-- `order` list up to it (LPOS) and of the fresh list up to it (LREM),
+-- where a lease a rollback lost is near the head.
+local function take_waiting(run_id, arm)
   local s = redis.call('ZSCORE', P .. 'pending:' .. arm, run_id)
-  if s then return tonumber(s) end
+  if s then
+    redis.call('ZREM', P .. 'pending:' .. arm, run_id)
+    return tonumber(s)
+  end
   s = tonumber(redis.call('ZSCORE', P .. 'rounds', run_id) or '0')
-  if s >= ROUND_SCALE then return s % ROUND_SCALE end
+  if s >= ROUND_SCALE then
+    redis.call('ZREM', P .. 'rounds', run_id)
+    return s % ROUND_SCALE
+  end
+  local pos = redis.call('LPOS', P .. 'order', run_id)
+  if pos and redis.call('LREM', P .. 'fresh:' .. arm, 1, pos .. '|' .. run_id) == 1 then return pos end
   return nil
 end
 
@@ -188,8 +245,11 @@ local function reclaim(run_id, token, worker, now, ttl)
   local r = redis.call('HMGET', key, 'state', 'token', 'worker', 'attempts', 'excused')
   local arm = arm_of(run_id)
   if not r[1] then
-    -- No hash: a run that never changed (pending), or no run at all.
-    local pos = arm and waiting_pos(run_id, arm)
+    -- No hash: a run that never changed (pending), or no run at all. It
+    -- leaves its queue only if it is to be leased (below).
+    local last = redis.call('LINDEX', P .. 'attempts:' .. run_id, -1)
+    if last and tonumber(cjson.decode(last)['token'] or 0) >= t then return false end
+    local pos = arm and take_waiting(run_id, arm)
     if not pos then return false end
     create_run(run_id, pos)
     r = { 'pending', '0', '', '0', nil }
@@ -386,6 +446,15 @@ local function close_pending(reason, paused_reason, now, limit)
       redis.call('ZREM', P .. 'pending:' .. arm, ids[i])
       close_run(ids[i], arm, ids[i + 1])
     end
+    if done < limit then
+      local fresh = P .. 'fresh:' .. arm
+      local entries = redis.call('LRANGE', fresh, 0, limit - done - 1)
+      if #entries > 0 then redis.call('LTRIM', fresh, #entries, -1) end
+      for _, e in ipairs(entries) do
+        local pos, id = fresh_entry(e)
+        close_run(id, arm, pos)
+      end
+    end
   end
   -- Delayed runs were leased (they have a hash); in `rounds` the score
   -- holds the position (a score below ROUND_SCALE: the hash does).
@@ -436,8 +505,32 @@ local function close_rounds_if_due(now, limit)
       end
     end
   end
+  -- A fresh list holds round 1's runs only (seeding puts later rounds in
+  -- `rounds`), all due: it is drained from its head. Should it hold a
+  -- later round's run, that one moves to the arm's `pending` zset.
+  local function sweep_fresh(arm)
+    local fresh = P .. 'fresh:' .. arm
+    while done < limit do
+      local entries = redis.call('LRANGE', fresh, 0, limit - done - 1)
+      if #entries == 0 then return end
+      redis.call('LTRIM', fresh, #entries, -1)
+      for _, e in ipairs(entries) do
+        local pos, id = fresh_entry(e)
+        if rep_of(id) <= due then
+          create_run(id, pos)
+          local why = 'window_closed'
+          if redis.call('HEXISTS', P .. 'arms', arm .. '|paused') == 1 then why = 'arm_paused' end
+          finalize(id, arm, 'not_run', why, now)
+          done = done + 1
+        else
+          redis.call('ZADD', P .. 'pending:' .. arm, pos, id)
+        end
+      end
+    end
+  end
   for _, arm in ipairs(cjson.decode(redis.call('HGET', P .. 'arms', 'order'))) do
     sweep('pending:' .. arm, arm)
+    sweep_fresh(arm)
   end
   sweep('delayed', nil)
   if done < limit then

@@ -63,9 +63,9 @@ for _, arm in ipairs(arms) do
     local a = redis.call('HMGET', P .. 'arms', arm .. '|cap', arm .. '|leased')
     local room = math.min(tonumber(a[1]) - tonumber(a[2] or 0), max)
     if room > 0 then
-      local head = redis.call('ZRANGE', P .. 'pending:' .. arm, 0, room - 1, 'WITHSCORES')
-      for i = 1, #head, 2 do
-        table.insert(candidates, { id = head[i], pos = tonumber(head[i + 1]), arm = arm })
+      for _, c in ipairs(queue_head(arm, room)) do
+        c.arm = arm
+        table.insert(candidates, c)
       end
     end
   end
@@ -74,6 +74,8 @@ table.sort(candidates, function(x, y) return x.pos < y.pos end)
 
 local out = { 0, 0, 0 }
 local n = 0
+-- Per arm, how many runs were taken from the head of its fresh list.
+local fresh_taken = {}
 for _, c in ipairs(candidates) do
   if n >= max then break end
   local key = P .. 'run:' .. c.id
@@ -96,7 +98,11 @@ for _, c in ipairs(candidates) do
     redis.call('HSET', key, 'pos', c.pos, 'arm', c.arm, 'q', q, 'rep', rep, 'state', 'leased',
       'attempts', 1, 'token', token, 'worker', worker, 'expires', expires, 'started', now)
   end
-  redis.call('ZREM', P .. 'pending:' .. c.arm, c.id)
+  if c.fresh then
+    fresh_taken[c.arm] = (fresh_taken[c.arm] or 0) + 1
+  else
+    redis.call('ZREM', P .. 'pending:' .. c.arm, c.id)
+  end
   redis.call('ZADD', P .. 'leases', expires, c.id)
   redis.call('HINCRBY', P .. 'arms', c.arm .. '|leased', 1)
   table.insert(out, c.id)
@@ -105,6 +111,10 @@ for _, c in ipairs(candidates) do
   table.insert(out, redis.call('HGET', P .. 'questions', q) or '')
   table.insert(out, expires)
   n = n + 1
+end
+-- The fresh runs granted are a prefix of each arm's list (`queue_head`).
+for _, arm in ipairs(arms) do
+  if fresh_taken[arm] then redis.call('LTRIM', P .. 'fresh:' .. arm, fresh_taken[arm], -1) end
 end
 -- The window opens at the first start: the first lease that grants a run.
 -- With rounds, the cohort's window ends with its last round's.
