@@ -29,6 +29,11 @@ use crate::clock::Clock;
 use crate::convert;
 use crate::ledger::{AttemptVerdict, LeaseGrant, Ledger, LedgerError, RunResult};
 
+/// How long (the last backoff step, about half the whole wait) a lease
+/// waits for the ledger to give a granted run's earlier attempts when it
+/// is briefly unreachable.
+const PREVIOUS_ATTEMPTS_PATIENCE: Duration = Duration::from_millis(1_600);
+
 /// The most results one `ReportResults` call may carry.
 pub const MAX_RESULTS_PER_CALL: usize = 512;
 
@@ -228,7 +233,8 @@ impl CoordinatorService {
     }
 
     /// The earlier attempts of a granted run, for its run record; nothing
-    /// to read (and no ledger call) on a first attempt. The grant is already
+    /// to read (and no ledger call) on a first attempt. A transient error is
+    /// retried for about 3 s. The grant is already
     /// made, so a ledger error here must not fail the lease (the run would
     /// come back as worker_lost and spend an attempt): the lease goes out
     /// flagged instead, and the record says its attempt list is incomplete.
@@ -236,14 +242,29 @@ impl CoordinatorService {
         if grant.attempt <= 1 {
             return (Vec::new(), false);
         }
-        match self.ledger.attempts(&grant.run_id).await {
-            Ok(attempts) => (
-                attempts.iter().filter(|a| a.attempt < grant.attempt).map(convert::previous_attempt_to_pb).collect(),
-                false,
-            ),
-            Err(e) => {
-                warn!(run_id = %grant.run_id, error = %e, "cannot read earlier attempts; the lease goes out without them");
-                (Vec::new(), true)
+        // A ledger that blips (Redis restarting under the grant) is asked
+        // again for a moment before the record has to say it is incomplete.
+        let mut delay = Duration::from_millis(50);
+        loop {
+            match self.ledger.attempts(&grant.run_id).await {
+                Ok(attempts) => {
+                    return (
+                        attempts
+                            .iter()
+                            .filter(|a| a.attempt < grant.attempt)
+                            .map(convert::previous_attempt_to_pb)
+                            .collect(),
+                        false,
+                    );
+                }
+                Err(e) if e.is_transient() && delay <= PREVIOUS_ATTEMPTS_PATIENCE => {
+                    tokio::time::sleep(delay).await;
+                    delay *= 2;
+                }
+                Err(e) => {
+                    warn!(run_id = %grant.run_id, error = %e, "cannot read earlier attempts; the lease goes out without them");
+                    return (Vec::new(), true);
+                }
             }
         }
     }

@@ -1047,7 +1047,16 @@ fn check_record(
                 .map(|a| (u64::from(a.attempt), format!("\"{}\"", a.class), format!("{:?}", a.worker)))
                 .collect();
             if listed != ledger || record["attempts_complete"] != true {
-                v.push(format!("run {run_id}: the record lists attempts {listed:?}, the ledger {ledger:?}"));
+                let details: Vec<(u64, &str)> = attempts.iter().map(|a| (a.token, a.detail.as_str())).collect();
+                let incomplete = if record["attempts_complete"] == true {
+                    ""
+                } else {
+                    "; the record says its list is incomplete (the coordinator could not read the earlier attempts)"
+                };
+                v.push(format!(
+                    "run {run_id}: the record lists attempts {listed:?}, the ledger {ledger:?} (tokens and details: \
+                     {details:?}){incomplete}"
+                ));
             }
         }
         Ok(record) => v.push(format!("run {run_id}: record {sha} is the record of {}", record["run_id"])),
