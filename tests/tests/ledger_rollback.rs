@@ -20,7 +20,7 @@ use cohort_coordinator::ledger::Ledger as _;
 use cohort_coordinator::ledger::redis::RedisLedger;
 use cohort_tests::RedisServer;
 
-/// A safety bound only: the cohort takes about 20 s.
+/// A safety bound only: the cohort takes about 20-30 s.
 const DEADLINE: Duration = Duration::from_secs(240);
 /// The cut lands when this share of the plan is final (by progress, not
 /// time, so it is always mid-cohort however fast the machine is).
@@ -28,9 +28,13 @@ const CUT_AT_PERCENT: u64 = 35;
 /// Rollbacks in the run: the second one lands after the first recovery.
 const CUTS: usize = 2;
 const SECOND_CUT_AT_PERCENT: u64 = 65;
+/// Each cut takes up to 2 s of writes: it lands at least this long after
+/// the seeding (a cut that takes the seed too leaves no ledger to recover)
+/// and after the previous cut (its recovery is then in service).
+const CUT_GAP: Duration = Duration::from_secs(4);
 
 /// Proves durable acknowledgements end to end, across real processes:
-/// 300 runs answered by a product that logs every call (the real `command`
+/// 500 runs answered by a product that logs every call (the real `command`
 /// adapter running a script), a coordinator and two workers on a Redis
 /// with `appendfsync everysec`. Twice mid-cohort Redis is SIGKILLed, its
 /// AOF cut back by the writes of at least its last second
@@ -47,8 +51,8 @@ fn acknowledged_results_survive_redis_losing_its_last_second() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("cohort");
     let cohort = ClusterCohort {
-        questions: 150,
-        product: Product::Counting { latency_ms: 150 },
+        questions: 250,
+        product: Product::Counting { latency_ms: 400 },
         concurrency: 12,
         max_attempts: 3,
     };
@@ -65,6 +69,7 @@ fn acknowledged_results_survive_redis_losing_its_last_second() {
     let started = Instant::now();
     let deadline = started + DEADLINE;
     let mut cuts = Vec::new();
+    let mut last_cut = started;
     while !cluster.workers_finished() {
         assert!(
             Instant::now() < deadline,
@@ -73,7 +78,8 @@ fn acknowledged_results_survive_redis_losing_its_last_second() {
             cluster.status_text()
         );
         let percent = probe.finished().map_or(0, |f| f * 100 / planned);
-        let due = [CUT_AT_PERCENT, SECOND_CUT_AT_PERCENT].get(cuts.len()).is_some_and(|&at| percent >= at);
+        let due = [CUT_AT_PERCENT, SECOND_CUT_AT_PERCENT].get(cuts.len()).is_some_and(|&at| percent >= at)
+            && last_cut.elapsed() >= CUT_GAP;
         // A second cut only once the first recovery's grace is over and
         // work goes on: each rollback then meets a ledger in normal service.
         if due && cuts.len() < CUTS {
@@ -88,6 +94,7 @@ fn acknowledged_results_survive_redis_losing_its_last_second() {
                 cut.bytes_cut
             );
             cuts.push(cut);
+            last_cut = Instant::now();
         }
         std::thread::sleep(Duration::from_millis(100));
     }
@@ -155,33 +162,17 @@ fn number_after(text: &str, prefix: &str) -> u64 {
 }
 
 /// The reports the workers say they replayed to the recovered ledger, from
-/// their logs (`journal replayed to the recovered ledger reports=N`).
+/// their logs (`journal replayed to the recovered ledger reports=N`). The
+/// logs are files, so they carry no ANSI colour codes.
 fn replayed_reports(logs: &Path) -> usize {
     let mut n = 0;
     for entry in fs::read_dir(logs).unwrap() {
-        let text = strip_ansi(&fs::read_to_string(entry.unwrap().path()).unwrap_or_default());
+        let path = entry.unwrap().path();
+        let text = fs::read_to_string(&path).unwrap_or_default();
+        assert!(!text.contains('\u{1b}'), "{} holds ANSI escape codes although it is a file", path.display());
         for line in text.lines().filter(|l| l.contains("journal replayed to the recovered ledger")) {
             n += number_after(line, "reports=") as usize;
         }
     }
     n
-}
-
-/// `text` without ANSI escape sequences (`ESC [ ... letter`): the logs
-/// colour their field names.
-fn strip_ansi(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for d in chars.by_ref() {
-                if d.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
