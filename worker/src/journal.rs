@@ -92,6 +92,8 @@ pub struct Journal {
     _lock: File,
     /// The segment being written: its number and file.
     open: (u64, File, u64),
+    /// Segments closed and not deleted yet.
+    closed: std::collections::BTreeSet<u64>,
     held: BTreeMap<EntryId, Held>,
     next_id: EntryId,
 }
@@ -106,7 +108,14 @@ impl Journal {
         lock.try_lock().map_err(|e| io::Error::other(format!("journal {} is in use: {e}", dir.display())))?;
         let file = segment_file(&dir, 0)?;
         sync_dir(root)?;
-        Ok(Journal { dir, _lock: lock, open: (0, file, 0), held: BTreeMap::new(), next_id: 0 })
+        Ok(Journal {
+            dir,
+            _lock: lock,
+            open: (0, file, 0),
+            closed: Default::default(),
+            held: BTreeMap::new(),
+            next_id: 0,
+        })
     }
 
     /// Where the journal is, for messages.
@@ -149,6 +158,7 @@ impl Journal {
             .collect();
         if self.open.2 >= SEGMENT_BYTES {
             let next = self.open.0 + 1;
+            self.closed.insert(self.open.0);
             self.open = (next, segment_file(&self.dir, next)?, 0);
             sync_dir(&self.dir)?;
         }
@@ -174,14 +184,10 @@ impl Journal {
         let forgotten = before - self.held.len();
         if forgotten > 0 {
             let live: std::collections::BTreeSet<u64> = self.held.values().map(|h| h.segment).collect();
-            for entry in fs::read_dir(&self.dir)? {
-                let path = entry?.path();
-                if let Some(n) = segment_number(&path)
-                    && n != self.open.0
-                    && !live.contains(&n)
-                {
-                    fs::remove_file(&path)?;
-                }
+            let done: Vec<u64> = self.closed.iter().copied().filter(|n| !live.contains(n)).collect();
+            for n in done {
+                fs::remove_file(segment_path(&self.dir, n))?;
+                self.closed.remove(&n);
             }
         }
         Ok(forgotten)
@@ -268,8 +274,12 @@ impl Leftover {
     }
 }
 
+fn segment_path(dir: &Path, n: u64) -> PathBuf {
+    dir.join(format!("{n:08}.log"))
+}
+
 fn segment_file(dir: &Path, n: u64) -> io::Result<File> {
-    OpenOptions::new().create(true).append(true).open(dir.join(format!("{n:08}.log")))
+    OpenOptions::new().create(true).append(true).open(segment_path(dir, n))
 }
 
 fn segment_number(path: &Path) -> Option<u64> {
