@@ -18,7 +18,8 @@
 //! numbered segment files of records `kind (1 byte) | length (u32 LE) |
 //! protobuf bytes` (kind 1 a `ReportResultRequest`, 2 a
 //! `ReportAttemptRequest`), and a `lock` file the process holds locked
-//! while it lives. A segment is deleted once every report in it is
+//! while it lives (made under a hidden `.<worker>.new` name and renamed
+//! into place once locked). A segment is deleted once every report in it is
 //! durable; the directory when the journal is empty at shutdown. A
 //! directory whose lock nobody holds belongs to a worker that died: the
 //! next worker on the machine replays it ([`Journal::leftovers`]) before it
@@ -101,13 +102,23 @@ pub struct Journal {
 impl Journal {
     /// Opens a fresh journal for this process under `root` (a directory
     /// named `tag`, which must be unique to this process).
+    ///
+    /// The directory is made and locked under a hidden staging name
+    /// (`.tag.new`) and only then renamed into place, so a journal another
+    /// worker can see is locked from its first instant: a worker starting
+    /// at the same moment never takes a live journal for a left-over one.
     pub fn open(root: &Path, tag: &str) -> io::Result<Journal> {
         let dir = root.join(tag);
-        fs::create_dir_all(&dir)?;
-        let lock = OpenOptions::new().create(true).truncate(false).write(true).open(dir.join("lock"))?;
-        lock.try_lock().map_err(|e| io::Error::other(format!("journal {} is in use: {e}", dir.display())))?;
-        let file = segment_file(&dir, 0)?;
+        let staging = root.join(format!(".{tag}.new"));
+        fs::create_dir_all(&staging)?;
+        let lock = OpenOptions::new().create(true).truncate(false).write(true).open(staging.join("lock"))?;
+        lock.try_lock().map_err(|e| io::Error::other(format!("journal {} is in use: {e}", staging.display())))?;
+        segment_file(&staging, 0)?;
+        sync_dir(&staging)?;
+        fs::rename(&staging, &dir)
+            .map_err(|e| io::Error::other(format!("cannot move journal {} into place: {e}", dir.display())))?;
         sync_dir(root)?;
+        let file = OpenOptions::new().append(true).open(segment_path(&dir, 0))?;
         Ok(Journal {
             dir,
             _lock: lock,
@@ -210,10 +221,11 @@ impl Journal {
         if !self.held.is_empty() {
             return Ok(false);
         }
-        let dir = self.dir.clone();
-        drop(self);
-        fs::remove_dir_all(&dir)?;
-        Ok(true)
+        // Removed while still locked, so no other worker takes it up between.
+        match fs::remove_dir_all(&self.dir) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(true),
+        }
     }
 
     /// The journals under `root` whose process is gone (nobody holds their
@@ -229,7 +241,10 @@ impl Journal {
         };
         for dir in dirs {
             let dir = dir?.path();
-            if !dir.is_dir() {
+            // Hidden names are journals being made (`Journal::open`): one
+            // left by a process that died there never held a report.
+            let hidden = dir.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.'));
+            if hidden || !dir.is_dir() {
                 continue;
             }
             let Ok(lock) = OpenOptions::new().create(true).truncate(false).write(true).open(dir.join("lock")) else {
@@ -264,10 +279,10 @@ pub struct Leftover {
 impl Leftover {
     /// Deletes it, once its reports are acknowledged again (a replayed
     /// report is a no-op where the ledger has it).
+    ///
+    /// Removed while still locked, so no other worker takes it up between.
     pub fn remove(self) -> io::Result<()> {
-        let dir = self.dir.clone();
-        drop(self);
-        match fs::remove_dir_all(&dir) {
+        match fs::remove_dir_all(&self.dir) {
             Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
             _ => Ok(()),
         }
@@ -376,5 +391,23 @@ mod tests {
         j.append(vec![result("q1:a:1", 1)]).unwrap();
         assert!(!j.remove_if_empty().unwrap());
         assert_eq!(Journal::leftovers(root.path()).unwrap().len(), 1);
+    }
+
+    /// Workers starting at the same moment in one directory: a scan for
+    /// left-over journals never takes one whose worker is alive (the CI run
+    /// that found this had two of four workers stop on "journal is in use"
+    /// and "No such file or directory").
+    #[test]
+    fn a_journal_being_opened_is_never_left_over() {
+        let root = tempfile::tempdir().unwrap();
+        for round in 0..200 {
+            let path = root.path().to_path_buf();
+            let opener = std::thread::spawn(move || Journal::open(&path, &format!("w{round}")).unwrap());
+            let taken = Journal::leftovers(root.path()).unwrap();
+            let journal = opener.join().unwrap();
+            assert!(taken.is_empty(), "round {round}: took a live journal: {:?}", taken[0].dir);
+            assert!(journal.remove_if_empty().unwrap());
+        }
+        assert!(fs::read_dir(root.path()).unwrap().next().is_none(), "nothing left behind");
     }
 }
