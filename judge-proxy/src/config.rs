@@ -91,6 +91,8 @@ struct RawUpstream {
     tpm: Spanned<i64>,
     max_concurrency: Option<Spanned<i64>>,
     burst: Option<Spanned<i64>>,
+    context_tokens: Option<Spanned<i64>>,
+    max_output_tokens: Option<Spanned<i64>>,
     #[serde(default)]
     served_model_headers: Vec<String>,
     #[serde(default)]
@@ -190,8 +192,16 @@ pub struct UpstreamConfig {
     pub tpm: u64,
     /// Upstream calls in flight at once, per replica.
     pub max_concurrency: u32,
-    /// Requests that may go back to back when the upstream has been idle.
+    /// Requests that may go back to back when the upstream has been idle
+    /// (the limiter's tolerance, in upstream intervals). Default
+    /// [`default_burst`]: half the provider's one-second bucket.
     pub burst: u32,
+    /// The model's context window (input + output tokens), when set: a
+    /// request whose estimate exceeds it is refused with 400.
+    pub context_tokens: Option<u64>,
+    /// The most output tokens a call may ask for, when set: a larger
+    /// `max_tokens` is refused with 400.
+    pub max_output_tokens: Option<u64>,
     /// Response headers, in order of preference, that name the served model.
     pub served_model_headers: Vec<String>,
     /// Response headers that name the provider that served.
@@ -310,6 +320,8 @@ impl ProxyConfig {
             tpm: 100_000_000,
             max_concurrency: 16,
             burst: 32,
+            context_tokens: None,
+            max_output_tokens: None,
             served_model_headers: Vec::new(),
             served_provider_headers: Vec::new(),
             forward_headers: Vec::new(),
@@ -341,6 +353,16 @@ impl ProxyConfig {
             }],
         }
     }
+}
+
+/// The default burst of an upstream at `rpm`: half of what a provider's
+/// one-second bucket holds (`rpm / 120`), between 1 and 32. A burst equal
+/// to the provider's own bucket (`rpm / 60`) tips over on arrival jitter
+/// (one 429 at start-up in every rate-limited run); half leaves the margin.
+/// 1 is enough for the booking rule: a lone request on an idle timeline
+/// still goes at once.
+pub fn default_burst(rpm: u32) -> u32 {
+    (rpm / 120).clamp(1, 32)
 }
 
 /// The upstream name of [`ProxyConfig::builtin_sim`].
@@ -669,8 +691,9 @@ impl Validator<'_> {
             let rpm: u32 = self.required_int(u.rpm, &f("rpm"), 1);
             let tpm: u64 = self.required_int(u.tpm, &f("tpm"), 1);
             let max_concurrency = self.int(u.max_concurrency, &f("max_concurrency"), 1, 16u32);
-            let default_burst = (rpm / 60).clamp(2, 32);
-            let burst = self.int(u.burst, &f("burst"), 2, default_burst);
+            let burst = self.int(u.burst, &f("burst"), 1, default_burst(rpm));
+            let context_tokens = u.context_tokens.map(|v| self.required_int(v, &f("context_tokens"), 1));
+            let max_output_tokens = u.max_output_tokens.map(|v| self.required_int(v, &f("max_output_tokens"), 1));
             let lower = |v: Vec<String>| v.into_iter().map(|h| h.trim().to_ascii_lowercase()).collect::<Vec<_>>();
             let served_model_headers = lower(u.served_model_headers);
             let served_provider_headers = lower(u.served_provider_headers);
@@ -696,6 +719,8 @@ impl Validator<'_> {
                 tpm,
                 max_concurrency,
                 burst,
+                context_tokens,
+                max_output_tokens,
                 served_model_headers,
                 served_provider_headers,
                 forward_headers,
@@ -806,7 +831,7 @@ served_model = "judge-1"
         let c = build_and_validate(GOOD, "proxy.toml", Path::new("."), &env).unwrap();
         let u = &c.upstreams[0];
         assert_eq!(u.base_url, "http://127.0.0.1:9/v1");
-        assert_eq!((u.burst, u.max_concurrency), (10, 16));
+        assert_eq!((u.burst, u.max_concurrency), (5, 16), "half of a one-second bucket at 600 rpm");
         assert_eq!(u.api_key.as_ref().unwrap().expose(), "sk-upstream-0123456789");
         assert_eq!(c.teams[1].weight, 1);
         assert_eq!(c.judges[0].batch_size, DEFAULT_BATCH_SIZE);

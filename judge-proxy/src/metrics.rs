@@ -1,14 +1,87 @@
-//! Counters of the proxy (SPEC section 10): attempts by class, permits
-//! granted and waited, permit deadlines, upstream pauses, tokens. Rendered
-//! in the Prometheus text format at `GET /metrics`.
+//! Counters, gauges and histograms of the proxy (SPEC section 10):
+//! attempts by class, permits granted and waited, refusals, pauses, rate
+//! cuts, tokens, the permit-wait and upstream-latency histograms, calls
+//! per served model, the effective rate per upstream. Rendered in the
+//! Prometheus text format at `GET /metrics`; summarised at `info` every
+//! minute by [`Metrics::spawn_summary`] (per-call lines are `debug`).
 
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use cohort_core::taxonomy::AttemptClass;
 
-/// Process-wide counters; relaxed atomics, as counters need no ordering.
+/// The most distinct (upstream, requested, served) label sets kept; the
+/// rest count under `served_model="other"`, so a router that names a new
+/// model per call cannot grow the exposition without bound.
+pub const MAX_SERVED_LABEL_SETS: usize = 64;
+
+/// Bucket bounds (seconds) of the wait and latency histograms: from a
+/// millisecond (an uncontended permit) to two minutes (a long queue or a
+/// slow reasoning model).
+const BUCKETS_S: [f64; 14] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0];
+
+/// A fixed-bucket histogram of durations; relaxed atomics.
+#[derive(Debug, Default)]
+pub struct Histogram {
+    /// Per bucket (not cumulative), the last one for +Inf.
+    counts: [AtomicU64; BUCKETS_S.len() + 1],
+    sum_us: AtomicU64,
+}
+
+impl Histogram {
+    pub fn record(&self, d: Duration) {
+        let s = d.as_secs_f64();
+        let i = BUCKETS_S.iter().position(|b| s <= *b).unwrap_or(BUCKETS_S.len());
+        self.counts[i].fetch_add(1, Ordering::Relaxed);
+        self.sum_us.fetch_add(u64::try_from(d.as_micros()).unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+
+    fn counts(&self) -> Vec<u64> {
+        self.counts.iter().map(|c| c.load(Ordering::Relaxed)).collect()
+    }
+
+    /// The upper bound of the bucket holding quantile `q` of the values
+    /// counted since `before` (per-bucket counts), None when there are none.
+    fn quantile_since(&self, before: &[u64], q: f64) -> Option<f64> {
+        let now = self.counts();
+        let delta: Vec<u64> = now.iter().zip(before.iter().chain(std::iter::repeat(&0))).map(|(a, b)| a - b).collect();
+        let total: u64 = delta.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let rank = ((total as f64) * q).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, n) in delta.iter().enumerate() {
+            seen += n;
+            if seen >= rank {
+                return Some(BUCKETS_S.get(i).copied().unwrap_or(f64::INFINITY));
+            }
+        }
+        None
+    }
+
+    fn render(&self, out: &mut String, name: &str, labels: &str) {
+        let counts = self.counts();
+        let mut cumulative = 0;
+        let sep = if labels.is_empty() { "" } else { "," };
+        for (i, n) in counts.iter().enumerate() {
+            cumulative += n;
+            let le = BUCKETS_S.get(i).map_or_else(|| "+Inf".to_owned(), |b| b.to_string());
+            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {cumulative}");
+        }
+        #[allow(clippy::cast_precision_loss)]
+        let sum = self.sum_us.load(Ordering::Relaxed) as f64 / 1e6;
+        let braces = if labels.is_empty() { String::new() } else { format!("{{{labels}}}") };
+        let _ = writeln!(out, "{name}_sum{braces} {sum}");
+        let _ = writeln!(out, "{name}_count{braces} {cumulative}");
+    }
+}
+
+/// Process-wide metrics; relaxed atomics, as counters need no ordering.
 #[derive(Debug, Default)]
 pub struct Metrics {
     attempts: [AtomicU64; AttemptClass::ALL.len()],
@@ -17,8 +90,17 @@ pub struct Metrics {
     permit_wait_us: AtomicU64,
     permit_deadlines: AtomicU64,
     upstream_pauses: AtomicU64,
+    rate_cuts: AtomicU64,
     input_tokens: AtomicU64,
     output_tokens: AtomicU64,
+    permit_wait: Histogram,
+    /// Per upstream. A read lock and atomics per call; the write lock only
+    /// for an upstream's first call.
+    latency: RwLock<BTreeMap<String, Arc<Histogram>>>,
+    /// (upstream, requested model, served model) -> calls.
+    served: Mutex<HashMap<(String, String, String), u64>>,
+    /// Upstream -> effective requests per minute (set when it changes).
+    effective_rpm: Mutex<BTreeMap<String, f64>>,
 }
 
 /// A copy of the counters at one moment.
@@ -27,11 +109,13 @@ pub struct MetricsSnapshot {
     /// (class, attempts) for every class, in [`AttemptClass::ALL`] order.
     pub attempts: Vec<(AttemptClass, u64)>,
     pub permits_granted: u64,
-    /// Permits that were not granted at the first ask.
+    /// Permits whose booked slot was in the future (the caller slept).
     pub permits_waited: u64,
     pub permit_wait_us: u64,
+    /// Bookings refused because the slot was past the caller's deadline.
     pub permit_deadlines: u64,
     pub upstream_pauses: u64,
+    pub rate_cuts: u64,
     pub input_tokens: u64,
     pub output_tokens: u64,
 }
@@ -40,10 +124,26 @@ impl MetricsSnapshot {
     pub fn attempts_of(&self, class: AttemptClass) -> u64 {
         self.attempts.iter().find(|(c, _)| *c == class).map_or(0, |(_, n)| *n)
     }
+
+    fn calls(&self) -> u64 {
+        self.attempts.iter().map(|(_, n)| n).sum()
+    }
 }
 
 fn index(class: AttemptClass) -> usize {
     AttemptClass::ALL.iter().position(|c| *c == class).unwrap_or(0)
+}
+
+/// A label value escaped for the exposition format.
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// What the last summary line saw, so the next one covers what came since.
+#[derive(Debug, Default)]
+pub struct SummaryState {
+    last: MetricsSnapshot,
+    wait_counts: Vec<u64>,
 }
 
 impl Metrics {
@@ -51,9 +151,12 @@ impl Metrics {
         self.attempts[index(class)].fetch_add(1, Ordering::Relaxed);
     }
 
-    pub fn permit_granted(&self, waited: Duration) {
+    /// A permit granted after `waited`; `slept`: its booked slot was in
+    /// the future (only those count as waited).
+    pub fn permit_granted(&self, waited: Duration, slept: bool) {
         self.permits_granted.fetch_add(1, Ordering::Relaxed);
-        if !waited.is_zero() {
+        self.permit_wait.record(waited);
+        if slept {
             self.permits_waited.fetch_add(1, Ordering::Relaxed);
             self.permit_wait_us.fetch_add(u64::try_from(waited.as_micros()).unwrap_or(u64::MAX), Ordering::Relaxed);
         }
@@ -67,9 +170,45 @@ impl Metrics {
         self.upstream_pauses.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// A provider 429 on a granted permit, reported to the rate.
+    pub fn rate_cut(&self) {
+        self.rate_cuts.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub fn tokens(&self, input: u64, output: u64) {
         self.input_tokens.fetch_add(input, Ordering::Relaxed);
         self.output_tokens.fetch_add(output, Ordering::Relaxed);
+    }
+
+    /// One attempt's latency at `upstream`.
+    pub fn upstream_latency(&self, upstream: &str, latency: Duration) {
+        if let Some(h) = self.latency.read().unwrap_or_else(|e| e.into_inner()).get(upstream) {
+            h.record(latency);
+            return;
+        }
+        let mut map = self.latency.write().unwrap_or_else(|e| e.into_inner());
+        map.entry(upstream.to_owned()).or_default().record(latency);
+    }
+
+    /// A call of `upstream` asked for `requested` and served by `served`.
+    pub fn served(&self, upstream: &str, requested: &str, served: &str) {
+        let mut map = self.served.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (upstream.to_owned(), requested.to_owned(), served.to_owned());
+        if let Some(n) = map.get_mut(&key) {
+            *n += 1;
+            return;
+        }
+        let key = if map.len() < MAX_SERVED_LABEL_SETS {
+            key
+        } else {
+            (upstream.to_owned(), "other".to_owned(), "other".to_owned())
+        };
+        *map.entry(key).or_default() += 1;
+    }
+
+    /// The effective rate of `upstream` (requests per minute).
+    pub fn effective_rpm(&self, upstream: &str, rpm: f64) {
+        self.effective_rpm.lock().unwrap_or_else(|e| e.into_inner()).insert(upstream.to_owned(), rpm);
     }
 
     pub fn snapshot(&self) -> MetricsSnapshot {
@@ -81,29 +220,188 @@ impl Metrics {
             permit_wait_us: get(&self.permit_wait_us),
             permit_deadlines: get(&self.permit_deadlines),
             upstream_pauses: get(&self.upstream_pauses),
+            rate_cuts: get(&self.rate_cuts),
             input_tokens: get(&self.input_tokens),
             output_tokens: get(&self.output_tokens),
         }
     }
 
-    /// The counters in the Prometheus text exposition format.
+    /// Everything in the Prometheus text exposition format.
     pub fn render(&self) -> String {
         let s = self.snapshot();
         let mut out = String::new();
-        out.push_str("# TYPE cohort_judge_proxy_attempts_total counter\n");
+        let p = "cohort_judge_proxy";
+        let _ = writeln!(out, "# HELP {p}_attempts_total Upstream attempts by outcome class.");
+        let _ = writeln!(out, "# TYPE {p}_attempts_total counter");
         for (class, n) in &s.attempts {
-            let _ = writeln!(out, "cohort_judge_proxy_attempts_total{{class=\"{class}\"}} {n}");
+            let _ = writeln!(out, "{p}_attempts_total{{class=\"{class}\"}} {n}");
         }
-        let mut counter = |name: &str, v: u64| {
-            let _ = writeln!(out, "# TYPE cohort_judge_proxy_{name} counter\ncohort_judge_proxy_{name} {v}");
+        let mut counter = |name: &str, help: &str, v: u64| {
+            let _ = writeln!(out, "# HELP {p}_{name} {help}\n# TYPE {p}_{name} counter\n{p}_{name} {v}");
         };
-        counter("permits_granted_total", s.permits_granted);
-        counter("permits_waited_total", s.permits_waited);
-        counter("permit_wait_microseconds_total", s.permit_wait_us);
-        counter("permit_deadlines_total", s.permit_deadlines);
-        counter("upstream_pauses_total", s.upstream_pauses);
-        counter("input_tokens_total", s.input_tokens);
-        counter("output_tokens_total", s.output_tokens);
+        counter("permits_granted_total", "Rate-limit permits granted.", s.permits_granted);
+        counter(
+            "permits_waited_total",
+            "Permits whose booked slot was in the future (the caller slept for it).",
+            s.permits_waited,
+        );
+        counter("permit_wait_microseconds_total", "Time slept for the permits counted as waited.", s.permit_wait_us);
+        counter(
+            "permit_deadlines_total",
+            "Bookings refused because the earliest slot was past the caller's deadline.",
+            s.permit_deadlines,
+        );
+        counter("upstream_pauses_total", "Pauses of an upstream (provider Retry-After or nothing remaining).", s.upstream_pauses);
+        counter("rate_limited_permits_total", "Provider 429s on permits the limiter granted.", s.rate_cuts);
+        counter("input_tokens_total", "Input tokens the providers reported.", s.input_tokens);
+        counter("output_tokens_total", "Output tokens the providers reported.", s.output_tokens);
+
+        let _ = writeln!(out, "# HELP {p}_permit_wait_seconds Time from booking to a granted permit.");
+        let _ = writeln!(out, "# TYPE {p}_permit_wait_seconds histogram");
+        self.permit_wait.render(&mut out, &format!("{p}_permit_wait_seconds"), "");
+
+        let _ = writeln!(out, "# HELP {p}_upstream_latency_seconds One attempt, from sending to the end of the body.");
+        let _ = writeln!(out, "# TYPE {p}_upstream_latency_seconds histogram");
+        for (upstream, h) in self.latency.read().unwrap_or_else(|e| e.into_inner()).iter() {
+            h.render(&mut out, &format!("{p}_upstream_latency_seconds"), &format!("upstream=\"{}\"", label(upstream)));
+        }
+
+        let _ = writeln!(out, "# HELP {p}_served_total Successful calls by requested and served model.");
+        let _ = writeln!(out, "# TYPE {p}_served_total counter");
+        let served: BTreeMap<_, _> =
+            self.served.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|(k, v)| (k.clone(), *v)).collect();
+        for ((upstream, requested, model), n) in served {
+            let _ = writeln!(
+                out,
+                "{p}_served_total{{upstream=\"{}\",requested_model=\"{}\",served_model=\"{}\"}} {n}",
+                label(&upstream),
+                label(&requested),
+                label(&model)
+            );
+        }
+
+        let _ = writeln!(out, "# HELP {p}_effective_rpm The requests per minute the limiter allows an upstream now.");
+        let _ = writeln!(out, "# TYPE {p}_effective_rpm gauge");
+        for (upstream, rpm) in self.effective_rpm.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            let _ = writeln!(out, "{p}_effective_rpm{{upstream=\"{}\"}} {rpm}", label(upstream));
+        }
         out
+    }
+
+    /// One line about what happened since `state` (then updated), or None
+    /// when there was no traffic.
+    pub fn summary_line(&self, state: &mut SummaryState) -> Option<String> {
+        let now = self.snapshot();
+        let last = &state.last;
+        let calls = now.calls() - last.calls();
+        let granted = now.permits_granted - last.permits_granted;
+        let refused = now.permit_deadlines - last.permit_deadlines;
+        if calls == 0 && granted == 0 && refused == 0 {
+            return None;
+        }
+        let classes: Vec<String> = now
+            .attempts
+            .iter()
+            .zip(&last.attempts)
+            .filter(|((_, a), (_, b))| a > b)
+            .map(|((c, a), (_, b))| format!("{c}={}", a - b))
+            .collect();
+        let q = |x: f64| self.permit_wait.quantile_since(&state.wait_counts, x).map_or("-".to_owned(), |v| format!("{v}s"));
+        let rates: Vec<String> = self
+            .effective_rpm
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(u, r)| format!("{u}={r:.0}"))
+            .collect();
+        let line = format!(
+            "calls {calls} ({}); permits granted {granted}, waited {}, refused {refused}; wait p50 <= {}, p99 <= {}; \
+             rate-limited {}; effective rpm {}",
+            classes.join(" "),
+            now.permits_waited - last.permits_waited,
+            q(0.5),
+            q(0.99),
+            now.rate_cuts - last.rate_cuts,
+            rates.join(" ")
+        );
+        state.wait_counts = self.permit_wait.counts();
+        state.last = now;
+        Some(line)
+    }
+
+    /// Logs [`Metrics::summary_line`] at `info` every `interval` while
+    /// there is traffic. The caller owns the task (abort it on shutdown).
+    pub fn spawn_summary(self: Arc<Self>, interval: Duration) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let mut state = SummaryState::default();
+            let mut tick = tokio::time::interval(interval);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                if let Some(line) = self.summary_line(&mut state) {
+                    tracing::info!(summary = %line, "judge proxy summary");
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_permits_that_slept_count_as_waited() {
+        let m = Metrics::default();
+        m.permit_granted(Duration::from_micros(30), false);
+        m.permit_granted(Duration::from_millis(300), true);
+        let s = m.snapshot();
+        assert_eq!((s.permits_granted, s.permits_waited), (2, 1));
+        let text = m.render();
+        assert!(text.contains("cohort_judge_proxy_permit_wait_seconds_bucket{le=\"0.001\"} 1\n"), "{text}");
+        assert!(text.contains("cohort_judge_proxy_permit_wait_seconds_bucket{le=\"0.5\"} 2\n"), "{text}");
+        assert!(text.contains("cohort_judge_proxy_permit_wait_seconds_count 2\n"), "{text}");
+    }
+
+    #[test]
+    fn served_label_sets_are_bounded() {
+        let m = Metrics::default();
+        for i in 0..100 {
+            m.served("u", "alias", &format!("model-{i}"));
+        }
+        let text = m.render();
+        let sets = text.lines().filter(|l| l.starts_with("cohort_judge_proxy_served_total{")).count();
+        assert_eq!(sets, MAX_SERVED_LABEL_SETS + 1, "{text}");
+        assert!(text.contains("served_model=\"other\"} 36"), "{text}");
+    }
+
+    #[test]
+    fn every_sample_line_follows_its_type_line() {
+        let m = Metrics::default();
+        m.upstream_latency("u", Duration::from_millis(20));
+        m.effective_rpm("u", 600.0);
+        let text = m.render();
+        let mut typed = std::collections::HashSet::new();
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# TYPE ") {
+                typed.insert(rest.split(' ').next().unwrap_or_default().to_owned());
+            } else if !line.starts_with('#') {
+                let name = line.split(['{', ' ']).next().unwrap_or_default();
+                let family = ["_bucket", "_sum", "_count"].iter().fold(name, |n, s| n.strip_suffix(s).unwrap_or(n));
+                assert!(typed.contains(name) || typed.contains(family), "no TYPE before {line}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_summary_speaks_only_after_traffic() {
+        let m = Metrics::default();
+        let mut state = SummaryState::default();
+        assert_eq!(m.summary_line(&mut state), None);
+        m.attempt(AttemptClass::Ok);
+        m.permit_granted(Duration::from_millis(40), true);
+        let line = m.summary_line(&mut state).unwrap_or_default();
+        assert!(line.contains("calls 1") && line.contains("p50 <= 0.05s"), "{line}");
+        assert_eq!(m.summary_line(&mut state), None);
     }
 }

@@ -334,6 +334,8 @@ mod tests {
             tpm: 1000,
             max_concurrency: 1,
             burst: 2,
+            context_tokens: None,
+            max_output_tokens: None,
             served_model_headers: vec!["x-served-model".into()],
             served_provider_headers: vec!["x-served-provider".into()],
             forward_headers: vec![],

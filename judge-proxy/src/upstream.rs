@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 use crate::config::{ProxyConfig, RetryConfig, UpstreamConfig, UpstreamKind};
 use crate::error::ProxyError;
-use crate::limiter::{Limiter, Permit, PermitRequest};
+use crate::limiter::{Limiter, Permit, PermitRequest, RateHeaders};
 use crate::metrics::Metrics;
 use crate::provider::{self, AttemptFailure, ChatCall, ChatReply, TokenUsage};
 use crate::secret::Redactor;
@@ -126,7 +126,11 @@ impl Upstreams {
             let e = ProxyError::NotFound(format!("no upstream is named \"{upstream}\""));
             return CallOutcome { result: Err(e), attempts };
         };
-        let tokens = provider::estimate_tokens(&call.messages, call.max_tokens, self.output_tokens_estimate);
+        let input = provider::estimate_tokens(&call.messages, Some(0), 0);
+        let tokens = match check_tokens(&slot.config, input, call.max_tokens, self.output_tokens_estimate) {
+            Ok(t) => t,
+            Err(e) => return CallOutcome { result: Err(e), attempts },
+        };
         let body = provider::request_body(slot.config.kind, call);
         let mut backoff = backoff(&self.retry).build();
         let first = Instant::now();
@@ -140,10 +144,12 @@ impl Upstreams {
                 Ok(p) => p,
                 Err(e) => return CallOutcome { result: Err(e), attempts },
             };
-            let (attempt, answer) = self.attempt(slot, team, call, &body, forward, permit, deadline).await;
+            let (attempt, answer) = self.attempt(slot, call, &body, forward, permit, input, deadline).await;
             let retry_after = answer.as_ref().err().and_then(|f| f.retry_after);
             self.metrics.attempt(attempt.class);
-            tracing::info!(
+            // One line per call is debug: at info it cost about 20% of a
+            // call's CPU; info gets the periodic summary (metrics.rs).
+            tracing::debug!(
                 upstream,
                 team,
                 class = %attempt.class,
@@ -161,9 +167,11 @@ impl Upstreams {
                 Ok(reply) => return CallOutcome { result: Ok(reply), attempts },
                 Err(f) => f,
             };
+            // A provider 429 although the limiter granted the permit: the
+            // real quota is lower than the configured one (or shared with
+            // others). Cut the rate and pause as the provider said.
             if class == AttemptClass::RateLimited
-                && let Some(pause) = retry_after
-                && let Err(e) = self.limiter.pause(upstream, pause).await
+                && let Err(e) = self.limiter.rate_limited(upstream, &permit, retry_after).await
             {
                 return CallOutcome { result: Err(e), attempts };
             }
@@ -190,16 +198,17 @@ impl Upstreams {
     }
 
     /// One attempt: a concurrency slot, the exchange under the attempt's
-    /// timeout, the classified answer; tokens reconciled with the usage.
+    /// timeout, the provider's rate headers noted, the classified answer;
+    /// the token charge corrected (`input_tokens`: the input estimate).
     #[allow(clippy::too_many_arguments)]
     async fn attempt(
         &self,
         slot: &UpstreamSlot,
-        team: &str,
         call: &ChatCall,
         body: &serde_json::Value,
         forward: &HeaderMap,
         permit: Permit,
+        input_tokens: u64,
         deadline: Instant,
     ) -> (Attempt, Result<ChatReply, AttemptFailure>) {
         let up = &slot.config;
@@ -220,30 +229,39 @@ impl Upstreams {
                 )),
                 Ok(Err(e)) => Err(transport_failure(&e)),
                 Ok(Ok((status, headers, bytes))) => {
+                    if let Some(h) = rate_headers(&headers)
+                        && let Err(e) = self.limiter.observe(&up.name, &h).await
+                    {
+                        tracing::warn!(upstream = %up.name, error = %e, "recording the provider's rate headers failed");
+                    }
                     provider::read_answer(up, status, &headers, &bytes, SystemTime::now())
                 }
             },
         };
         let latency = start.elapsed();
-        // Reconcile the token estimate: the reported usage when there is
-        // one; nothing used when the provider answered with an HTTP error;
-        // the estimate stands when nobody knows (timeouts, resets).
+        self.metrics.upstream_latency(&up.name, latency);
+        // Correct the token charge, bounded either way: the reported usage
+        // when there is one; nothing used when the provider answered with
+        // an HTTP error; the input estimate (output refunded) when nobody
+        // knows (timeouts, resets); the estimate (itself capped by the
+        // upstream's limits) when a 200 reported no usage.
         let actual = match &answer {
             Ok(r) => r.usage.map(|u| u.input + u.output),
             Err(f) => f.usage.map(|u| u.input + u.output).or(match f.status {
                 Some(s) if !(200..300).contains(&s) => Some(0),
-                _ => None,
+                _ => Some(input_tokens.min(permit.tokens)),
             }),
         };
         if let Some(actual) = actual
-            && let Err(e) = self.limiter.reconcile(&up.name, team, &permit, actual).await
+            && let Err(e) = self.limiter.reconcile(&up.name, &permit, actual).await
         {
             tracing::warn!(error = %e, "token reconciliation failed");
         }
-        if let Ok(r) = &answer
-            && let Some(u) = r.usage
-        {
-            self.metrics.tokens(u.input, u.output);
+        if let Ok(r) = &answer {
+            if let Some(u) = r.usage {
+                self.metrics.tokens(u.input, u.output);
+            }
+            self.metrics.served(&up.name, &call.model, r.served_model.as_deref().unwrap_or("unknown"));
         }
         let (class, status, served_model, served_provider, detail, usage) = match &answer {
             Ok(r) => {
@@ -329,6 +347,91 @@ pub fn backoff(policy: &RetryConfig) -> ExponentialBuilder {
         b = b.with_jitter().with_jitter_seed(RandomState::new().hash_one(Instant::now()));
     }
     b
+}
+
+/// The token estimate of a call, or a 400 when no provider could serve it:
+/// `max_tokens` above the upstream's `max_output_tokens`, input plus output
+/// above its `context_tokens`, or more than one minute of its tokens (the
+/// estimate is what the limiter charges: an unbounded one would hold every
+/// team's share for years).
+fn check_tokens(
+    up: &UpstreamConfig,
+    input: u64,
+    max_tokens: Option<u64>,
+    default_output: u64,
+) -> Result<u64, ProxyError> {
+    if let (Some(asked), Some(limit)) = (max_tokens, up.max_output_tokens)
+        && asked > limit
+    {
+        return Err(ProxyError::InvalidRequest(format!(
+            "max_tokens {asked} is above the max_output_tokens {limit} of upstream \"{}\"",
+            up.name
+        )));
+    }
+    let output = max_tokens.unwrap_or(default_output);
+    let tokens = input.saturating_add(output);
+    if let Some(limit) = up.context_tokens
+        && tokens > limit
+    {
+        return Err(ProxyError::InvalidRequest(format!(
+            "the request's input (about {input} tokens) plus max_tokens {output} is above the context_tokens {limit} \
+             of upstream \"{}\"",
+            up.name
+        )));
+    }
+    if tokens > up.tpm {
+        return Err(ProxyError::InvalidRequest(format!(
+            "the request's input (about {input} tokens) plus max_tokens {output} is above the tpm {} of upstream \
+             \"{}\" (one minute of its tokens): lower max_tokens",
+            up.tpm, up.name
+        )));
+    }
+    Ok(tokens)
+}
+
+/// The provider's rate-limit headers (OpenAI's `x-ratelimit-*`), when it
+/// sent any.
+fn rate_headers(h: &HeaderMap) -> Option<RateHeaders> {
+    let text = |name: &str| h.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+    let num = |name: &str| text(name).and_then(|v| v.parse::<u64>().ok());
+    let dur = |name: &str| text(name).and_then(parse_reset);
+    let r = RateHeaders {
+        limit_requests: num("x-ratelimit-limit-requests"),
+        limit_tokens: num("x-ratelimit-limit-tokens"),
+        remaining_requests: num("x-ratelimit-remaining-requests"),
+        remaining_tokens: num("x-ratelimit-remaining-tokens"),
+        reset_requests: dur("x-ratelimit-reset-requests"),
+        reset_tokens: dur("x-ratelimit-reset-tokens"),
+    };
+    (r != RateHeaders::default()).then_some(r)
+}
+
+/// A reset duration as OpenAI writes it: `1s`, `6m0s`, `20ms`, `1h2m3.5s`
+/// (a bare number: seconds).
+pub fn parse_reset(v: &str) -> Option<Duration> {
+    if let Ok(secs) = v.parse::<f64>() {
+        return Duration::try_from_secs_f64(secs).ok();
+    }
+    let mut total = 0.0;
+    let mut rest = v;
+    while !rest.is_empty() {
+        let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+        let value: f64 = rest[..end].parse().ok()?;
+        rest = &rest[end..];
+        let unit_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let scale = match &rest[..unit_end] {
+            "h" => 3600.0,
+            "m" => 60.0,
+            "s" => 1.0,
+            "ms" => 1e-3,
+            "us" | "\u{b5}s" => 1e-6,
+            "ns" => 1e-9,
+            _ => return None,
+        };
+        total += value * scale;
+        rest = &rest[unit_end..];
+    }
+    Duration::try_from_secs_f64(total).ok()
 }
 
 fn transport_failure(e: &reqwest::Error) -> AttemptFailure {

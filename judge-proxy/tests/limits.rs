@@ -1,6 +1,7 @@
-//! The limiter: waiting for a permit up to a deadline, pauses that hold
-//! every team, token reconciliation (tokio's clock paused: no sleeping),
-//! and the Redis store deciding exactly as the local one.
+//! The limiter: bookings that sleep until their slot, refusals at once
+//! with a true Retry-After, pauses that hold every team, give-backs, token
+//! corrections (tokio's clock paused: no sleeping), and the Redis store
+//! deciding exactly as the local one.
 
 // Test code: a failed step should stop the test loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -11,59 +12,68 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cohort_judge_proxy::ProxyError;
-use cohort_judge_proxy::limiter::gcra::{Decision, ShareSpec};
+use cohort_judge_proxy::limiter::gcra::{BookResult, UpstreamSpec};
 use cohort_judge_proxy::limiter::{Limiter, LocalLimiter, PermitRequest, RedisLimiter, Store};
 use cohort_judge_proxy::metrics::Metrics;
 use cohort_judge_proxy::secret::Secret;
 use common::*;
 use tokio::time::Instant;
 
-/// A local limiter over upstream `mock` at `rpm`, burst 2, `tpm`.
-fn limiter(rpm: u32, tpm: u64) -> (Limiter, Arc<Metrics>) {
+/// A config over upstream `mock` at `rpm`, burst 2, `tpm`; teams a and b.
+fn limits_config(rpm: u32, tpm: u64) -> cohort_judge_proxy::ProxyConfig {
     let text = config_text("http://127.0.0.1:9/v1", "openai", "m", "m", "", "")
         .replace("rpm = 60000", &format!("rpm = {rpm}\nburst = 2"))
         .replace("tpm = 100000000", &format!("tpm = {tpm}"));
+    parse(&text)
+}
+
+/// A local limiter over [`limits_config`].
+fn limiter(rpm: u32, tpm: u64) -> (Limiter, Arc<Metrics>) {
     let metrics = Arc::new(Metrics::default());
-    (Limiter::new(&parse(&text), Store::Local(LocalLimiter::new()), Arc::clone(&metrics)), metrics)
+    (Limiter::new(&limits_config(rpm, tpm), Store::Local(LocalLimiter::new()), Arc::clone(&metrics)), metrics)
 }
 
 fn req(team: &str, tokens: u64) -> PermitRequest<'_> {
     PermitRequest { upstream: "mock", team, tokens }
 }
 
-/// At 60 rpm, requests after the first wait for their permits (about a
-/// second each) instead of failing, and the waits are counted.
+/// At 60 rpm (burst 2), a lone team gets two permits at once (its own
+/// timeline and the idle team's), then two every two seconds: it sleeps
+/// for its slots instead of failing, and only those that slept count as
+/// waited.
 #[tokio::test(start_paused = true)]
-async fn a_caller_waits_for_its_permit() {
+async fn a_caller_sleeps_until_its_slot() {
     let (l, metrics) = limiter(60, 1_000_000);
     let start = Instant::now();
     let deadline = start + Duration::from_secs(10);
-    assert_eq!(l.acquire(req("a", 1), deadline).await.unwrap().waited, Duration::ZERO);
-    for _ in 0..3 {
-        let p = l.acquire(req("a", 1), deadline).await.unwrap();
-        assert!(p.waited > Duration::ZERO && p.waited <= Duration::from_secs(1), "{:?}", p.waited);
+    let mut at = Vec::new();
+    for _ in 0..6 {
+        l.acquire(req("a", 1), deadline).await.unwrap();
+        at.push(start.elapsed().as_secs());
     }
-    assert_eq!(start.elapsed(), Duration::from_secs(3), "three more permits at one a second");
+    assert_eq!(at, vec![0, 0, 2, 2, 4, 4], "60 a minute, a burst of 2");
     let m = metrics.snapshot();
-    assert_eq!((m.permits_granted, m.permits_waited, m.permit_deadlines), (4, 3, 0));
+    assert_eq!((m.permits_granted, m.permits_waited, m.permit_deadlines), (6, 2, 0));
 }
 
-/// Past its deadline a caller gets PermitDeadline, a 429 that says how long
-/// it waited and when to come back.
+/// A booking whose slot is past the caller's deadline is refused at once
+/// (no waiting), and its Retry-After is true: a caller that comes back
+/// with that much patience gets its permit exactly then.
 #[tokio::test(start_paused = true)]
-async fn past_the_deadline_the_caller_gets_a_retryable_429() {
+async fn a_refusal_is_immediate_and_its_retry_after_true() {
     let (l, metrics) = limiter(6, 1_000_000);
     let deadline = Instant::now() + Duration::from_secs(30);
     l.acquire(req("a", 1), deadline).await.unwrap();
     l.acquire(req("a", 1), deadline).await.unwrap();
     let start = Instant::now();
     let e = l.acquire(req("a", 1), Instant::now() + Duration::from_secs(3)).await.unwrap_err();
-    assert_eq!(start.elapsed(), Duration::from_secs(3), "it waited until its deadline");
-    let ProxyError::PermitDeadline { retry_after, waited, .. } = &e else { panic!("{e}") };
-    assert_eq!(*waited, Duration::from_secs(3));
-    assert!(*retry_after > Duration::ZERO && *retry_after <= Duration::from_secs(10), "{retry_after:?}");
+    assert_eq!(start.elapsed(), Duration::ZERO, "refused at once");
+    let ProxyError::PermitDeadline { retry_after, .. } = &e else { panic!("{e}") };
+    assert_eq!(*retry_after, Duration::from_secs(20), "6 rpm over two teams: its next slot is 20 s away");
     assert_eq!(e.http_status(), 429);
     assert_eq!(metrics.snapshot().permit_deadlines, 1);
+    let p = l.acquire(req("a", 1), Instant::now() + *retry_after).await.unwrap();
+    assert_eq!(p.waited, *retry_after);
 }
 
 /// A pause (a provider 429 with Retry-After) holds every team until it
@@ -80,8 +90,8 @@ async fn a_pause_holds_every_team() {
 }
 
 /// Tokens per minute: a call estimated at the whole minute's tokens holds
-/// the next one back for a minute, unless reconciliation with the real
-/// (small) usage gives the difference back.
+/// its timeline for a minute, unless the correction to the real (small)
+/// usage gives the difference back.
 #[tokio::test(start_paused = true)]
 async fn reconciliation_returns_overestimated_tokens() {
     let (reconciled, _) = limiter(6000, 1000);
@@ -89,10 +99,14 @@ async fn reconciliation_returns_overestimated_tokens() {
     let deadline = Instant::now() + Duration::from_secs(120);
     let big = reconciled.acquire(req("a", 1000), deadline).await.unwrap();
     estimated.acquire(req("a", 1000), deadline).await.unwrap();
-    reconciled.reconcile("mock", "a", &big, 10).await.unwrap();
-    tokio::time::advance(Duration::from_secs(2)).await;
-    assert!(matches!(reconciled.try_acquire(req("a", 100)).await.unwrap(), Decision::Admit { .. }));
-    assert!(matches!(estimated.try_acquire(req("a", 100)).await.unwrap(), Decision::Wait { us } if us > 50_000_000));
+    reconciled.reconcile("mock", &big, 10).await.unwrap();
+    // Team b takes its own timeline in both (so a cannot borrow it).
+    reconciled.acquire(req("b", 1000), deadline).await.unwrap();
+    estimated.acquire(req("b", 1000), deadline).await.unwrap();
+    let soon = Instant::now() + Duration::from_secs(5);
+    assert!(reconciled.acquire(req("a", 100), soon).await.is_ok());
+    let e = estimated.acquire(req("a", 100), soon).await.unwrap_err();
+    assert!(e.retry_after().unwrap() > Duration::from_secs(50), "{e}");
 }
 
 /// Two teams of equal weight, both greedy: each gets about half the
@@ -113,41 +127,119 @@ async fn greedy_teams_split_the_quota_by_weight() {
         }
     };
     let (a, b) = tokio::join!(count("a"), count("b"));
-    assert!(a + b <= 62, "{a} + {b}: 60 a minute plus the burst of 2");
+    assert!(a + b <= 64, "{a} + {b}: 60 a minute plus the burst of 2 plus one per team");
     assert!(a + b >= 59, "{a} + {b}: the quota is used");
     assert!(a.abs_diff(b) <= 4, "{a} vs {b}");
 }
 
-/// The Redis store (acquire.lua) and the local one (gcra.rs) make the same
-/// decision for every request of a fixed script of 400 requests by three
-/// teams of unequal weight, sizes and gaps varying.
+/// A caller that leaves before its slot (its future dropped) gives the
+/// booking back: the next caller gets that slot, not the one after.
+#[tokio::test(start_paused = true)]
+async fn a_caller_that_leaves_gives_its_slot_back() {
+    let (l, _) = limiter(60, 1_000_000);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    l.acquire(req("a", 1), deadline).await.unwrap();
+    l.acquire(req("a", 1), deadline).await.unwrap();
+    let start = Instant::now();
+    let left = tokio::time::timeout(Duration::from_millis(500), l.acquire(req("a", 1), deadline)).await;
+    assert!(left.is_err(), "it was still waiting for its slot at +2 s");
+    let p = l.acquire(req("a", 1), deadline).await.unwrap();
+    assert_eq!(start.elapsed(), Duration::from_secs(2), "the slot given back, at +2 s, is taken again");
+    assert!(p.waited < Duration::from_secs(2));
+}
+
+/// Two replicas on one Redis: what one books, the other sees (first-come
+/// across replicas), and a booking dropped on one is given back to both.
+#[tokio::test]
+async fn replicas_share_bookings_and_give_backs_through_redis() {
+    let redis = cohort_tests::RedisServer::start().unwrap();
+    let config = limits_config(60, 1_000_000);
+    let replica = || async {
+        let store = RedisLimiter::connect(&Secret::new(redis.url()), "share").await.unwrap();
+        Limiter::new(&config, Store::Redis(store), Arc::new(Metrics::default()))
+    };
+    let (one, two) = (replica().await, replica().await);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    one.acquire(req("a", 1), deadline).await.unwrap();
+    one.acquire(req("a", 1), deadline).await.unwrap();
+    // Both timelines are used now: replica two's next slot is about 2 s away.
+    let e = two.acquire(req("a", 1), Instant::now() + Duration::from_millis(500)).await.unwrap_err();
+    let wait = e.retry_after().unwrap();
+    assert!(wait > Duration::from_millis(1500) && wait <= Duration::from_secs(2), "{wait:?}");
+    // A booking on replica one, dropped before its slot, is given back.
+    let left = tokio::time::timeout(Duration::from_millis(200), one.acquire(req("a", 1), deadline)).await;
+    assert!(left.is_err());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let e = two.acquire(req("a", 1), Instant::now() + Duration::from_millis(100)).await.unwrap_err();
+    let again = e.retry_after().unwrap();
+    assert!(again < wait, "the slot replica one gave back is the next one again: {again:?} vs {wait:?}");
+}
+
+/// The Redis store (book.lua, adjust.lua, adapt.lua) and the local one
+/// (gcra.rs) make the same decision for every step of a fixed script of 600
+/// steps: bookings by three teams of unequal weight with sizes, patience
+/// and gaps varying, give-backs, token corrections riding on bookings,
+/// rate cuts, header caps and pauses.
 #[tokio::test]
 async fn local_and_redis_decide_alike() {
     let redis = cohort_tests::RedisServer::start().unwrap();
     let r = RedisLimiter::connect(&Secret::new(redis.url()), "conformance").await.unwrap();
     let local = LocalLimiter::new();
-    let weights = [("a", 1), ("b", 2), ("c", 5)];
+    let teams: Vec<String> = ["a", "b", "c"].iter().map(|t| (*t).to_owned()).collect();
+    let spec = UpstreamSpec { rpm: 600, tpm: 60_000, burst: 4, weights: vec![1, 2, 5] };
     let mut now: i64 = 1_000_000_000;
     let mut x: u64 = 12345;
-    let mut admitted = 0;
-    for step in 0..400 {
+    let (mut booked, mut refused, mut borrowed, mut cuts) = (0, 0, 0, 0);
+    let mut last: Option<(usize, i64, i64, i64)> = None;
+    for step in 0..600 {
         // A fixed linear congruential sequence: the same script every run.
         x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        let (team, w) = weights[(x >> 33) as usize % 3];
+        let team = usize::try_from((x >> 33) % 3).unwrap();
         let tokens = 1 + (x >> 40) % 400;
         now += i64::try_from((x >> 20) % 150_000).unwrap();
-        let spec = ShareSpec { rpm: 600, tpm: 60_000, burst: 4, team_weight: w, total_weight: 8 };
+        let what = (x >> 50) % 20;
+        if what == 0 {
+            let epoch = last.map_or(0, |l| l.3);
+            let a = local.adapt("u", Some(epoch), 0, None, Some(now));
+            let b = r.adapt("u", Some(epoch), 0, None, Some(now)).await.unwrap();
+            assert_eq!(a, b, "step {step}: cut");
+            cuts += 1;
+            continue;
+        }
+        if what == 1 {
+            let cap = Some(i64::try_from(300_000 + (x >> 30) % 700_000).unwrap());
+            let pause = i64::try_from((x >> 25) % 300_000).unwrap();
+            let a = local.adapt("u", None, pause, cap, Some(now));
+            let b = r.adapt("u", None, pause, cap, Some(now)).await.unwrap();
+            assert_eq!(a, b, "step {step}: cap and pause");
+            continue;
+        }
+        let corrections: Vec<(usize, i64, i64)> = match (what, last) {
+            (2, Some((j, ri, ti, _))) => vec![(j, -ri, -ti)],
+            (3 | 4, Some((j, _, ti, _))) => vec![(j, 0, -ti / 2), ((j + 1) % 3, 0, 5_000)],
+            _ => Vec::new(),
+        };
+        let max_wait = i64::try_from((x >> 10) % 3_000_000).unwrap();
         let c = spec.charges(tokens);
-        let l = local.decide("u", team, &c, Some(now));
-        let d = r.decide("u", team, &c, Some(now)).await.unwrap();
+        let (l, _) = local.book("u", team, &c, max_wait, &corrections, Some(now));
+        let (d, _) = r.book("u", &teams, team, &c, max_wait, &corrections, Some(now)).await.unwrap();
         assert_eq!(l, d, "step {step}: team {team}, {tokens} tokens at {now}");
-        if matches!(l, Decision::Admit { .. }) {
-            admitted += 1;
+        match l {
+            BookResult::Booked(b) => {
+                booked += 1;
+                if b.timeline != team {
+                    borrowed += 1;
+                }
+                last = Some((b.timeline, b.req_inc, b.tok_inc, b.epoch));
+            }
+            BookResult::Refused { .. } => refused += 1,
         }
     }
-    assert!((50..350).contains(&admitted), "the script exercises both answers: {admitted} admitted");
+    assert!(booked > 50 && refused > 50, "the script exercises both answers: {booked} booked, {refused} refused");
+    assert!(borrowed > 5 && cuts > 5, "and borrowing and cuts: {borrowed} borrowed, {cuts} cuts");
     // Every key carries the upstream's hash tag.
-    assert!(r.keys("u", "a").iter().all(|k| k.starts_with("{conformance:jp:u}:")));
+    let keys = [r.timeline_keys("u", "a").to_vec(), r.upstream_keys("u").to_vec()].concat();
+    assert!(keys.iter().all(|k| k.starts_with("{conformance:jp:u}:")));
 }
 
 /// The example config in examples/ is valid (with its keys in the

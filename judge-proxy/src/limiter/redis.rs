@@ -1,7 +1,8 @@
 //! The shared store of the limiter: Redis, through the Lua scripts beside
-//! this file. Key layout (docs/judge-proxy.md, "Redis"): every key of an
-//! upstream carries the hash tag `{PREFIX:jp:UPSTREAM}`, so one script's
-//! keys are in one slot on Redis Cluster.
+//! this file (`book.lua`, `adjust.lua`, `adapt.lua`). Key layout
+//! (docs/judge-proxy.md, "Redis"): every key of an upstream carries the
+//! hash tag `{PREFIX:jp:UPSTREAM}`, so one script's keys are in one slot on
+//! Redis Cluster.
 
 use std::fmt;
 use std::time::Duration;
@@ -9,21 +10,22 @@ use std::time::Duration;
 use redis::Script;
 use redis::aio::ConnectionManager;
 
-use super::gcra::{Charges, Decision, ShareSpec};
+use super::gcra::{self, BookResult, Booking, Charges};
 use crate::error::ProxyError;
 use crate::secret::{Redactor, Secret};
 
 /// How long one Redis call may take before the limiter gives up on it.
 const REDIS_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// The limiter's buckets in a Redis shared by every replica.
+/// The limiter's timelines in a Redis shared by every replica. Cheap to
+/// clone (one multiplexed, reconnecting connection behind a handle).
+#[derive(Clone)]
 pub struct RedisLimiter {
-    /// Cheap to clone: a handle to one multiplexed, reconnecting connection.
     conn: ConnectionManager,
     prefix: String,
-    acquire: Script,
-    reconcile: Script,
-    pause: Script,
+    book: Script,
+    adjust: Script,
+    adapt: Script,
     redactor: Redactor,
 }
 
@@ -47,9 +49,9 @@ impl RedisLimiter {
         Ok(RedisLimiter {
             conn,
             prefix: prefix.to_owned(),
-            acquire: Script::new(include_str!("acquire.lua")),
-            reconcile: Script::new(include_str!("reconcile.lua")),
-            pause: Script::new(include_str!("pause.lua")),
+            book: Script::new(include_str!("book.lua")),
+            adjust: Script::new(include_str!("adjust.lua")),
+            adapt: Script::new(include_str!("adapt.lua")),
             redactor,
         })
     }
@@ -63,80 +65,119 @@ impl RedisLimiter {
         format!("{{{}:jp:{upstream}}}", self.prefix)
     }
 
-    /// The keys of `acquire.lua`, in its order.
-    pub fn keys(&self, upstream: &str, team: &str) -> [String; 5] {
+    /// The (request TAT, token TAT) keys of `team`'s timeline.
+    pub fn timeline_keys(&self, upstream: &str, team: &str) -> [String; 2] {
         let b = self.base(upstream);
-        [
-            format!("{b}:rpm"),
-            format!("{b}:tpm"),
-            format!("{b}:team:{team}:rpm"),
-            format!("{b}:team:{team}:tpm"),
-            format!("{b}:pause"),
-        ]
+        [format!("{b}:team:{team}:rpm"), format!("{b}:team:{team}:tpm")]
     }
 
-    /// Applies the rule in Redis at `now` (µs since the epoch; None: the
-    /// server's clock).
-    pub async fn decide(
+    /// The pause-until and rate keys of `upstream`.
+    pub fn upstream_keys(&self, upstream: &str) -> [String; 2] {
+        let b = self.base(upstream);
+        [format!("{b}:pause"), format!("{b}:rate")]
+    }
+
+    /// Applies `corrections`, then books, in one script call (`now`: µs
+    /// since the epoch; None: the server's clock). `teams` are the
+    /// upstream's teams in timeline order. Returns the result and the
+    /// store's now.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn book(
         &self,
         upstream: &str,
-        team: &str,
+        teams: &[String],
+        team: usize,
         c: &Charges,
+        max_wait: i64,
+        corrections: &[(usize, i64, i64)],
         now: Option<i64>,
-    ) -> Result<Decision, ProxyError> {
-        let mut inv = self.acquire.prepare_invoke();
-        for k in self.keys(upstream, team) {
+    ) -> Result<(BookResult, i64), ProxyError> {
+        let mut inv = self.book.prepare_invoke();
+        for k in self.upstream_keys(upstream) {
+            inv.key(k);
+        }
+        for t in teams {
+            for k in self.timeline_keys(upstream, t) {
+                inv.key(k);
+            }
+        }
+        inv.arg(now.unwrap_or(0))
+            .arg(team)
+            .arg(max_wait)
+            .arg(c.tol)
+            .arg(c.horizon)
+            .arg(gcra::RECOVER_PPM_PER_S)
+            .arg(gcra::FLOOR_PPM)
+            .arg(teams.len());
+        for inc in c.req_inc.iter().chain(&c.tok_inc) {
+            inv.arg(*inc);
+        }
+        inv.arg(corrections.len());
+        for (j, r, t) in corrections {
+            inv.arg(*j).arg(*r).arg(*t);
+        }
+        let mut conn = self.conn.clone();
+        let reply: Vec<i64> = inv.invoke_async(&mut conn).await.map_err(|e| self.fail(&e))?;
+        let [booked, slot, timeline, req_inc, tok_inc, ppm, epoch, now] = reply[..] else {
+            return Err(ProxyError::Limiter(format!("book.lua answered {} values, not 8", reply.len())));
+        };
+        let timeline = usize::try_from(timeline).unwrap_or(team);
+        let result = if booked == 1 {
+            BookResult::Booked(Booking { slot, timeline, req_inc, tok_inc, ppm, epoch })
+        } else {
+            BookResult::Refused { slot, ppm, epoch }
+        };
+        Ok((result, now))
+    }
+
+    /// Moves timelines by `corrections` (timeline, request µs, token µs).
+    pub async fn adjust(
+        &self,
+        upstream: &str,
+        teams: &[String],
+        corrections: &[(usize, i64, i64)],
+        now: Option<i64>,
+    ) -> Result<(), ProxyError> {
+        if corrections.is_empty() {
+            return Ok(());
+        }
+        let mut inv = self.adjust.prepare_invoke();
+        inv.arg(now.unwrap_or(0));
+        for (j, r, t) in corrections {
+            let name = teams.get(*j).map_or("", String::as_str);
+            for k in self.timeline_keys(upstream, name) {
+                inv.key(k);
+            }
+            inv.arg(*r).arg(*t);
+        }
+        let mut conn = self.conn.clone();
+        let _: i64 = inv.invoke_async(&mut conn).await.map_err(|e| self.fail(&e))?;
+        Ok(())
+    }
+
+    /// A provider signal (see `adapt.lua`). Returns the fraction in force.
+    pub async fn adapt(
+        &self,
+        upstream: &str,
+        cut_epoch: Option<i64>,
+        pause_us: i64,
+        cap_ppm: Option<i64>,
+        now: Option<i64>,
+    ) -> Result<i64, ProxyError> {
+        let mut inv = self.adapt.prepare_invoke();
+        for k in self.upstream_keys(upstream) {
             inv.key(k);
         }
         inv.arg(now.unwrap_or(0))
-            .arg(c.upstream_req_inc)
-            .arg(c.upstream_tok_inc)
-            .arg(c.upstream_tol)
-            .arg(c.borrow_tol)
-            .arg(c.team_req_inc)
-            .arg(c.team_tok_inc)
-            .arg(c.team_tol);
+            .arg(cut_epoch.unwrap_or(-1))
+            .arg(pause_us.max(0))
+            .arg(cap_ppm.unwrap_or(-1))
+            .arg(gcra::RECOVER_PPM_PER_S)
+            .arg(gcra::FLOOR_PPM)
+            .arg(gcra::CUT_PPM);
         let mut conn = self.conn.clone();
-        let (admitted, in_share, wait): (i64, i64, i64) =
-            inv.invoke_async(&mut conn).await.map_err(|e| self.fail(&e))?;
-        Ok(if admitted == 1 { Decision::Admit { in_share: in_share == 1 } } else { Decision::Wait { us: wait.max(1) } })
-    }
-
-    pub async fn reconcile(
-        &self,
-        upstream: &str,
-        team: &str,
-        spec: &ShareSpec,
-        delta_tokens: i64,
-        in_share: bool,
-    ) -> Result<(), ProxyError> {
-        let c = spec.charges(delta_tokens.unsigned_abs());
-        let sign = if delta_tokens < 0 { -1 } else { 1 };
-        let [_, up_tok, _, team_tok, _] = self.keys(upstream, team);
-        let mut conn = self.conn.clone();
-        let _: i64 = self
-            .reconcile
-            .key(up_tok)
-            .key(team_tok)
-            .arg(sign * c.upstream_tok_inc)
-            .arg(if in_share { sign * c.team_tok_inc } else { 0 })
-            .invoke_async(&mut conn)
-            .await
-            .map_err(|e| self.fail(&e))?;
-        Ok(())
-    }
-
-    pub async fn pause(&self, upstream: &str, pause: Duration) -> Result<(), ProxyError> {
-        let [.., key] = self.keys(upstream, "");
-        let mut conn = self.conn.clone();
-        let _: i64 = self
-            .pause
-            .key(key)
-            .arg(i64::try_from(pause.as_micros()).unwrap_or(i64::MAX / 4))
-            .invoke_async(&mut conn)
-            .await
-            .map_err(|e| self.fail(&e))?;
-        Ok(())
+        let (ppm, _epoch): (i64, i64) = inv.invoke_async(&mut conn).await.map_err(|e| self.fail(&e))?;
+        Ok(ppm)
     }
 
     pub async fn ping(&self) -> bool {
