@@ -32,6 +32,18 @@ pub const DEFAULT_MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
 /// The output tokens assumed, before the call, for a passthrough request
 /// that sets no `max_tokens`.
 pub const DEFAULT_OUTPUT_TOKENS_ESTIMATE: u64 = 512;
+/// How long the HTTP face waits for a request's headers (a connection's
+/// first, and each next one on a kept-alive connection) before closing it.
+pub const DEFAULT_HEADER_READ_TIMEOUT_MS: u64 = 10_000;
+/// How long the HTTP face waits for a whole request body before a 408.
+pub const DEFAULT_BODY_READ_TIMEOUT_MS: u64 = 30_000;
+/// HTTP connections served at once; further ones wait in the listen
+/// backlog until one closes.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// A team's local admission rate (requests/s, the burst the same) when
+/// `admission_rps` is not set: far above any provider quota, so it only
+/// stops a runaway client before it reaches the shared limiter.
+pub const DEFAULT_ADMISSION_RPS: u32 = 1000;
 /// The Redis key prefix when `redis_key_prefix` is not set.
 pub const DEFAULT_REDIS_KEY_PREFIX: &str = "cohort";
 /// The `anthropic-version` header sent to Anthropic upstreams.
@@ -55,6 +67,10 @@ struct RawConfig {
     default_deadline_ms: Option<Spanned<i64>>,
     max_request_bytes: Option<Spanned<i64>>,
     output_tokens_estimate: Option<Spanned<i64>>,
+    header_read_timeout_ms: Option<Spanned<i64>>,
+    body_read_timeout_ms: Option<Spanned<i64>>,
+    max_connections: Option<Spanned<i64>>,
+    metrics_key_env: Option<Spanned<String>>,
     trace_file: Option<Spanned<String>>,
     price_catalog: Option<Spanned<String>>,
     prices: Option<Spanned<RawPrices>>,
@@ -109,6 +125,7 @@ struct RawTeam {
     key_env: Option<Spanned<String>>,
     key_file: Option<Spanned<String>>,
     weight: Option<Spanned<i64>>,
+    admission_rps: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -142,6 +159,17 @@ pub struct ProxyConfig {
     pub default_deadline: Duration,
     pub max_request_bytes: usize,
     pub output_tokens_estimate: u64,
+    /// The HTTP face closes a connection whose request headers have not
+    /// all arrived this long after it started reading them (slowloris);
+    /// also the idle time of a kept-alive connection.
+    pub header_read_timeout: Duration,
+    /// A request body not in whole after this long is answered 408.
+    pub body_read_timeout: Duration,
+    /// HTTP connections served at once.
+    pub max_connections: usize,
+    /// Set: `GET /metrics` needs `authorization: Bearer <this key>`;
+    /// unset, it is open (scrapers on a private network).
+    pub metrics_key: Option<Secret>,
     /// Set: every trace record is also appended to this JSONL file.
     pub trace_file: Option<PathBuf>,
     /// Prices of served models; a model not listed has unknown cost.
@@ -219,6 +247,9 @@ pub struct TeamConfig {
     pub key: Secret,
     /// Its share of every upstream is weight / (sum of weights).
     pub weight: u32,
+    /// Requests per second (the burst the same) the HTTP face admits from
+    /// this team's key at one replica, before any Redis call.
+    pub admission_rps: u32,
 }
 
 /// A configured judge.
@@ -289,6 +320,7 @@ impl ProxyConfig {
         let mut out: Vec<Secret> = self.upstreams.iter().filter_map(|u| u.api_key.clone()).collect();
         out.extend(self.teams.iter().map(|t| t.key.clone()));
         out.extend(self.redis_url.clone());
+        out.extend(self.metrics_key.clone());
         out
     }
 
@@ -337,11 +369,20 @@ impl ProxyConfig {
             default_deadline: Duration::from_millis(DEFAULT_DEADLINE_MS),
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             output_tokens_estimate: DEFAULT_OUTPUT_TOKENS_ESTIMATE,
+            header_read_timeout: Duration::from_millis(DEFAULT_HEADER_READ_TIMEOUT_MS),
+            body_read_timeout: Duration::from_millis(DEFAULT_BODY_READ_TIMEOUT_MS),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            metrics_key: None,
             trace_file: None,
             prices: judge.prices,
             retry: RetryConfig::default(),
             upstreams: vec![upstream],
-            teams: vec![TeamConfig { name: BUILTIN_SIM_TEAM.to_owned(), key: team_key, weight: 1 }],
+            teams: vec![TeamConfig {
+                name: BUILTIN_SIM_TEAM.to_owned(),
+                key: team_key,
+                weight: 1,
+                admission_rps: DEFAULT_ADMISSION_RPS,
+            }],
             judges: vec![JudgeConfig {
                 name: judge.name,
                 upstream: BUILTIN_SIM_UPSTREAM.to_owned(),
@@ -553,6 +594,26 @@ impl Validator<'_> {
         let max_request_bytes = self.int(raw.max_request_bytes, "max_request_bytes", 1024, DEFAULT_MAX_REQUEST_BYTES);
         let output_tokens_estimate =
             self.int(raw.output_tokens_estimate, "output_tokens_estimate", 1, DEFAULT_OUTPUT_TOKENS_ESTIMATE);
+        let header_read_timeout = Duration::from_millis(self.int(
+            raw.header_read_timeout_ms,
+            "header_read_timeout_ms",
+            1,
+            DEFAULT_HEADER_READ_TIMEOUT_MS,
+        ));
+        let body_read_timeout = Duration::from_millis(self.int(
+            raw.body_read_timeout_ms,
+            "body_read_timeout_ms",
+            1,
+            DEFAULT_BODY_READ_TIMEOUT_MS,
+        ));
+        let max_connections = self.int(raw.max_connections, "max_connections", 1, DEFAULT_MAX_CONNECTIONS);
+        let metrics_key = match raw.metrics_key_env {
+            Some(var) => {
+                let span = var.span();
+                self.secret(Some(var), None, span, "metrics_key", true)
+            }
+            None => None,
+        };
         let trace_file = raw.trace_file.map(|f| self.path(f.get_ref()));
         let prices = match (raw.price_catalog, raw.prices) {
             (Some(file), None) => self.price_file(file),
@@ -579,6 +640,10 @@ impl Validator<'_> {
             default_deadline,
             max_request_bytes,
             output_tokens_estimate,
+            header_read_timeout,
+            body_read_timeout,
+            max_connections,
+            metrics_key,
             trace_file,
             prices,
             retry,
@@ -742,6 +807,7 @@ impl Validator<'_> {
             let f = |n: &str| format!("teams[{i}].{n}");
             let name = self.name(t.name, &f("name"), &mut seen, "team");
             let weight = self.int(t.weight, &f("weight"), 1, 1u32);
+            let admission_rps = self.int(t.admission_rps, &f("admission_rps"), 1, DEFAULT_ADMISSION_RPS);
             let Some(key) = self.secret(t.key_env, t.key_file, span.clone(), &f("key"), true) else { continue };
             if let Some(other) = out.iter().find(|o| o.key == key) {
                 let message =
@@ -749,7 +815,7 @@ impl Validator<'_> {
                 self.problem(span, f("key"), message);
                 continue;
             }
-            out.push(TeamConfig { name, key, weight });
+            out.push(TeamConfig { name, key, weight, admission_rps });
         }
         out
     }
@@ -870,6 +936,32 @@ served_model = "judge-1"
         assert_eq!(p.len(), 1, "{p:?}");
         assert!(p[0].contains("same key"), "{p:?}");
         assert!(!p[0].contains("0123456789"), "{p:?}");
+    }
+
+    /// The HTTP face's limits have their defaults; set, they are checked,
+    /// and a metrics key comes from the variable `metrics_key_env` names.
+    #[test]
+    fn http_face_limits_and_metrics_key() {
+        let c = build_and_validate(GOOD, "proxy.toml", Path::new("."), &env).unwrap();
+        assert_eq!(c.header_read_timeout, Duration::from_millis(DEFAULT_HEADER_READ_TIMEOUT_MS));
+        assert_eq!(c.body_read_timeout, Duration::from_millis(DEFAULT_BODY_READ_TIMEOUT_MS));
+        assert_eq!((c.max_connections, c.teams[0].admission_rps), (DEFAULT_MAX_CONNECTIONS, DEFAULT_ADMISSION_RPS));
+        assert!(c.metrics_key.is_none(), "/metrics is open by default");
+        let text = GOOD
+            .replace(
+                "strict = true",
+                "strict = true\nheader_read_timeout_ms = 1000\nmax_connections = 8\nmetrics_key_env = \"UPSTREAM_KEY\"",
+            )
+            .replace("weight = 3", "weight = 3\nadmission_rps = 20");
+        let c = build_and_validate(&text, "proxy.toml", Path::new("."), &env).unwrap();
+        assert_eq!((c.header_read_timeout, c.max_connections), (Duration::from_secs(1), 8));
+        assert_eq!((c.teams[0].admission_rps, c.teams[1].admission_rps), (20, DEFAULT_ADMISSION_RPS));
+        assert_eq!(c.metrics_key.as_ref().unwrap().expose(), "sk-upstream-0123456789");
+        let p =
+            problems(&GOOD.replace("strict = true", "strict = true\nmax_connections = 0\nmetrics_key_env = \"NOPE\""));
+        assert_eq!(p.len(), 2, "{p:?}");
+        assert!(p.iter().any(|m| m.contains("max_connections")), "{p:?}");
+        assert!(p.iter().any(|m| m.contains("metrics_key_env") && m.contains("NOPE")), "{p:?}");
     }
 
     #[test]

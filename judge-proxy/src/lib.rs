@@ -59,6 +59,9 @@ pub struct Proxy {
     /// The trace file, when configured; a tokio mutex because appends
     /// await the file.
     traces: Option<Mutex<tokio::fs::File>>,
+    /// The HTTP face's own state (admission buckets, connection counts),
+    /// here so the router's layers and the accept loop share it.
+    http_face: http::HttpFace,
 }
 
 impl Proxy {
@@ -85,7 +88,8 @@ impl Proxy {
             )),
             None => None,
         };
-        Ok(Proxy { config: Arc::new(config), upstreams, metrics, redactor, traces })
+        let http_face = http::HttpFace::new(&config);
+        Ok(Proxy { config: Arc::new(config), upstreams, metrics, redactor, http_face, traces })
     }
 
     pub fn config(&self) -> &ProxyConfig {
@@ -103,6 +107,11 @@ impl Proxy {
     pub fn metrics(&self) -> MetricsSnapshot {
         self.metrics.snapshot()
     }
+    /// The HTTP face's admission buckets and counters.
+    pub fn http_face(&self) -> &http::HttpFace {
+        &self.http_face
+    }
+
 
     pub fn metrics_text(&self) -> String {
         self.metrics.render()
