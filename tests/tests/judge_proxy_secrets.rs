@@ -1,9 +1,12 @@
 //! Keys never leak. A `cohort judge-proxy` whose provider rejects its key
 //! with an error body that echoes the key back (as real providers do),
 //! driven through both front doors with debug logging on, and callers that
-//! present near-miss team keys. Proves: neither the provider key nor any
-//! team key appears in the proxy's logs, its error replies, its gRPC
-//! attempt details, or the output of a config that fails validation.
+//! present near-miss team keys; and a second provider that accepts the key
+//! but echoes it in its 200 bodies, plainly, base64-encoded (the whole
+//! `Bearer KEY`, or the key URL-safe unpadded) or masked (`sk-live****9b7d`).
+//! Proves: neither the provider keys nor any team key appear in the proxy's
+//! logs, its error replies, its 200 bodies, its gRPC attempt details, or the
+//! output of a config that fails validation, in any of those forms.
 
 // Test code: a failed step should stop the test loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -18,6 +21,28 @@ use serde_json::json;
 const PROVIDER_KEY: &str = "sk-live-provider-5e1f0c3a9b7d";
 const TEAM_KEY: &str = "team-secret-key-a93b17e0c2";
 const OTHER_TEAM_KEY: &str = "team-secret-key-44d0e8b1f5";
+const ECHO_KEY: &str = "sk-live-echoed-7a2c94e1d05f";
+
+/// Base64 written out here, independently of the proxy's scrubber.
+fn b64(bytes: &[u8], url_safe: bool, pad: bool) -> String {
+    let alphabet: &[u8] = if url_safe {
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    } else {
+        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    };
+    let mut out = String::new();
+    for c in bytes.chunks(3) {
+        let n = c.iter().enumerate().fold(0u32, |n, (i, &b)| n | (u32::from(b) << (16 - 8 * i)));
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(char::from(alphabet[((n >> (18 - 6 * i)) & 63) as usize]));
+            } else if pad {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
 
 /// See the module doc.
 #[test]
@@ -27,6 +52,9 @@ fn keys_never_appear_in_logs_errors_or_responses() {
     // says "Incorrect API key provided: <the key it was sent>".
     let (_mock, mock_url) =
         mock(dir.path(), &["--api-key-env", "MOCK_EXPECTED_KEY"], &[("MOCK_EXPECTED_KEY", "sk-the-right-one-000000")]);
+    // A second provider that takes its key and echoes it back in 200s.
+    let echo_dir = tempfile::tempdir().unwrap();
+    let (_echo_mock, echo_url) = mock(echo_dir.path(), &[], &[]);
     let key_file = dir.path().join("provider.key");
     std::fs::write(&key_file, format!("{PROVIDER_KEY}\n")).unwrap();
     let config = dir.path().join("proxy.toml");
@@ -47,6 +75,14 @@ api_key_file = "provider.key"
 rpm = 6000
 tpm = 10000000
 
+[[upstreams]]
+name = "echo"
+kind = "openai"
+base_url = "{echo_url}"
+api_key_env = "ECHO_KEY"
+rpm = 6000
+tpm = 10000000
+
 [[teams]]
 name = "a"
 key_env = "TEAM_KEY"
@@ -63,7 +99,8 @@ model = "judge-1"
         ),
     )
     .unwrap();
-    let envs = [("TEAM_KEY", TEAM_KEY), ("OTHER_TEAM_KEY", OTHER_TEAM_KEY), ("RUST_LOG", "debug")];
+    let envs =
+        [("TEAM_KEY", TEAM_KEY), ("OTHER_TEAM_KEY", OTHER_TEAM_KEY), ("ECHO_KEY", ECHO_KEY), ("RUST_LOG", "debug")];
     let (proxy_proc, grpc, http) = proxy(&config, &envs, dir.path().join("proxy.log"));
 
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -81,6 +118,23 @@ model = "judge-1"
         let text = r.text().await.unwrap();
         assert!(text.contains("[redacted]"), "the echoed key was scrubbed: {text}");
         seen.push(text);
+        // A provider's 200 that echoes the key, in every form the mock has.
+        for form in ["plain", "b64", "b64url", "masked"] {
+            let echo = json!({"model": "echo/judge-1",
+                "messages": [{"role": "user", "content": format!("hi [[mock:echo_key;form={form}]]")}]});
+            let r = client
+                .post(format!("{http}/v1/chat/completions"))
+                .bearer_auth(TEAM_KEY)
+                .json(&echo)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200, "{form}");
+            let text = r.text().await.unwrap();
+            let body: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(body["choices"][0]["message"]["content"], "mock: the key I was sent is [redacted]", "{form}");
+            seen.push(text);
+        }
         // Near misses of a team key.
         for guess in [&TEAM_KEY[..TEAM_KEY.len() - 1], &format!("{TEAM_KEY}x"), PROVIDER_KEY] {
             let r =
@@ -129,10 +183,20 @@ model = "judge-1"
     assert!(log.contains("DEBUG"), "debug logging was on:\n{log}");
     seen.push(log);
     let everything = seen.join("\n");
-    for key in [PROVIDER_KEY, TEAM_KEY, OTHER_TEAM_KEY] {
+    for key in [PROVIDER_KEY, TEAM_KEY, OTHER_TEAM_KEY, ECHO_KEY] {
         assert!(!everything.contains(key), "a key leaked");
         // Not even most of it.
         assert!(!everything.contains(&key[..key.len() - 4]), "most of a key leaked");
+        let bearer = format!("Bearer {key}");
+        for url_safe in [false, true] {
+            // The stable middle of an encoding (the first and last groups
+            // depend on padding and neighbours).
+            for encoded in [b64(key.as_bytes(), url_safe, false), b64(bearer.as_bytes(), url_safe, true)] {
+                assert!(!everything.contains(&encoded[4..encoded.len() - 4]), "a base64 form of a key leaked");
+            }
+        }
+        let masked = format!("{}****{}", &key[..7], &key[key.len() - 4..]);
+        assert!(!everything.contains(&masked), "a masked form of a key leaked");
     }
     println!("checked {} bytes of logs, errors and responses: no key", everything.len());
 }
