@@ -41,7 +41,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use governor::clock::{Clock, DefaultClock};
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use governor::middleware::StateInformationMiddleware;
+use governor::state::{InMemoryState, NotKeyed};
+use governor::{Quota, RateLimiter};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -78,6 +80,12 @@ pub struct MockConfig {
     /// Send `x-served-model` and `x-served-provider` headers, as a router.
     #[serde(default)]
     pub router_headers: bool,
+    /// With `rpm`: send OpenAI's rate-limit headers on every answer
+    /// (`x-ratelimit-limit-requests`, `x-ratelimit-remaining-requests`,
+    /// `x-ratelimit-reset-requests`, as a duration like `1s`, `6m0s`,
+    /// `20ms`), as a provider does.
+    #[serde(default)]
+    pub ratelimit_headers: bool,
     /// Put the requested model (not the served one) in the body's `model`,
     /// as a router that echoes the alias does; then only the headers tell.
     #[serde(default)]
@@ -233,7 +241,8 @@ pub struct MockCall {
 struct Mock {
     config: MockConfig,
     started: Instant,
-    limiter: Option<DefaultDirectRateLimiter>,
+    /// The middleware reports the bucket's state, for the rate headers.
+    limiter: Option<RateLimiter<NotKeyed, InMemoryState, DefaultClock, StateInformationMiddleware>>,
     clock: DefaultClock,
     stats: Mutex<MockStats>,
     /// (SPEC, body hash) -> times seen, for `times=N`.
@@ -261,7 +270,7 @@ pub fn router(config: MockConfig) -> Result<Router, MockError> {
             let burst = NonZeroU32::new(config.burst.unwrap_or(1).max(1)).unwrap_or(NonZeroU32::MIN);
             let period = Duration::from_micros(60_000_000 / u64::from(rpm.get()));
             let quota = Quota::with_period(period).ok_or_else(|| MockError::Config("rpm is too high".into()))?;
-            Some(RateLimiter::direct(quota.allow_burst(burst)))
+            Some(RateLimiter::direct(quota.allow_burst(burst)).with_middleware::<StateInformationMiddleware>())
         }
     };
     let stats = MockStats { rpm: config.rpm.unwrap_or(0), burst: config.burst.unwrap_or(1), ..Default::default() };
@@ -369,7 +378,37 @@ fn error(api: Api, status: u16, kind: &str, message: &str) -> Response {
     (status, axum::Json(body)).into_response()
 }
 
+/// OpenAI's request rate-limit headers: the limit per minute, what is left
+/// of the bucket, and how long until it is full again.
+fn add_rate_headers(h: &mut HeaderMap, rpm: u32, remaining: u32, reset: Duration) {
+    for (name, value) in [
+        ("x-ratelimit-limit-requests", rpm.to_string()),
+        ("x-ratelimit-remaining-requests", remaining.to_string()),
+        ("x-ratelimit-reset-requests", openai_duration(reset)),
+    ] {
+        if let Ok(v) = value.parse() {
+            h.insert(name, v);
+        }
+    }
+}
+
+/// A duration as OpenAI writes its resets: `20ms`, `1.5s`, `6m0s`.
+pub fn openai_duration(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{}ms", d.as_millis())
+    } else if d < Duration::from_secs(60) {
+        format!("{}s", (d.as_secs_f64() * 1000.0).round() / 1000.0)
+    } else {
+        format!("{}m{}s", d.as_secs() / 60, d.as_secs() % 60)
+    }
+}
+
 impl Mock {
+    /// The time one request takes to come back to the bucket.
+    fn bucket_period(&self) -> Duration {
+        Duration::from_micros(60_000_000 / u64::from(self.config.rpm.unwrap_or(1).max(1)))
+    }
+
     fn since_start_us(&self) -> u64 {
         u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX)
     }
@@ -380,19 +419,33 @@ impl Mock {
 
     async fn handle(&self, api: Api, headers: &HeaderMap, body: &[u8]) -> Response {
         self.stat(|s| s.requests += 1);
+        let mut rate_headers = None;
         if let Some(limiter) = &self.limiter {
-            if let Err(not_until) = limiter.check() {
-                let wait = not_until.wait_time_from(self.clock.now());
-                self.stat(|s| s.enforced_429 += 1);
-                let mut r = error(api, 429, "rate_limit_exceeded", "mock: rate limit reached for requests per minute");
-                let h = r.headers_mut();
-                if let Ok(v) = wait.as_millis().max(1).to_string().parse() {
-                    h.insert("retry-after-ms", v);
+            let snapshot = match limiter.check() {
+                Ok(s) => s,
+                Err(not_until) => {
+                    let wait = not_until.wait_time_from(self.clock.now());
+                    self.stat(|s| s.enforced_429 += 1);
+                    let mut r =
+                        error(api, 429, "rate_limit_exceeded", "mock: rate limit reached for requests per minute");
+                    let h = r.headers_mut();
+                    if let Ok(v) = wait.as_millis().max(1).to_string().parse() {
+                        h.insert("retry-after-ms", v);
+                    }
+                    if let Ok(v) = wait.as_secs().max(1).to_string().parse() {
+                        h.insert("retry-after", v);
+                    }
+                    if self.config.ratelimit_headers {
+                        let full = self.bucket_period() * self.config.burst.unwrap_or(1).max(1);
+                        add_rate_headers(h, self.config.rpm.unwrap_or(0), 0, full.max(wait));
+                    }
+                    return r;
                 }
-                if let Ok(v) = wait.as_secs().max(1).to_string().parse() {
-                    h.insert("retry-after", v);
-                }
-                return r;
+            };
+            if self.config.ratelimit_headers {
+                let burst = self.config.burst.unwrap_or(1).max(1);
+                let remaining = snapshot.remaining_burst_capacity().min(burst);
+                rate_headers = Some((remaining, self.bucket_period() * (burst - remaining)));
             }
             let now = self.since_start_us();
             self.stat(|s| {
@@ -562,6 +615,9 @@ impl Mock {
         } else {
             axum::Json(reply).into_response()
         };
+        if let Some((remaining, reset)) = rate_headers {
+            add_rate_headers(response.headers_mut(), self.config.rpm.unwrap_or(0), remaining, reset);
+        }
         if self.config.router_headers {
             let h = response.headers_mut();
             if let Ok(v) = served_model.parse() {

@@ -41,6 +41,9 @@ struct Args {
     /// Send x-served-model / x-served-provider headers.
     #[arg(long)]
     router_headers: bool,
+    /// With --rpm: send OpenAI's x-ratelimit-*-requests headers.
+    #[arg(long)]
+    ratelimit_headers: bool,
     /// An alias resolving per call: NAME=MODEL_A,MODEL_B,EVERY.
     #[arg(long)]
     alias: Vec<String>,
@@ -59,6 +62,7 @@ fn config(args: &Args) -> Result<MockConfig, String> {
     c.fault = args.fault.clone().or(c.fault);
     c.latency_ms = args.latency_ms.unwrap_or(c.latency_ms);
     c.router_headers |= args.router_headers;
+    c.ratelimit_headers |= args.ratelimit_headers;
     if let Some(var) = &args.api_key_env {
         c.api_key = Some(std::env::var(var).map_err(|_| format!("the environment variable {var} is not set"))?);
     }

@@ -1,36 +1,51 @@
 //! Three `cohort judge-proxy` replicas share one upstream quota through one
-//! Redis, against the mock provider enforcing that quota. Demand is three
-//! times the quota. Proves: the mock sends no 429 (no overshoot), and the
-//! replicas together use at least 95% of the quota. Prints both figures.
+//! Redis, against the mock provider enforcing that quota with a one-second
+//! bucket, as a provider does. Each replica gets the same open-loop demand,
+//! the quota's worth each, so three times the quota in all. Proves (and
+//! prints): each replica gets a third of the permits (within 10%), the
+//! replicas' median waits are within 3 s of each other, no upstream 429
+//! after the first second, at least 97% of the quota used, the p99 wait no
+//! more than first-come order over the same arrivals implies plus one
+//! second, and at most 3 Redis calls per granted permit.
 
 // Test code: a failed step should stop the test loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod judge_proxy_support;
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use cohort_tests::RedisServer;
 use judge_proxy_support::{mock, proxy};
 use serde_json::{Value, json};
+use tokio::time::Instant;
 
-/// The upstream's quota: 1200 requests a minute, 20 a second.
-const RPM: u64 = 1200;
-/// How long the load runs.
-const RUN: Duration = Duration::from_secs(8);
-/// The upstream's burst in the proxies' config.
-const PROXY_BURST: u64 = 4;
+/// The upstream's quota: 3000 requests a minute, 50 a second (enough
+/// permits in 20 s for a replica's share to be measured within a few %).
+const RPM: u64 = 3000;
+/// How long the load runs (the queue then drains for up to the permit
+/// deadline).
+const RUN: Duration = Duration::from_secs(20);
+/// The callers' deadline; the proxy leaves a quarter of it (1.5 s) to the
+/// call, so a permit may be booked up to 4.5 s ahead.
+const DEADLINE_MS: u64 = 6000;
+const PERMIT_WAIT: Duration = Duration::from_millis(4500);
 const TEAM_A_KEY: &str = "team-a-shared-7c1d2e9f";
 const TEAM_B_KEY: &str = "team-b-shared-0b8a4c6d";
 
-/// See the module doc. The mock tolerates a burst of 12 (600 ms of arrival
-/// jitter between the proxies' admission in Redis and its own clock); the
-/// proxies are configured with a burst of 4.
+/// Commands a Lua script of the limiter runs inside: `INFO commandstats`
+/// counts them too, but they are not calls the replicas send.
+const INSIDE_SCRIPTS: [&str; 6] = ["get", "set", "hmget", "hset", "pexpire", "time"];
+
+/// See the module doc. The proxies use the default burst (half the mock's
+/// one-second bucket of 20).
 #[test]
-fn three_replicas_share_one_quota_without_overshoot() {
+fn three_replicas_share_one_quota_fairly_first_come_and_without_polling() {
     let dir = tempfile::tempdir().unwrap();
     let redis = RedisServer::start().unwrap();
-    let (mock_proc, mock_url) = mock(dir.path(), &["--rpm", &RPM.to_string(), "--burst", "12"], &[]);
+    let bucket = (RPM / 60).to_string();
+    let (mock_proc, mock_url) = mock(dir.path(), &["--rpm", &RPM.to_string(), "--burst", &bucket], &[]);
     let config = dir.path().join("proxy.toml");
     std::fs::write(
         &config,
@@ -38,7 +53,7 @@ fn three_replicas_share_one_quota_without_overshoot() {
             r#"
 redis_url = "{redis}"
 redis_key_prefix = "shared-test"
-default_deadline_ms = 2000
+default_deadline_ms = {DEADLINE_MS}
 
 [retry]
 max_attempts = 1
@@ -48,7 +63,6 @@ name = "mock"
 kind = "openai"
 base_url = "{mock_url}"
 rpm = {RPM}
-burst = {PROXY_BURST}
 tpm = 100000000
 max_concurrency = 64
 
@@ -73,73 +87,203 @@ model = "judge-1"
     let envs = [("TEAM_A_KEY", TEAM_A_KEY), ("TEAM_B_KEY", TEAM_B_KEY), ("RUST_LOG", "warn")];
     let replicas: Vec<_> = (0..3).map(|i| proxy(&config, &envs, dir.path().join(format!("proxy{i}.log")))).collect();
     let urls: Vec<String> = replicas.iter().map(|(_, _, http)| http.clone()).collect();
+    let stats_url = format!("{}/mock/stats", mock_url.trim_end_matches("/v1"));
+    let redis_before = commandstats(redis.port());
 
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let (sent, ok, limited) = runtime.block_on(async {
+    // (replica, arrival since start, status, latency)
+    let (results, stats_at_1s) = runtime.block_on(async {
         let client = reqwest::Client::new();
-        // Open-loop load: each replica gets one request every 1/RPS s,
-        // so each alone asks for the whole quota and all three for 3x.
+        // Open-loop load: each replica gets one request every 1/RPS s, so
+        // each alone asks for the whole quota and all three for 3x.
         let interval = Duration::from_micros(60_000_000 / RPM);
-        let start = tokio::time::Instant::now();
-        let mut tasks = tokio::task::JoinSet::new();
-        let mut sent = 0u64;
-        let mut tick = tokio::time::interval(interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
-        while start.elapsed() < RUN {
-            tick.tick().await;
-            for (i, url) in urls.iter().enumerate() {
-                let key = if (sent + i as u64).is_multiple_of(3) { TEAM_A_KEY } else { TEAM_B_KEY };
-                let request = client
-                    .post(format!("{url}/v1/chat/completions"))
-                    .bearer_auth(key)
-                    .json(&json!({"model": "j", "messages": [{"role": "user", "content": "load"}]}))
-                    .send();
-                tasks.spawn(async move { request.await.map(|r| r.status().as_u16()).unwrap_or(0) });
-                sent += 1;
-            }
+        let start = Instant::now();
+        let first_second = {
+            let client = client.clone();
+            let url = stats_url.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep_until(start + Duration::from_secs(1)).await;
+                client.get(url).send().await.unwrap().json::<Value>().await.unwrap()
+            })
+        };
+        // Each replica's arrivals are jittered within their interval
+        // (a fixed xorshift sequence per replica), and one in three is team
+        // a's (demand in the teams' 1:2 weights): strictly periodic
+        // arrivals resonate with the slots and always favour one replica.
+        let mut senders = tokio::task::JoinSet::new();
+        for (i, url) in urls.iter().enumerate() {
+            let (client, url) = (client.clone(), url.clone());
+            senders.spawn(async move {
+                let mut tasks = tokio::task::JoinSet::new();
+                let mut x: u64 = 0x9e37_79b9_7f4a_7c15 ^ (i as u64 + 1).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                let mut k = 0u32;
+                loop {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let jitter = interval.mul_f64((x % 1000) as f64 / 1000.0);
+                    let at = start + interval * k + jitter;
+                    if at - start >= RUN {
+                        break;
+                    }
+                    tokio::time::sleep_until(at).await;
+                    let key = if (x >> 20).is_multiple_of(3) { TEAM_A_KEY } else { TEAM_B_KEY };
+                    let request = client
+                        .post(format!("{url}/v1/chat/completions"))
+                        .bearer_auth(key)
+                        .json(&json!({"model": "j", "messages": [{"role": "user", "content": "load"}]}))
+                        .send();
+                    let arrival = start.elapsed();
+                    tasks.spawn(async move {
+                        let t = Instant::now();
+                        let status = request.await.map(|r| r.status().as_u16()).unwrap_or(0);
+                        (i, arrival, status, t.elapsed())
+                    });
+                    k += 1;
+                }
+                tasks.join_all().await
+            });
         }
-        let (mut ok, mut limited) = (0u64, 0u64);
-        while let Some(status) = tasks.join_next().await {
-            match status.unwrap() {
-                200 => ok += 1,
-                429 => limited += 1,
-                other => panic!("unexpected status {other}"),
-            }
-        }
-        (sent, ok, limited)
+        let results: Vec<_> = senders.join_all().await.into_iter().flatten().collect();
+        (results, first_second.await.unwrap())
     });
+    let redis_after = commandstats(redis.port());
+    let stats: Value = blocking::get_json(&stats_url);
 
-    let stats: Value = blocking::get_json(&format!("{}/mock/stats", mock_url.trim_end_matches("/v1")));
+    // Shares and waits per replica (a granted call's latency is its wait
+    // plus the mock's ~1 ms).
+    let mut per_replica: HashMap<usize, Vec<f64>> = HashMap::new();
+    let mut limited = 0;
+    for (i, _, status, latency) in &results {
+        match status {
+            200 => per_replica.entry(*i).or_default().push(latency.as_secs_f64()),
+            429 => limited += 1,
+            other => panic!("unexpected status {other}"),
+        }
+    }
+    let ok: usize = per_replica.values().map(Vec::len).sum();
+    let mut all_waits: Vec<f64> = per_replica.values().flatten().copied().collect();
+    let shares: Vec<f64> = (0..3).map(|i| per_replica[&i].len() as f64 / ok as f64).collect();
+    let medians: Vec<f64> = (0..3).map(|i| quantile(per_replica.get_mut(&i).unwrap(), 0.5)).collect();
+    let p99 = quantile(&mut all_waits, 0.99);
+    let ideal_p99 = first_come_p99(&results);
+
     let enforced_429 = stats["enforced_429"].as_u64().unwrap();
+    let late_429 = enforced_429 - stats_at_1s["enforced_429"].as_u64().unwrap();
     let admitted = stats["admitted"].as_u64().unwrap();
     let window_us = stats["last_admitted_us"].as_u64().unwrap() - stats["first_admitted_us"].as_u64().unwrap();
     // The quota over the window the mock saw requests in: RPM/60 a second,
-    // plus the upstream's burst (the requests an idle upstream takes at once).
-    let quota = RPM as f64 / 60.0 * (window_us as f64 / 1e6) + PROXY_BURST as f64;
+    // plus the proxies' burst (what an idle upstream takes at once).
+    let proxy_burst = (RPM / 120) as f64;
+    let quota = RPM as f64 / 60.0 * (window_us as f64 / 1e6) + proxy_burst;
     let used = admitted as f64 / quota * 100.0;
-    let mut waited = 0u64;
+
+    let mut granted = 0;
+    let mut waited = 0;
     for url in &urls {
         let metrics = blocking::get_text(&format!("{url}/metrics"));
+        granted += metric(&metrics, "cohort_judge_proxy_permits_granted_total");
         waited += metric(&metrics, "cohort_judge_proxy_permits_waited_total");
     }
+    // The commands the replicas sent: every command INFO commandstats
+    // counted between the two snapshots, but those run inside the
+    // limiter's scripts (each script call, EVALSHA or EVAL, counts once)
+    // and the test's own INFO.
+    let mut calls = 0;
+    let mut by_command = Vec::new();
+    for (name, after) in &redis_after {
+        let n = after - redis_before.get(name).copied().unwrap_or(0);
+        if n > 0 && !INSIDE_SCRIPTS.contains(&name.as_str()) && name != "info" {
+            calls += n;
+            by_command.push(format!("{name}={n}"));
+        }
+    }
+    let calls_per_permit = calls as f64 / granted as f64;
+
     println!(
-        "3 replicas, shared Redis quota {RPM} rpm, demand 3x for {} s: sent {sent}, answered {ok}, \
-         proxy 429 {limited}; the mock admitted {admitted} over {:.2} s = {used:.1}% of the quota \
-         ({quota:.1} requests); 429s sent by the mock: {enforced_429}; permits waited: {waited}",
+        "3 replicas, shared Redis quota {RPM} rpm (mock bucket {bucket}), demand 3x for {} s, deadline {DEADLINE_MS} ms: \
+         sent {}, answered {ok}, refused 429 {limited}; replica shares {:.1}% {:.1}% {:.1}%; median waits \
+         {:.2} s {:.2} s {:.2} s; p99 wait {p99:.2} s (first-come order over the same arrivals: {ideal_p99:.2} s); \
+         the mock admitted {admitted} over {:.2} s = {used:.1}% of the quota ({quota:.1}); upstream 429s {enforced_429} \
+         ({late_429} after the first second); permits granted {granted}, waited {waited}; Redis calls {calls} \
+         ({}) = {calls_per_permit:.2} per granted permit",
         RUN.as_secs(),
-        window_us as f64 / 1e6
+        results.len(),
+        shares[0] * 100.0,
+        shares[1] * 100.0,
+        shares[2] * 100.0,
+        medians[0],
+        medians[1],
+        medians[2],
+        window_us as f64 / 1e6,
+        by_command.join(" "),
     );
-    assert_eq!(enforced_429, 0, "the replicas together overshot the upstream quota");
-    assert!(used >= 95.0, "the replicas used only {used:.1}% of the quota");
-    assert_eq!(ok, admitted, "every admitted request was answered");
-    assert!(limited > 0, "demand was above the quota, so some callers hit their deadline");
+    for s in &shares {
+        assert!((s - 1.0 / 3.0).abs() <= 0.1 / 3.0, "a replica's share {:.1}% is not within 10% of a third", s * 100.0);
+    }
+    let spread = medians.iter().copied().fold(f64::MIN, f64::max) - medians.iter().copied().fold(f64::MAX, f64::min);
+    assert!(spread <= 3.0, "the replicas' median waits are {spread:.2} s apart");
+    assert_eq!(late_429, 0, "the replicas together overshot the upstream quota");
+    assert!(used >= 97.0, "the replicas used only {used:.1}% of the quota");
+    assert!(p99 <= ideal_p99 + 1.0, "p99 wait {p99:.2} s against {ideal_p99:.2} s in first-come order");
+    assert!(calls_per_permit <= 3.0, "{calls_per_permit:.2} Redis calls per granted permit");
+    assert_eq!(ok as u64, admitted, "every admitted request was answered");
+    assert!(limited > 0, "demand was above the quota, so some callers were refused");
     drop(mock_proc);
+}
+
+/// The p99 wait of the served requests if one queue at the quota's rate
+/// served every arrival in order, refusing those it could not serve within
+/// the permit wait (the proxies' own bound).
+fn first_come_p99(results: &[(usize, Duration, u16, Duration)]) -> f64 {
+    let mut arrivals: Vec<f64> = results.iter().map(|r| r.1.as_secs_f64()).collect();
+    arrivals.sort_by(f64::total_cmp);
+    let interval = 60.0 / RPM as f64;
+    let mut next = f64::MIN;
+    let mut waits = Vec::new();
+    for a in arrivals {
+        let slot = next.max(a);
+        if slot - a <= PERMIT_WAIT.as_secs_f64() {
+            waits.push(slot - a);
+            next = slot + interval;
+        }
+    }
+    quantile(&mut waits, 0.99)
+}
+
+fn quantile(v: &mut [f64], q: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1]
 }
 
 fn metric(text: &str, name: &str) -> u64 {
     text.lines()
         .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
         .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+}
+
+/// `INFO commandstats` of the test's own Redis: command -> calls. Spoken
+/// in RESP over a plain socket (the command goes in, one bulk string
+/// comes back).
+fn commandstats(port: u16) -> HashMap<String, u64> {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream.write_all(b"*2\r\n$4\r\nINFO\r\n$12\r\ncommandstats\r\n").unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut header = String::new();
+    reader.read_line(&mut header).unwrap();
+    let len: usize = header.trim().strip_prefix('$').unwrap().parse().unwrap();
+    let mut body = vec![0; len];
+    reader.read_exact(&mut body).unwrap();
+    String::from_utf8(body)
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = rest.split(',').find_map(|kv| kv.strip_prefix("calls="))?.parse().ok()?;
+            Some((name.to_owned(), calls))
+        })
+        .collect()
 }
 
 /// Small blocking helpers over a throwaway runtime (the test body is sync).
