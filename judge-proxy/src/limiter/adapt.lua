@@ -33,6 +33,11 @@ local function ppm_at()
 end
 local changed = false
 if new_cap >= 0 then
+  -- A lower cap starts a new epoch at the cap (gcra.rs RateState::set_cap).
+  if new_cap < cap then
+    cut = 1000000
+    t_cut = now
+  end
   cap = new_cap
   changed = true
 end

@@ -172,6 +172,18 @@ impl RateState {
         ppm
     }
 
+    /// The provider's headers allow `cap` of the configured rate. A lower
+    /// cap than before starts a new epoch at the cap: the provider said
+    /// what its limit is, so earlier cuts (guesses) are dropped, and the
+    /// 429s of permits booked before it (at the old rate) do not cut.
+    pub fn set_cap(&mut self, now: i64, cap: i64) {
+        if cap < self.cap_ppm {
+            self.cut_ppm = FULL_PPM;
+            self.t_cut = now;
+        }
+        self.cap_ppm = cap;
+    }
+
     /// A provider 429 on a permit booked in cut epoch `epoch`: cut, unless
     /// a cut already happened since that booking (the other 429s of one
     /// overshoot). Returns whether it cut.
@@ -519,7 +531,9 @@ mod tests {
         assert_eq!(r.ppm(20_000_000), 850_000, "0.5% a second");
         assert!(r.cut(20_000_000, 10_000_000));
         assert_eq!(r.ppm(20_000_000), 680_000);
-        r.cap_ppm = cap_ppm(300, 1200);
+        r.set_cap(30_000_000, cap_ppm(300, 1200));
+        assert_eq!(r.ppm(30_000_000), 250_000, "the cap replaces the guesses");
+        assert!(!r.cut(30_000_000, 20_000_000), "a 429 booked before the cap is not a new overshoot");
         assert_eq!(r.ppm(100_000_000), 250_000);
         for k in 0..40 {
             r.cut(200_000_000 + k, r.t_cut);

@@ -85,7 +85,7 @@ impl LocalLimiter {
         let now = now.unwrap_or_else(|| self.now_us());
         self.with(upstream, |u| {
             if let Some(cap) = cap_ppm {
-                u.rate.cap_ppm = cap;
+                u.rate.set_cap(now, cap);
             }
             if let Some(epoch) = cut_epoch {
                 u.rate.cut(now, epoch);

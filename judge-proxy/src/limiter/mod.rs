@@ -423,9 +423,8 @@ impl Limiter {
         if cap.is_none() && pause.is_zero() {
             return Ok(());
         }
-        if !pause.is_zero() {
-            self.pause_locally(limits, micros(pause));
-        }
+        // Not a local pause: this replica's permits are paced already; holding
+        // its sleepers would bunch them after the pause.
         let ppm = self.adapt(upstream, None, micros(pause), cap).await?;
         if let Some(c) = cap {
             limits.cap_sent.store(c, Ordering::Relaxed);
