@@ -59,6 +59,7 @@ pub fn router(proxy: Arc<Proxy>) -> Router {
     let limit = proxy.config().max_request_bytes;
     Router::new()
         .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/responses", post(crate::responses::create))
         .route("/v1/models", get(models))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
@@ -412,13 +413,13 @@ async fn models(State(proxy): State<Arc<Proxy>>, headers: HeaderMap) -> Response
     axum::Json(json!({"object": "list", "data": data})).into_response()
 }
 
-fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+pub(crate) fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
 /// Where a `model` routes: (upstream, model to request, forced temperature,
 /// pinned served model when it names a judge).
-fn route(proxy: &Proxy, model: &str) -> Result<(String, String, Option<f64>, Option<String>), ProxyError> {
+pub(crate) fn route(proxy: &Proxy, model: &str) -> Result<(String, String, Option<f64>, Option<String>), ProxyError> {
     if let Some(j) = proxy.config().judge(model) {
         return Ok((j.upstream.clone(), j.model.clone(), Some(0.0), Some(j.served_model.clone())));
     }
@@ -529,13 +530,13 @@ async fn chat_completions(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, b
     }
 }
 
-fn set(headers: &mut HeaderMap, name: &'static str, value: &str) {
+pub(crate) fn set(headers: &mut HeaderMap, name: &'static str, value: &str) {
     if let Ok(v) = HeaderValue::from_str(value) {
         headers.insert(HeaderName::from_static(name), v);
     }
 }
 
-fn classes(attempts: &[Attempt]) -> String {
+pub(crate) fn classes(attempts: &[Attempt]) -> String {
     attempts.iter().map(|a| a.class.as_str()).collect::<Vec<_>>().join(",")
 }
 

@@ -15,6 +15,8 @@
 //!   strict mode, trace records, usage and cost.
 //! - [`grpc`] and [`http`]: the two front doors (gRPC `Judge`, `POST
 //!   /v1/chat/completions`) and health.
+//! - [`responses`]: `POST /v1/responses` on the HTTP door, the OpenAI
+//!   Responses API passed through like chat completions.
 //!
 //! The entry point is [`run`]`(config, listeners, shutdown)`; the CLI
 //! (`cohort judge-proxy`) and the tests drive the same function.
@@ -27,6 +29,7 @@ pub mod judge;
 pub mod limiter;
 pub mod metrics;
 pub mod provider;
+pub mod responses;
 pub mod secret;
 pub mod sim;
 pub mod upstream;

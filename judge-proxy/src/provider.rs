@@ -1,8 +1,18 @@
-//! The upstream wire protocols (OpenAI chat completions, Anthropic
-//! Messages; the SIMULATED `sim` kind speaks the OpenAI one): building a
-//! request body, reading a reply, classifying every answer with the classes
-//! of SPEC section 4, and finding the model that actually served. Pure: the
-//! HTTP exchange itself (or the sim's answer) is in [`crate::upstream`].
+//! The upstream wire protocols (OpenAI chat completions, the OpenAI
+//! Responses API, Anthropic Messages; the SIMULATED `sim` kind speaks the
+//! OpenAI chat one): building a request body, reading a reply, classifying
+//! every answer with the classes of SPEC section 4, and finding the model
+//! that actually served. Pure: the HTTP exchange itself (or the sim's
+//! answer) is in [`crate::upstream`].
+//!
+//! **Which OpenAI API a call speaks** ([`Api`]) is read from the request
+//! body and from the reply body rather than carried beside them, so that
+//! the exchange in [`crate::upstream`] (which sees only the body) posts to
+//! the right path without knowing about it. That is exact because the two
+//! bodies cannot be confused: a chat body always has `messages`, and the
+//! Responses passthrough ([`crate::responses`]) refuses a body with
+//! `messages` and one without `input`; a Responses object always says
+//! `"object": "response"`, a chat completion never does.
 
 use std::time::{Duration, SystemTime};
 
@@ -29,6 +39,32 @@ impl ChatMessage {
     }
 }
 
+/// The two OpenAI APIs the passthrough speaks to an `openai` upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// `POST {base}/chat/completions`.
+    Chat,
+    /// `POST {base}/responses` (the Responses API).
+    Responses,
+}
+
+impl Api {
+    /// The API of a request body built by [`request_body`]: Responses when
+    /// it has `input` and no `messages` (see the module doc).
+    pub fn of_request(body: &Value) -> Api {
+        if body.get("input").is_some() && body.get("messages").is_none() { Api::Responses } else { Api::Chat }
+    }
+
+    /// The API of a 2xx reply body: Responses when it says
+    /// `"object": "response"`, or has an `output` array and no `choices`
+    /// (an OpenAI-compatible provider that leaves `object` out).
+    pub fn of_reply(body: &Value) -> Api {
+        let says = body.get("object").and_then(Value::as_str) == Some("response");
+        let looks = body.get("output").is_some_and(Value::is_array) && body.get("choices").is_none();
+        if says || looks { Api::Responses } else { Api::Chat }
+    }
+}
+
 /// A chat call in protocol-neutral form.
 #[derive(Debug, Clone)]
 pub struct ChatCall {
@@ -39,7 +75,9 @@ pub struct ChatCall {
     pub max_tokens: Option<u64>,
     /// For the OpenAI passthrough: the client's own body, sent as is but for
     /// `model` (and `temperature` when forced), so fields the proxy does not
-    /// know still reach the provider.
+    /// know still reach the provider. A chat completions body, or a
+    /// Responses API body (then `messages` above is its `instructions` and
+    /// `input` as text, for the token estimate only; see [`Api`]).
     pub raw_openai_body: Option<serde_json::Map<String, Value>>,
 }
 
@@ -62,8 +100,10 @@ pub struct ChatReply {
     pub served_provider: Option<String>,
     pub usage: Option<TokenUsage>,
     pub finish_reason: Option<String>,
-    /// The reply in OpenAI chat-completion form (the provider's own body for
-    /// OpenAI upstreams, a translation for Anthropic ones).
+    /// The reply in OpenAI form: the provider's own body for OpenAI
+    /// upstreams (a chat completion, or a Responses object when the call
+    /// spoke the Responses API), a chat-completion translation for
+    /// Anthropic ones.
     pub openai_body: Value,
 }
 
@@ -96,9 +136,14 @@ impl AttemptFailure {
     }
 }
 
-/// The URL of a chat call at `upstream`.
-pub fn endpoint(upstream: &UpstreamConfig) -> String {
+/// The URL at `upstream` of a call whose body (from [`request_body`]) is
+/// `request`: its [`Api`] decides the path of an `openai` upstream (the
+/// passthrough never sends a Responses call to the other kinds).
+pub fn endpoint(upstream: &UpstreamConfig, request: &Value) -> String {
     match upstream.kind {
+        UpstreamKind::Openai if Api::of_request(request) == Api::Responses => {
+            format!("{}/responses", upstream.base_url)
+        }
         UpstreamKind::Openai => format!("{}/chat/completions", upstream.base_url),
         UpstreamKind::Anthropic => format!("{}/messages", upstream.base_url),
         UpstreamKind::Sim => upstream.base_url.clone(),
@@ -189,6 +234,7 @@ pub fn read_answer(
         }
     };
     let reply = match upstream.kind {
+        UpstreamKind::Openai | UpstreamKind::Sim if Api::of_reply(&parsed) == Api::Responses => read_responses(parsed),
         UpstreamKind::Openai | UpstreamKind::Sim => read_openai(parsed),
         UpstreamKind::Anthropic => read_anthropic(parsed),
     };
@@ -208,10 +254,7 @@ pub fn read_answer(
     reply.served_provider = served_provider;
     // Tool calls without text answer a client that asked for tools (the
     // passthrough), so they count as content here.
-    let has_tool_calls = reply
-        .openai_body
-        .pointer("/choices/0/message/tool_calls")
-        .is_some_and(|t| t.as_array().is_some_and(|a| !a.is_empty()));
+    let has_tool_calls = has_tool_calls(&reply.openai_body);
     if let Some((class, detail)) =
         http_class::reply_class(reply.finish_reason.as_deref(), &reply.content, has_tool_calls)
     {
@@ -249,6 +292,140 @@ fn read_openai(body: Value) -> Result<ChatReply, AttemptFailure> {
         finish_reason: r.finish_reason,
         openai_body: body,
     })
+}
+
+/// Whether a chat completion or a Responses object carries tool calls: the
+/// message's `tool_calls`, or any `output` item that is neither a message
+/// nor reasoning (`function_call`, `web_search_call`, ...).
+fn has_tool_calls(body: &Value) -> bool {
+    let chat = body.pointer("/choices/0/message/tool_calls").and_then(Value::as_array).is_some_and(|a| !a.is_empty());
+    let responses = body.get("output").and_then(Value::as_array).is_some_and(|items| {
+        items.iter().any(|i| !matches!(i.get("type").and_then(Value::as_str), Some("message" | "reasoning") | None))
+    });
+    chat || responses
+}
+
+/// Reads a Responses object (the same rules as the worker's
+/// `openai_responses` adapter, docs/judge-proxy.md "The Responses API"):
+/// the text is the `output_text` parts of the `message` items (messages
+/// apart by a blank line); `completed` is usable, or `refused` when the
+/// only content is a `refusal` part; `incomplete` for `content_filter` is
+/// `refused`, for any other reason (`max_output_tokens`) usable with what
+/// it holds (the client's own cap, as a chat `finish_reason: length`), or a
+/// final `client_error` when it holds nothing; `failed` is classed by its
+/// `error.code`; `cancelled` is a `client_error`; `queued` / `in_progress`
+/// (background mode, which the passthrough refuses) is `malformed`. A body
+/// without `status` is read as `completed`.
+fn read_responses(body: Value) -> Result<ChatReply, AttemptFailure> {
+    let served_model = body.get("model").and_then(Value::as_str).filter(|m| !m.is_empty()).map(str::to_owned);
+    let usage = body.get("usage").and_then(|u| {
+        Some(TokenUsage {
+            input: u.get("input_tokens")?.as_u64()?,
+            output: u.get("output_tokens").and_then(Value::as_u64).unwrap_or(0),
+        })
+    });
+    let id = body.get("id").and_then(Value::as_str).unwrap_or("(no id)").to_owned();
+    let status = body.get("status").and_then(Value::as_str).unwrap_or("completed").to_owned();
+    let fail = |class: AttemptClass, detail: String| {
+        let mut f = AttemptFailure::new(class, None, detail);
+        f.served_model.clone_from(&served_model);
+        f.usage = usage;
+        f
+    };
+    let (text, refusal) = match body.get("output").and_then(Value::as_array) {
+        Some(items) => responses_text(items),
+        None if matches!(status.as_str(), "failed" | "cancelled") => (String::new(), None),
+        None => return Err(fail(AttemptClass::Malformed, format!("response {id} has no output array"))),
+    };
+    let finish_reason = match status.as_str() {
+        "completed" if text.trim().is_empty() && refusal.is_some() => "refusal",
+        "completed" => "stop",
+        "incomplete" => {
+            let reason = body.pointer("/incomplete_details/reason").and_then(Value::as_str).unwrap_or("not given");
+            if reason == "content_filter" {
+                "content_filter"
+            } else if text.trim().is_empty() && !has_tool_calls(&body) {
+                return Err(fail(
+                    AttemptClass::ClientError,
+                    format!("response {id} is incomplete ({reason}) with no output text: raise max_output_tokens"),
+                ));
+            } else {
+                "length"
+            }
+        }
+        "failed" => {
+            let code = body.pointer("/error/code").and_then(Value::as_str).unwrap_or("");
+            let message = body.pointer("/error/message").and_then(Value::as_str).unwrap_or("");
+            return Err(fail(failed_class(code, message), format!("response {id} failed: {code}: {message}")));
+        }
+        "cancelled" => return Err(fail(AttemptClass::ClientError, format!("response {id} was cancelled"))),
+        other => {
+            return Err(fail(
+                AttemptClass::Malformed,
+                format!("response {id} has status {other:?}: the proxy does not wait for background responses"),
+            ));
+        }
+    };
+    Ok(ChatReply {
+        content: text,
+        served_model,
+        served_provider: None,
+        usage,
+        finish_reason: Some(finish_reason.to_owned()),
+        openai_body: body,
+    })
+}
+
+/// The `output_text` of a Responses `output` (parts of one message joined,
+/// messages apart by a blank line) and its `refusal` parts, if any.
+fn responses_text(items: &[Value]) -> (String, Option<String>) {
+    let mut text = String::new();
+    let mut refusals = Vec::new();
+    for item in items.iter().filter(|i| i.get("type").and_then(Value::as_str) == Some("message")) {
+        let mut message = String::new();
+        for part in item.get("content").and_then(Value::as_array).into_iter().flatten() {
+            match part.get("type").and_then(Value::as_str) {
+                Some("output_text") => message.push_str(part.get("text").and_then(Value::as_str).unwrap_or("")),
+                Some("refusal") => {
+                    if let Some(r) = part.get("refusal").and_then(Value::as_str).filter(|r| !r.trim().is_empty()) {
+                        refusals.push(r.to_owned());
+                    }
+                }
+                _ => {}
+            }
+        }
+        if !message.is_empty() {
+            if !text.is_empty() {
+                text.push_str("\n\n");
+            }
+            text.push_str(&message);
+        }
+    }
+    (text, (!refusals.is_empty()).then(|| refusals.join("\n\n")))
+}
+
+/// The class of a `failed` Responses object's `error` (OpenAI documents
+/// `server_error`, `rate_limit_exceeded`, `invalid_prompt`, the image
+/// errors, the `*_policy` violations...): `server_error` and any code
+/// the proxy does not know are the provider's own failure, a retryable
+/// `server_error`.
+fn failed_class(code: &str, message: &str) -> AttemptClass {
+    let lower = message.to_ascii_lowercase();
+    if code == "rate_limit_exceeded" {
+        AttemptClass::RateLimited
+    } else if code == "insufficient_quota" || lower.contains("insufficient_quota") {
+        AttemptClass::QuotaExhausted
+    } else if code.ends_with("_policy") || code.ends_with("_policy_violation") || lower.contains("usage polic") {
+        AttemptClass::Refused
+    } else if code.starts_with("invalid_") || code.contains("image") || code.ends_with("_mismatch") {
+        // invalid_prompt, the image errors, data_residency_mismatch: the
+        // request's own, a retry fails the same way.
+        AttemptClass::ClientError
+    } else if code == "vector_store_timeout" {
+        AttemptClass::Timeout
+    } else {
+        AttemptClass::ServerError
+    }
 }
 
 fn read_anthropic(body: Value) -> Result<ChatReply, AttemptFailure> {
@@ -439,6 +616,127 @@ mod tests {
         let past = httpdate::fmt_http_date(now - Duration::from_secs(7));
         assert_eq!(retry_after(&headers(&[("retry-after", &past)]), now), Some(Duration::ZERO));
         assert_eq!(retry_after(&headers(&[("retry-after", "soon")]), now), None);
+    }
+
+    fn responses(status: &str, extra: Value, output: Value) -> Result<ChatReply, AttemptFailure> {
+        let mut body = json!({
+            "id": "resp_1", "object": "response", "status": status, "model": "gpt-5-2025-08-07",
+            "output": output, "usage": {"input_tokens": 11, "output_tokens": 4, "total_tokens": 15},
+        });
+        for (k, v) in extra.as_object().cloned().unwrap_or_default() {
+            body[k] = v;
+        }
+        read_answer(
+            &upstream(UpstreamKind::Openai),
+            200,
+            &HeaderMap::new(),
+            body.to_string().as_bytes(),
+            SystemTime::now(),
+        )
+    }
+
+    fn message(parts: Value) -> Value {
+        json!([{"type": "reasoning", "id": "rs_1", "summary": []},
+               {"type": "message", "id": "m1", "status": "completed", "role": "assistant", "content": parts}])
+    }
+
+    /// A completed Responses object gives its `output_text` parts (not the
+    /// reasoning), the served model from `model`, usage in Responses terms,
+    /// and is kept whole as the reply body.
+    #[test]
+    fn a_completed_response_is_read() {
+        let parts = json!([{"type": "output_text", "text": "Claim 1: ", "annotations": []},
+                           {"type": "output_text", "text": "YES", "annotations": []}]);
+        let r = responses("completed", json!({}), message(parts)).unwrap();
+        assert_eq!(r.content, "Claim 1: YES");
+        assert_eq!(r.served_model.as_deref(), Some("gpt-5-2025-08-07"));
+        assert_eq!(r.usage, Some(TokenUsage { input: 11, output: 4 }));
+        assert_eq!(r.finish_reason.as_deref(), Some("stop"));
+        assert_eq!(r.openai_body["object"], "response");
+        assert_eq!(Api::of_reply(&r.openai_body), Api::Responses);
+    }
+
+    /// Every status and failure gets its class; usage and the served model
+    /// survive a failure, so the charge is reconciled.
+    #[test]
+    fn response_statuses_and_failures_get_their_class() {
+        let text = message(json!([{"type": "output_text", "text": "partial", "annotations": []}]));
+        let class = |status: &str, extra: Value, output: Value| responses(status, extra, output).unwrap_err().class;
+        assert_eq!(class("completed", json!({}), message(json!([]))), AttemptClass::EmptyContent);
+        assert_eq!(
+            class("completed", json!({}), message(json!([{"type": "refusal", "refusal": "I can't"}]))),
+            AttemptClass::Refused
+        );
+        let filtered = json!({"incomplete_details": {"reason": "content_filter"}});
+        assert_eq!(class("incomplete", filtered, text.clone()), AttemptClass::Refused);
+        let capped = json!({"incomplete_details": {"reason": "max_output_tokens"}});
+        let r = responses("incomplete", capped.clone(), text.clone()).unwrap();
+        assert_eq!((r.content.as_str(), r.finish_reason.as_deref()), ("partial", Some("length")));
+        let f = responses("incomplete", capped, message(json!([]))).unwrap_err();
+        assert_eq!(f.class, AttemptClass::ClientError);
+        assert!(f.detail.contains("max_output_tokens"), "{}", f.detail);
+        let failed = |code: &str| json!({"output": [], "error": {"code": code, "message": "m"}});
+        assert_eq!(class("failed", failed("server_error"), json!([])), AttemptClass::ServerError);
+        assert_eq!(class("failed", failed("rate_limit_exceeded"), json!([])), AttemptClass::RateLimited);
+        assert_eq!(class("failed", failed("invalid_prompt"), json!([])), AttemptClass::ClientError);
+        assert_eq!(class("failed", failed("image_too_large"), json!([])), AttemptClass::ClientError);
+        assert_eq!(class("failed", failed("bio_policy"), json!([])), AttemptClass::Refused);
+        assert_eq!(class("failed", failed("image_content_policy_violation"), json!([])), AttemptClass::Refused);
+        assert_eq!(class("failed", failed("something_new"), json!([])), AttemptClass::ServerError);
+        let f = responses("failed", failed("server_error"), json!([])).unwrap_err();
+        assert_eq!(
+            (f.usage, f.served_model.as_deref()),
+            (Some(TokenUsage { input: 11, output: 4 }), Some("gpt-5-2025-08-07"))
+        );
+        assert_eq!(class("cancelled", json!({}), json!([])), AttemptClass::ClientError);
+        assert_eq!(class("queued", json!({}), json!([])), AttemptClass::Malformed);
+        let no_output = json!({"object": "response", "status": "completed", "model": "m"});
+        let r = read_answer(
+            &upstream(UpstreamKind::Openai),
+            200,
+            &HeaderMap::new(),
+            no_output.to_string().as_bytes(),
+            SystemTime::now(),
+        );
+        assert_eq!(r.unwrap_err().class, AttemptClass::Malformed);
+        let tool = json!([{"type": "function_call", "id": "fc", "call_id": "c", "name": "f", "arguments": "{}"}]);
+        assert!(responses("completed", json!({}), tool).is_ok(), "a tool call answers a client that asked for tools");
+    }
+
+    /// The router header names the served model over the body's `model`;
+    /// the request body picks the path.
+    #[test]
+    fn responses_paths_and_router_headers() {
+        let body = json!({"object": "response", "status": "completed", "model": "alias",
+                          "output": message(json!([{"type": "output_text", "text": "hi"}]))});
+        let r = read_answer(
+            &upstream(UpstreamKind::Openai),
+            200,
+            &headers(&[("x-served-model", "real-1")]),
+            body.to_string().as_bytes(),
+            SystemTime::now(),
+        )
+        .unwrap();
+        assert_eq!(r.served_model.as_deref(), Some("real-1"));
+        let u = upstream(UpstreamKind::Openai);
+        assert_eq!(endpoint(&u, &json!({"model": "m", "input": "x"})), "http://127.0.0.1:1/v1/responses");
+        assert_eq!(endpoint(&u, &json!({"model": "m", "messages": []})), "http://127.0.0.1:1/v1/chat/completions");
+        let call = ChatCall {
+            model: "routed".into(),
+            messages: vec![ChatMessage::new("user", "x")],
+            temperature: Some(0.0),
+            max_tokens: Some(5),
+            raw_openai_body:
+                json!({"model": "j", "input": "x", "max_output_tokens": 5, "reasoning": {"effort": "low"}})
+                    .as_object()
+                    .cloned(),
+        };
+        let b = request_body(UpstreamKind::Openai, &call);
+        assert_eq!(b["model"], "routed");
+        assert_eq!(b["temperature"], 0.0);
+        assert_eq!(b["reasoning"]["effort"], "low", "fields the proxy does not know reach the provider");
+        assert!(b.get("messages").is_none() && b.get("max_tokens").is_none(), "{b}");
+        assert_eq!(Api::of_request(&b), Api::Responses);
     }
 
     #[test]

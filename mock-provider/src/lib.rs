@@ -1,8 +1,10 @@
 //! TEST DOUBLE. A mock LLM provider for cohort's tests and benchmarks; it
 //! is not a provider, judges nothing, and must never front a real cohort.
 //!
-//! It speaks OpenAI chat completions (`POST /v1/chat/completions`) and
-//! Anthropic Messages (`POST /v1/messages`) and answers judge prompts
+//! It speaks OpenAI chat completions (`POST /v1/chat/completions`), the
+//! OpenAI Responses API (`POST /v1/responses`, non-streaming, answered
+//! through the chat path so faults and rpm apply alike) and Anthropic
+//! Messages (`POST /v1/messages`) and answers judge prompts
 //! (seed 000 section 3.3) with deterministic verdicts: a claim is YES when
 //! its text, lowercased with punctuation dropped, occurs in one of its
 //! evidence snippets, NO otherwise.
@@ -220,6 +222,10 @@ pub struct MockStats {
     /// The enforced rpm and burst (0 when none).
     pub rpm: u32,
     pub burst: u32,
+    /// Requests that came to `POST /v1/responses` (also in `requests`), so
+    /// a test can prove a client used the Responses API.
+    #[serde(default)]
+    pub responses_requests: u64,
 }
 
 /// One answered call, for `GET /mock/calls`.
@@ -287,6 +293,7 @@ pub fn router(config: MockConfig) -> Result<Router, MockError> {
     });
     Ok(Router::new()
         .route("/v1/chat/completions", post(openai))
+        .route("/v1/responses", post(responses))
         .route("/v1/messages", post(anthropic))
         .route("/mock/stats", get(stats_handler))
         .route("/mock/calls", get(calls_handler))
@@ -367,6 +374,118 @@ async fn openai(State(mock): State<Arc<Mock>>, headers: HeaderMap, body: Bytes) 
 
 async fn anthropic(State(mock): State<Arc<Mock>>, headers: HeaderMap, body: Bytes) -> Response {
     mock.handle(Api::Anthropic, &headers, &body).await
+}
+
+/// `POST /v1/responses`: the request's `instructions` and `input` become
+/// chat messages, the chat path answers them (faults, rpm, aliases, the
+/// calls record: all as for chat), and a 200 comes back as the Responses
+/// object OpenAI documents; errors keep the OpenAI error shape, which the
+/// Responses API shares. A body cut short stays cut short, a reset stays
+/// a reset.
+async fn responses(State(mock): State<Arc<Mock>>, headers: HeaderMap, body: Bytes) -> Response {
+    mock.stat(|s| s.responses_requests += 1);
+    let request: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => return error(Api::OpenAi, 400, "invalid_request_error", &format!("mock: body is not JSON: {e}")),
+    };
+    let chat = serde_json::to_vec(&responses_as_chat(&request)).unwrap_or_default();
+    let answer = mock.handle(Api::OpenAi, &headers, &chat).await;
+    if answer.status() != StatusCode::OK {
+        return answer;
+    }
+    let (mut parts, body) = answer.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        let chunks: Vec<Result<Bytes, std::io::Error>> = vec![
+            Ok(Bytes::from_static(b"{\"id\":\"resp_mock\",")),
+            Err(std::io::Error::new(std::io::ErrorKind::ConnectionReset, "mock: connection reset")),
+        ];
+        return Response::from_parts(parts, Body::from_stream(futures_util::stream::iter(chunks)));
+    };
+    let Ok(completion) = serde_json::from_slice::<Value>(&bytes) else {
+        return Response::from_parts(parts, Body::from(bytes));
+    };
+    let reply = chat_as_response(&completion, &request);
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(reply.to_string()))
+}
+
+/// A Responses request as the chat request the mock answers.
+fn responses_as_chat(request: &Value) -> Value {
+    let text = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => {
+            parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("")
+        }
+        _ => String::new(),
+    };
+    let item = |i: &Value| {
+        let role = i.get("role").and_then(Value::as_str).unwrap_or("user");
+        json!({"role": role, "content": i.get("content").or_else(|| i.get("output")).map(text).unwrap_or_default()})
+    };
+    let mut messages = Vec::new();
+    match request.get("instructions") {
+        Some(Value::String(s)) => messages.push(json!({"role": "system", "content": s})),
+        Some(Value::Array(items)) => messages.extend(items.iter().map(item)),
+        _ => {}
+    }
+    match request.get("input") {
+        Some(Value::String(s)) => messages.push(json!({"role": "user", "content": s})),
+        Some(Value::Array(items)) => messages.extend(items.iter().map(item)),
+        _ => {}
+    }
+    let mut chat = json!({"model": request.get("model").cloned().unwrap_or(Value::Null), "messages": messages});
+    if let Some(t) = request.get("temperature").filter(|t| t.is_number()) {
+        chat["temperature"] = t.clone();
+    }
+    chat
+}
+
+/// The Responses object (as OpenAI documents it) of the mock's chat
+/// `completion` to `request`: one completed assistant message with one
+/// `output_text` part, the served `model`, the usage in Responses terms.
+fn chat_as_response(completion: &Value, request: &Value) -> Value {
+    let id = completion.get("id").and_then(Value::as_str).unwrap_or("mock");
+    let text = completion.pointer("/choices/0/message/content").and_then(Value::as_str).unwrap_or_default();
+    let input = completion.pointer("/usage/prompt_tokens").and_then(Value::as_u64).unwrap_or(0);
+    let output = completion.pointer("/usage/completion_tokens").and_then(Value::as_u64).unwrap_or(0);
+    let given = |k: &str| request.get(k).cloned().unwrap_or(Value::Null);
+    json!({
+        "id": format!("resp_{id}"),
+        "object": "response",
+        "created_at": completion.get("created").cloned().unwrap_or(json!(0)),
+        "status": "completed",
+        "error": null,
+        "incomplete_details": null,
+        "instructions": given("instructions"),
+        "max_output_tokens": given("max_output_tokens"),
+        "model": completion.get("model").cloned().unwrap_or(Value::Null),
+        "output": [{
+            "type": "message",
+            "id": format!("msg_{id}"),
+            "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": text, "annotations": []}],
+        }],
+        "parallel_tool_calls": true,
+        "previous_response_id": null,
+        "reasoning": {"effort": null, "summary": null},
+        "store": request.get("store").and_then(Value::as_bool).unwrap_or(true),
+        "temperature": request.get("temperature").and_then(Value::as_f64).unwrap_or(1.0),
+        "text": {"format": {"type": "text"}},
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": 1.0,
+        "truncation": "disabled",
+        "usage": {
+            "input_tokens": input,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": output,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": input + output,
+        },
+        "user": null,
+        "metadata": {},
+    })
 }
 
 fn error(api: Api, status: u16, kind: &str, message: &str) -> Response {
