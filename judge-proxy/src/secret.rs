@@ -276,11 +276,9 @@ fn widen_base64(text: &[u8], start: usize, end: usize) -> std::ops::Range<usize>
     }
     // An escape's letters are not base64: keep them, from the backslash
     // (an odd run of backslashes) through `uXXXX` or the one letter.
-    for i in s..start {
-        let backslashes = text[..i].iter().rev().take_while(|&&b| b == b'\\').count();
-        if backslashes % 2 == 1 {
-            s = if text[i] == b'u' { (i + 5).min(start) } else { i + 1 };
-        }
+    let escaped = |i: usize| text[..i].iter().rev().take_while(|&&b| b == b'\\').count() % 2 == 1;
+    if let Some(i) = (s..start).rev().find(|&i| escaped(i)) {
+        s = if text[i] == b'u' { (i + 5).min(start) } else { i + 1 };
     }
     let mut e = end;
     while e < text.len() && is_base64_char(text[e]) {
