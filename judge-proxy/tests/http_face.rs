@@ -322,3 +322,48 @@ async fn a_key_echoed_in_a_200_body_is_scrubbed() {
     let metrics = reqwest::get(format!("{}/metrics", proxy.http)).await.unwrap().text().await.unwrap();
     assert!(metrics.contains("cohort_judge_proxy_http_secrets_scrubbed_total 4"), "{metrics}");
 }
+
+/// Shutdown is graceful and bounded: a request in flight when it begins
+/// (the provider takes 800 ms) is answered 200, an idle kept-alive
+/// connection is closed at once (not at its 30 s header timeout), the
+/// listener stops accepting, and `serve` returns.
+#[tokio::test]
+async fn shutdown_lets_requests_in_flight_finish_and_closes_idle_connections() {
+    let mock = mock(MockConfig { latency_ms: 800, ..MockConfig::default() }).await;
+    let config = face_config(&mock.base_url(), "header_read_timeout_ms = 30000", "");
+    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = http.local_addr().unwrap();
+    let proxy = Arc::new(cohort_judge_proxy::Proxy::new(config).await.unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(cohort_judge_proxy::serve(
+        Arc::clone(&proxy),
+        cohort_judge_proxy::Listeners { grpc, http },
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    let mut idle = TcpStream::connect(address).await.unwrap();
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: proxy\r\n\r\n").await.unwrap();
+    let mut buf = [0u8; 1024];
+    let n = tokio::time::timeout(CLOSE_BOUND, idle.read(&mut buf)).await.unwrap().unwrap();
+    assert!(buf[..n].starts_with(b"HTTP/1.1 200"));
+    let in_flight = tokio::spawn(async move {
+        reqwest::Client::new()
+            .post(format!("http://{address}/v1/chat/completions"))
+            .bearer_auth(TEAM_A_KEY)
+            .json(&chat_body())
+            .send()
+            .await
+            .map(|r| r.status().as_u16())
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let stopping = Instant::now();
+    stop.send(()).unwrap();
+    assert_eq!(in_flight.await.unwrap().unwrap(), 200, "the request in flight finished");
+    let closed = tokio::time::timeout(CLOSE_BOUND, read_to_close(&mut idle)).await;
+    assert!(closed.is_ok(), "the idle connection was closed at shutdown");
+    tokio::time::timeout(CLOSE_BOUND, served).await.expect("serve returned").unwrap().unwrap();
+    println!("serve returned {} ms after shutdown began", stopping.elapsed().as_millis());
+    assert!(TcpStream::connect(address).await.is_err(), "the listener is closed");
+}
