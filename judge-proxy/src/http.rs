@@ -65,8 +65,8 @@ pub fn router(proxy: Arc<Proxy>) -> Router {
         .route("/readyz", get(ready))
         .route("/metrics", get(metrics))
         .layer(DefaultBodyLimit::max(limit))
-        .with_state(proxy)
         .layer(axum::middleware::from_fn_with_state(Arc::clone(&proxy), guard))
+        .with_state(proxy)
 }
 
 /// How long in-flight requests may run on after shutdown begins; then
