@@ -59,12 +59,12 @@ pub struct Proxy {
     upstreams: Arc<Upstreams>,
     metrics: Arc<Metrics>,
     redactor: Redactor,
-    /// The trace file, when configured; a tokio mutex because appends
-    /// await the file.
-    traces: Option<Mutex<tokio::fs::File>>,
     /// The HTTP face's own state (admission buckets, connection counts),
     /// here so the router's layers and the accept loop share it.
     http_face: http::HttpFace,
+    /// The trace file, when configured; a tokio mutex because appends
+    /// await the file.
+    traces: Option<Mutex<tokio::fs::File>>,
 }
 
 impl Proxy {
@@ -107,14 +107,14 @@ impl Proxy {
         &self.redactor
     }
 
-    pub fn metrics(&self) -> MetricsSnapshot {
-        self.metrics.snapshot()
-    }
     /// The HTTP face's admission buckets and counters.
     pub fn http_face(&self) -> &http::HttpFace {
         &self.http_face
     }
 
+    pub fn metrics(&self) -> MetricsSnapshot {
+        self.metrics.snapshot()
+    }
 
     pub fn metrics_text(&self) -> String {
         self.metrics.render()
