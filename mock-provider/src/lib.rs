@@ -140,14 +140,14 @@ pub enum FaultKind {
     BadRequest,
     /// A normal answer served by `model` instead of the requested one.
     Alias,
-}
-
     /// A normal 200 whose content echoes the key the mock was sent, as a
     /// careless provider or logging router might, in the `form` given:
     /// `plain`, `b64` (the whole `authorization` value, standard base64,
     /// padded), `b64url` (the key, URL-safe, unpadded), `masked` (its first
     /// 7 characters, `****`, its last 4).
     EchoKey,
+}
+
 impl FaultKind {
     fn parse(name: &str) -> Option<FaultKind> {
         Some(match name {
@@ -166,9 +166,9 @@ impl FaultKind {
             "reset" => FaultKind::Reset,
             "bad_request" => FaultKind::BadRequest,
             "alias" => FaultKind::Alias,
+            "echo_key" => FaultKind::EchoKey,
             _ => return None,
         })
-            "echo_key" => FaultKind::EchoKey,
     }
 }
 
@@ -671,6 +671,9 @@ impl Mock {
         let content = match fault.as_ref().map(|f| f.kind) {
             Some(FaultKind::Empty200) => String::new(),
             Some(FaultKind::Prose) => "I have reviewed the claims and they look broadly reasonable.".to_owned(),
+            Some(FaultKind::EchoKey) => {
+                echo_key(headers, fault.as_ref().and_then(|f| f.params.get("form")).map_or("plain", String::as_str))
+            }
             Some(FaultKind::Partial) => {
                 verdicts.pop();
                 verdicts.join("\n")
@@ -793,9 +796,6 @@ fn all_text(api: Api, request: &Value) -> String {
         && let Some(s) = request.get("system").and_then(Value::as_str)
     {
         parts.push(s.to_owned());
-            Some(FaultKind::EchoKey) => {
-                echo_key(headers, fault.as_ref().and_then(|f| f.params.get("form")).map_or("plain", String::as_str))
-            }
     }
     for m in request.get("messages").and_then(Value::as_array).into_iter().flatten() {
         match m.get("content") {
@@ -807,6 +807,36 @@ fn all_text(api: Api, request: &Value) -> String {
         }
     }
     parts.join("\n")
+}
+
+/// The content of an `echo_key` answer: the key the mock was sent, in
+/// `form`.
+fn echo_key(headers: &HeaderMap, form: &str) -> String {
+    let value = headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let key = value.strip_prefix("Bearer ").unwrap_or(value);
+    const STD: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    const URL: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let b64 = |bytes: &[u8], alphabet: &[u8], pad: bool| {
+        let mut out = String::new();
+        for c in bytes.chunks(3) {
+            let n = c.iter().enumerate().fold(0u32, |n, (i, &b)| n | (u32::from(b) << (16 - 8 * i)));
+            for i in 0..4 {
+                if i <= c.len() {
+                    out.push(char::from(alphabet[((n >> (18 - 6 * i)) & 63) as usize]));
+                } else if pad {
+                    out.push('=');
+                }
+            }
+        }
+        out
+    };
+    let echoed = match form {
+        "b64" => b64(value.as_bytes(), STD, true),
+        "b64url" => b64(key.as_bytes(), URL, false),
+        "masked" if key.len() > 11 && key.is_ascii() => format!("{}****{}", &key[..7], &key[key.len() - 4..]),
+        _ => key.to_owned(),
+    };
+    format!("mock: the key I was sent is {echoed}")
 }
 
 /// The SPEC of the first `[[mock:SPEC]]` marker in `text`.
@@ -889,33 +919,3 @@ Claim 2: Water is dry.\nEvidence 2:\n- Water is wet.\n";
         assert!(Fault::parse("latency;ms").is_err());
     }
 }
-/// The content of an `echo_key` answer: the key the mock was sent, in
-/// `form`.
-fn echo_key(headers: &HeaderMap, form: &str) -> String {
-    let value = headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default();
-    let key = value.strip_prefix("Bearer ").unwrap_or(value);
-    const STD: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    const URL: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let b64 = |bytes: &[u8], alphabet: &[u8], pad: bool| {
-        let mut out = String::new();
-        for c in bytes.chunks(3) {
-            let n = c.iter().enumerate().fold(0u32, |n, (i, &b)| n | (u32::from(b) << (16 - 8 * i)));
-            for i in 0..4 {
-                if i <= c.len() {
-                    out.push(char::from(alphabet[((n >> (18 - 6 * i)) & 63) as usize]));
-                } else if pad {
-                    out.push('=');
-                }
-            }
-        }
-        out
-    };
-    let echoed = match form {
-        "b64" => b64(value.as_bytes(), STD, true),
-        "b64url" => b64(key.as_bytes(), URL, false),
-        "masked" if key.len() > 11 && key.is_ascii() => format!("{}****{}", &key[..7], &key[key.len() - 4..]),
-        _ => key.to_owned(),
-    };
-    format!("mock: the key I was sent is {echoed}")
-}
-
