@@ -13,7 +13,11 @@ Checks, with the real client:
 - a chat completion through a judge route answers, and the proxy names the
   served model in `x-cohort-served-model`;
 - a wrong team key is an AuthenticationError (401);
-- an unknown model is a NotFoundError (404).
+- an unknown model is a NotFoundError (404);
+- a Responses API call (`client.responses.create`) answers, with
+  `output_text`, the served model in the header and the body, and usage;
+- `previous_response_id` (state the proxy does not keep) is a
+  BadRequestError (400) naming the field.
 Exits non-zero with a message on the first failed check.
 """
 
@@ -70,6 +74,33 @@ def main() -> None:
         fail("an unknown model was accepted")
     except openai.NotFoundError:
         print("unknown model ok: NotFoundError")
+
+    raw = client.responses.with_raw_response.create(
+        model=args.judge,
+        instructions="Answer in one line.",
+        input="Say hello through the Responses API.",
+        max_output_tokens=64,
+    )
+    response = raw.parse()
+    text = response.output_text or ""
+    if not text:
+        fail("the response has no output_text")
+    served = raw.headers.get("x-cohort-served-model")
+    if not served:
+        fail("no x-cohort-served-model header on the response")
+    if args.expect_served and (served != args.expect_served or response.model != args.expect_served):
+        fail(f"response served by {served!r} (body {response.model!r}), expected {args.expect_served!r}")
+    if response.usage is None or response.usage.input_tokens <= 0:
+        fail("no usage in the response")
+    print(f"responses ok: served by {served}, {response.usage.total_tokens} tokens: {text[:40]!r}")
+
+    try:
+        client.responses.create(model=args.judge, input="again", previous_response_id=response.id)
+        fail("previous_response_id was accepted")
+    except openai.BadRequestError as e:
+        if "previous_response_id" not in str(e):
+            fail(f"the 400 does not name previous_response_id: {e}")
+        print("previous_response_id ok: BadRequestError")
 
     print("openai-python passthrough check: ok")
 

@@ -6,6 +6,9 @@
 #   - python3: scripts/rederive_order.py re-derives run orders independently;
 #   - the `openai` Python package (PyPI): a test drives the judge proxy's
 #     passthrough with the official client;
+#   - the `inspect-ai` Python package (PyPI): a test runs an Inspect AI eval
+#     through the judge proxy with Inspect's default settings (its CLI needs
+#     a click other than 8.4.0, which reads every flag left out as given);
 #   - the `numpy` Python package (PyPI): scripts/bootstrap_reference.py checks
 #     the cluster bootstrap against an independent numpy implementation;
 #   - the `scikit-learn` Python package (PyPI): scripts/sklearn_reference.py
@@ -36,6 +39,11 @@ if ! python3 -c 'import openai' >/dev/null 2>&1; then
   echo "test.sh: installing the openai Python package (PyPI)"
   python3 -m pip install --quiet --disable-pip-version-check openai \
     || { echo "test.sh: could not install the openai Python package; run: python3 -m pip install openai" >&2; exit 1; }
+fi
+if ! python3 -c "import importlib.metadata as m, inspect_ai; assert m.version('click') != '8.4.0'" >/dev/null 2>&1; then
+  echo "test.sh: installing the inspect-ai Python package (PyPI)"
+  python3 -m pip install --quiet --disable-pip-version-check inspect-ai 'click!=8.4.0' \
+    || { echo "test.sh: could not install the inspect-ai Python package; run: python3 -m pip install inspect-ai 'click!=8.4.0'" >&2; exit 1; }
 fi
 if ! python3 -c 'import numpy' >/dev/null 2>&1; then
   echo "test.sh: installing the numpy Python package (PyPI)"

@@ -1,8 +1,9 @@
 //! A real OpenAI client: `scripts/openai_passthrough_check.py` drives the
 //! passthrough of `cohort judge-proxy` (in front of the mock provider) with
 //! the official `openai` package from PyPI. Proves the passthrough speaks
-//! the protocol that package expects: completions, the served-model
-//! header, and the error classes for bad keys and unknown models.
+//! the protocol that package expects: chat completions and the Responses
+//! API (`client.responses.create`), the served-model header, and the error
+//! classes for bad keys, unknown models and `previous_response_id`.
 
 // Test code: a failed step should stop the test loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -78,5 +79,6 @@ model = "judge-1"
     let stderr = String::from_utf8_lossy(&out.stderr);
     println!("{stdout}");
     assert!(out.status.success(), "the script failed:\n{stdout}\n{stderr}");
+    assert!(stdout.contains("responses ok: served by judge-1"), "{stdout}");
     assert!(stdout.contains("openai-python passthrough check: ok"), "{stdout}");
 }
