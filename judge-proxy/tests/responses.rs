@@ -155,7 +155,8 @@ async fn what_is_not_supported_is_a_400_naming_the_field() {
 
 /// A 500 then an answer is `server_error,ok` and answered; quota
 /// exhaustion is a final 402 `insufficient_quota`; a 200 with empty text
-/// is `empty_content`, retried like chat.
+/// and a reset are `empty_content` and `connection_error`, retried; a body
+/// cut short is `malformed`, final (502): all as for chat.
 #[tokio::test]
 async fn a_5xx_is_retried_and_failures_are_classified() {
     let mock = aliased_mock().await;
@@ -172,10 +173,16 @@ async fn a_5xx_is_retried_and_failures_are_classified() {
     assert_eq!(r.headers()["x-cohort-attempts"], "quota_exhausted");
     let e: Value = r.json().await.unwrap();
     assert_eq!(e["error"]["type"], "insufficient_quota");
-    let r = post(&proxy.http, Some(TEAM_A_KEY), body, &[("x-mock-fault", "empty_200;times=1")]).await;
+    let r = post(&proxy.http, Some(TEAM_A_KEY), body.clone(), &[("x-mock-fault", "empty_200;times=1")]).await;
     assert_eq!(r.status(), 200);
     assert_eq!(r.headers()["x-cohort-attempts"], "empty_content,ok");
-    assert_eq!(mock_stats(&mock).await.responses_requests, 5);
+    let r = post(&proxy.http, Some(TEAM_A_KEY), body.clone(), &[("x-mock-fault", "truncated_json")]).await;
+    assert_eq!(r.status(), 502);
+    assert_eq!(r.headers()["x-cohort-attempts"], "malformed");
+    let r = post(&proxy.http, Some(TEAM_A_KEY), body, &[("x-mock-fault", "reset;times=1")]).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["x-cohort-attempts"], "connection_error,ok");
+    assert_eq!(mock_stats(&mock).await.responses_requests, 8);
 }
 
 /// A sim upstream answers a Responses call with a Responses object built
