@@ -56,7 +56,9 @@ if pause > 0 then
   local until_ = now + pause
   local current = tonumber(redis.call('GET', KEYS[1]) or '0')
   if until_ > current then
-    redis.call('SET', KEYS[1], string.format('%.0f', until_), 'PX', math.ceil(pause / 1000) + 1000)
+    -- Kept ten minutes past its end: bookings read it as an empty bucket
+    -- at the pause's end (book.lua), for up to one tolerance after it.
+    redis.call('SET', KEYS[1], string.format('%.0f', until_), 'PX', math.ceil(pause / 1000) + 600000)
   end
 end
 return {ppm_at(), t_cut}

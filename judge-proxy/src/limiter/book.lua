@@ -84,13 +84,19 @@ local ppm = math.max(math.min(cut + rise, cap), floor)
 
 local function scale(x) return math.ceil(x * 1000000 / ppm) end
 
-local base = math.max(now, num(redis.call('GET', KEYS[1])) or 0)
 local tol, horizon = scale(tol0), scale(horizon0)
+
+-- After a pause the provider's bucket is empty: no burst (gcra.rs).
+local paused = num(redis.call('GET', KEYS[1])) or 0
+local base = math.max(now, paused)
+local req_floor = 0
+if paused > 0 then req_floor = paused + tol end
 
 local best_s, best_j, best_ri, best_ti = nil, nil, nil, nil
 local function consider(j)
   local ri, ti = scale(tonumber(ARGV[9 + j])), scale(tonumber(ARGV[9 + n + j]))
-  local s = math.max(base, math.max(req[j], base) + ri - tol, tok[j] - tol)
+  local r = math.max(req[j], req_floor)
+  local s = math.max(base, math.max(r, base) + ri - tol, tok[j] - tol)
   if j ~= team and s > base + horizon then return end
   if best_s == nil or s < best_s then
     best_s, best_j, best_ri, best_ti = s, j, ri, ti
@@ -105,6 +111,6 @@ if best_s - now > max_wait then
   return {0, best_s, best_j, best_ri, best_ti, ppm, t_cut, now}
 end
 local j = best_j
-store(KEYS[3 + 2 * j], math.max(req[j], base, best_s - math.max(best_ri - tol, 0)) + best_ri)
+store(KEYS[3 + 2 * j], math.max(req[j], req_floor, base, best_s - math.max(best_ri - tol, 0)) + best_ri)
 store(KEYS[4 + 2 * j], math.max(tok[j], best_s) + best_ti)
 return {1, best_s, j, best_ri, best_ti, ppm, t_cut, now}

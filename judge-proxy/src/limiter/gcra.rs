@@ -15,6 +15,11 @@
 //! borrows.
 //!
 //! Booking a request of team `i` at `now` (`base = max(now, pause_until)`):
+//! - a pause (the provider said to wait) holds every booking until it ends
+//!   and leaves the provider's bucket empty, not full, at its end: request
+//!   TATs are taken as at least `pause_until + tol`, so bookings resume at
+//!   the rate without a burst (a burst into an empty bucket is more 429s,
+//!   more cuts);
 //! - on timeline `j`, the request slot is `max(base, max(tat_r, base) +
 //!   inc_r - tol)` (the reservation form: a share smaller than one burst
 //!   waits `inc_r - tol` even when idle, so the sum of all shares' bursts
@@ -256,10 +261,14 @@ pub fn book(state: &mut UpstreamState, now: i64, team: usize, c: &Charges, max_w
     let horizon = scale(c.horizon, ppm);
     // (slot, timeline, req_inc, tok_inc); own timeline first, so it wins ties.
     let mut best: Option<(i64, usize, i64, i64)> = None;
+    // After a pause the provider's bucket is empty, not full: every
+    // request timeline resumes at its rate, without a burst.
+    let req_floor = if state.paused_until > 0 { state.paused_until + tol } else { 0 };
     for j in std::iter::once(team).chain((0..n).filter(|j| *j != team)) {
         let (ri, ti) = (scale(c.req_inc[j], ppm), scale(c.tok_inc[j], ppm));
         let t = state.timelines[j];
-        let s = base.max(t.req.max(base) + ri - tol).max(t.tok - tol);
+        let req = t.req.max(req_floor);
+        let s = base.max(req.max(base) + ri - tol).max(t.tok - tol);
         if j != team && s > base + horizon {
             continue;
         }
@@ -274,6 +283,7 @@ pub fn book(state: &mut UpstreamState, now: i64, team: usize, c: &Charges, max_w
         return BookResult::Refused { slot, ppm, epoch };
     }
     let t = &mut state.timelines[j];
+    t.req = t.req.max(req_floor);
     // Placed at `slot`: a share smaller than the tolerance keeps its TAT
     // `tol` past its slot (the next one comes `ri` later).
     t.req = t.req.max(base).max(slot - (ri - tol).max(0)) + ri;
@@ -485,9 +495,15 @@ mod tests {
         let s = spec(6000, 5, &[1, 1]);
         let c = s.charges(1);
         let mut state = UpstreamState { paused_until: 5_000_000, ..Default::default() };
-        let BookResult::Booked(b) = book(&mut state, 1_000_000, 1, &c, 10_000_000) else { panic!() };
-        assert_eq!(b.slot, 5_000_000);
-        assert!(matches!(book(&mut state, 1_000_000, 0, &c, 1_000_000), BookResult::Refused { slot: 5_000_000, .. }));
+        assert!(matches!(book(&mut state, 1_000_000, 0, &c, 1_000_000), BookResult::Refused { .. }));
+        // 6000 rpm over two teams: one each every 20 ms after the pause, no
+        // burst of five.
+        let mut slots = Vec::new();
+        for k in 0..6 {
+            let BookResult::Booked(b) = book(&mut state, 1_000_000, k % 2, &c, 10_000_000) else { panic!() };
+            slots.push(b.slot);
+        }
+        assert_eq!(slots, vec![5_020_000, 5_020_000, 5_040_000, 5_040_000, 5_060_000, 5_060_000]);
     }
 
     /// A request bigger than the tolerance passes an idle token timeline,

@@ -1,0 +1,198 @@
+//! Two `cohort judge-proxy` replicas on one Redis, configured at twice the
+//! provider's real quota (1200 rpm against the mock's 600, a quota someone
+//! else also uses, or a wrong config), with demand at the configured rate.
+//! Proves (and prints): after the first ten seconds, upstream 429s are at
+//! most 5% of upstream calls and at least 90% of the real quota is used,
+//! with the provider's `x-ratelimit-*` headers (as OpenAI sends them); and,
+//! without any headers, the 429 cut alone keeps 429s at most 5% after ten
+//! seconds and uses at least 80% (the figure is printed: an
+//! additive-increase, multiplicative-decrease sawtooth averages below the
+//! real rate).
+
+// Test code: a failed step should stop the test loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod judge_proxy_support;
+
+use std::time::Duration;
+
+use cohort_tests::RedisServer;
+use judge_proxy_support::{mock, proxy};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+/// What the proxies are told.
+const CONFIGURED_RPM: u64 = 1200;
+/// What the mock enforces (a one-second bucket).
+const REAL_RPM: u64 = 600;
+const RUN: Duration = Duration::from_secs(25);
+const SETTLE: Duration = Duration::from_secs(10);
+const TEAM_KEY: &str = "team-adaptive-5e2a9c41";
+
+struct Figures {
+    calls_after: u64,
+    limited_after: u64,
+    used_after: f64,
+    limited_first: u64,
+    calls_first: u64,
+    effective_rpm: f64,
+}
+
+fn run_at_twice_the_quota(headers: bool) -> Figures {
+    let dir = tempfile::tempdir().unwrap();
+    let redis = RedisServer::start().unwrap();
+    let mut args = vec!["--rpm".to_owned(), REAL_RPM.to_string(), "--burst".to_owned(), (REAL_RPM / 60).to_string()];
+    if headers {
+        args.push("--ratelimit-headers".to_owned());
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (mock_proc, mock_url) = mock(dir.path(), &args, &[]);
+    let config = dir.path().join("proxy.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+redis_url = "{redis}"
+redis_key_prefix = "adaptive-test"
+default_deadline_ms = 5000
+
+[retry]
+max_attempts = 1
+
+[[upstreams]]
+name = "mock"
+kind = "openai"
+base_url = "{mock_url}"
+rpm = {CONFIGURED_RPM}
+tpm = 100000000
+max_concurrency = 64
+
+[[teams]]
+name = "a"
+key_env = "TEAM_KEY"
+
+[[judges]]
+name = "j"
+upstream = "mock"
+model = "judge-1"
+"#,
+            redis = redis.url()
+        ),
+    )
+    .unwrap();
+    let envs = [("TEAM_KEY", TEAM_KEY), ("RUST_LOG", "warn")];
+    let replicas: Vec<_> = (0..2).map(|i| proxy(&config, &envs, dir.path().join(format!("proxy{i}.log")))).collect();
+    let urls: Vec<String> = replicas.iter().map(|(_, _, http)| http.clone()).collect();
+    let stats_url = format!("{}/mock/stats", mock_url.trim_end_matches("/v1"));
+
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let settled: Value = runtime.block_on(async {
+        let client = reqwest::Client::new();
+        // Each replica gets half the configured rate, jittered.
+        let interval = Duration::from_micros(60_000_000 * urls.len() as u64 / CONFIGURED_RPM);
+        let start = Instant::now();
+        let at_settle = {
+            let (client, url) = (client.clone(), stats_url.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep_until(start + SETTLE).await;
+                client.get(url).send().await.unwrap().json::<Value>().await.unwrap()
+            })
+        };
+        let mut senders = tokio::task::JoinSet::new();
+        for (i, url) in urls.iter().enumerate() {
+            let (client, url) = (client.clone(), url.clone());
+            senders.spawn(async move {
+                let mut tasks = tokio::task::JoinSet::new();
+                let mut x: u64 = 0x2545_f491_4f6c_dd1d ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                for k in 0.. {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let at = start + interval * k + interval.mul_f64((x % 1000) as f64 / 1000.0);
+                    if at - start >= RUN {
+                        break;
+                    }
+                    tokio::time::sleep_until(at).await;
+                    let request = client
+                        .post(format!("{url}/v1/chat/completions"))
+                        .bearer_auth(TEAM_KEY)
+                        .json(&json!({"model": "j", "messages": [{"role": "user", "content": "load"}]}))
+                        .send();
+                    tasks.spawn(async move { request.await.map(|r| r.status().as_u16()).unwrap_or(0) });
+                }
+                tasks.join_all().await
+            });
+        }
+        for statuses in senders.join_all().await {
+            assert!(statuses.iter().all(|s| [200, 429].contains(s)), "{statuses:?}");
+        }
+        at_settle.await.unwrap()
+    });
+    let end: Value = get_json(&stats_url);
+    let n = |v: &Value, k: &str| v[k].as_u64().unwrap();
+    let window_s = (n(&end, "last_admitted_us") - n(&settled, "last_admitted_us")) as f64 / 1e6;
+    let admitted_after = n(&end, "admitted") - n(&settled, "admitted");
+    let metrics = get_text(&format!("{}/metrics", urls[0]));
+    let effective_rpm = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("cohort_judge_proxy_effective_rpm{upstream=\"mock\"} "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap();
+    drop(mock_proc);
+    Figures {
+        calls_after: n(&end, "requests") - n(&settled, "requests"),
+        limited_after: n(&end, "enforced_429") - n(&settled, "enforced_429"),
+        used_after: admitted_after as f64 / (REAL_RPM as f64 / 60.0 * window_s) * 100.0,
+        limited_first: n(&settled, "enforced_429"),
+        calls_first: n(&settled, "requests"),
+        effective_rpm,
+    }
+}
+
+fn print(what: &str, f: &Figures) -> f64 {
+    let share = f.limited_after as f64 / f.calls_after.max(1) as f64 * 100.0;
+    println!(
+        "{what}: configured {CONFIGURED_RPM} rpm, real {REAL_RPM}, demand {CONFIGURED_RPM} rpm over 2 replicas for {} s: \
+         first {} s: {} upstream 429s of {} calls; after: {} upstream 429s of {} calls = {share:.1}%, {:.1}% of the \
+         real quota used; effective rpm at the end {:.0}",
+        RUN.as_secs(),
+        SETTLE.as_secs(),
+        f.limited_first,
+        f.calls_first,
+        f.limited_after,
+        f.calls_after,
+        f.used_after,
+        f.effective_rpm
+    );
+    share
+}
+
+/// See the module doc: with the provider's headers.
+#[test]
+fn twice_the_real_quota_with_rate_headers_settles_on_the_real_quota() {
+    let f = run_at_twice_the_quota(true);
+    let share = print("with x-ratelimit headers", &f);
+    assert!(share <= 5.0, "{share:.1}% of upstream calls got 429 after {} s", SETTLE.as_secs());
+    assert!(f.used_after >= 90.0, "only {:.1}% of the real quota used", f.used_after);
+}
+
+/// See the module doc: 429s alone (no headers).
+#[test]
+fn twice_the_real_quota_without_headers_cuts_the_rate_on_429s() {
+    let f = run_at_twice_the_quota(false);
+    let share = print("429s only, no headers", &f);
+    assert!(share <= 5.0, "{share:.1}% of upstream calls got 429 after {} s", SETTLE.as_secs());
+    assert!(f.effective_rpm < CONFIGURED_RPM as f64, "the rate was never cut: {}", f.effective_rpm);
+    // The sawtooth averages below the real rate; 80% is a floor, not the
+    // figure (printed).
+    assert!(f.used_after >= 80.0, "only {:.1}% of the real quota used", f.used_after);
+}
+
+fn get_text(url: &str) -> String {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async { reqwest::get(url).await.unwrap().text().await.unwrap() })
+}
+
+fn get_json(url: &str) -> Value {
+    serde_json::from_str(&get_text(url)).unwrap()
+}
