@@ -326,7 +326,7 @@ impl Upstreams {
         {
             headers.insert("anthropic-version", v);
         }
-        let response = self.client.post(provider::endpoint(up, body)).headers(headers).json(body).send().await?;
+        let response = self.client.post(provider::endpoint(up)).headers(headers).json(body).send().await?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
         let bytes = response.bytes().await?;
@@ -437,4 +437,61 @@ pub fn parse_reset(v: &str) -> Option<Duration> {
 fn transport_failure(e: &reqwest::Error) -> AttemptFailure {
     let class = if e.is_timeout() { AttemptClass::Timeout } else { AttemptClass::ConnectionError };
     AttemptFailure::new(class, None, cohort_core::http_class::error_chain(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn upstream(context: Option<u64>, max_output: Option<u64>) -> UpstreamConfig {
+        UpstreamConfig {
+            name: "u".into(),
+            kind: UpstreamKind::Openai,
+            base_url: "http://127.0.0.1:1/v1".into(),
+            api_key: None,
+            rpm: 60,
+            tpm: 10_000,
+            max_concurrency: 1,
+            burst: 1,
+            context_tokens: context,
+            max_output_tokens: max_output,
+            served_model_headers: vec![],
+            served_provider_headers: vec![],
+            forward_headers: vec![],
+            anthropic_version: "2023-06-01".into(),
+        }
+    }
+
+    /// Every estimate the limiter charges is bounded: a request above the
+    /// upstream's output, context or one-minute token limit is a 400 that
+    /// names the limit.
+    #[test]
+    fn token_estimates_are_bounded_by_the_upstreams_limits() {
+        let refused = |up: &UpstreamConfig, input: u64, max: Option<u64>| match check_tokens(up, input, max, 512) {
+            Err(e @ ProxyError::InvalidRequest(_)) => {
+                assert_eq!(e.http_status(), 400);
+                e.to_string()
+            }
+            other => panic!("{other:?}"),
+        };
+        let open = upstream(None, None);
+        assert!(refused(&open, 10, Some(1_000_000_000_000)).contains("tpm 10000"));
+        assert_eq!(check_tokens(&open, 10, Some(9_000), 512).ok(), Some(9_010));
+        assert_eq!(check_tokens(&open, 10, None, 512).ok(), Some(522));
+        let limited = upstream(Some(4_000), Some(1_000));
+        assert!(refused(&limited, 10, Some(1_001)).contains("max_output_tokens 1000"));
+        assert!(refused(&limited, 3_500, Some(1_000)).contains("context_tokens 4000"));
+        assert_eq!(check_tokens(&limited, 2_000, Some(1_000), 512).ok(), Some(3_000));
+    }
+
+    #[test]
+    fn reset_durations_read_as_openai_writes_them() {
+        let ms = |v: &str| parse_reset(v).map(|d| d.as_millis());
+        assert_eq!(ms("1s"), Some(1000));
+        assert_eq!(ms("6m0s"), Some(360_000));
+        assert_eq!(ms("20ms"), Some(20));
+        assert_eq!(ms("1h2m3.5s"), Some(3_723_500));
+        assert_eq!(ms("0.25"), Some(250));
+        assert_eq!(ms("soon"), None);
+    }
 }

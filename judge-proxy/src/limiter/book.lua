@@ -97,7 +97,9 @@ local function consider(j)
   local ri, ti = scale(tonumber(ARGV[9 + j])), scale(tonumber(ARGV[9 + n + j]))
   local r = math.max(req[j], req_floor)
   local s = math.max(base, math.max(r, base) + ri - tol, tok[j] - tol)
-  if j ~= team and s > base + horizon then return end
+  -- A borrowed booking leaves the owner at most one of its own intervals
+  -- behind in tokens (gcra.rs).
+  if j ~= team and (s > base + horizon or math.max(tok[j], s) + ti - tol > base + ri) then return end
   if best_s == nil or s < best_s then
     best_s, best_j, best_ri, best_ti = s, j, ri, ti
   end

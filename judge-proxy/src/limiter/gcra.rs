@@ -29,8 +29,10 @@
 //!   for the minute its tokens take); the slot is the later of the two;
 //! - candidates: team `i`'s own timeline (always: first-come order within
 //!   the team) and any other team's whose slot is within the borrow horizon
-//!   of `base` (capacity its owner is not using); the earliest slot wins,
-//!   the own timeline on a tie;
+//!   of `base` (capacity its owner is not using) and whose token TAT the
+//!   booking leaves within one of the owner's request intervals of being
+//!   free (so a huge request cannot hold another team's timeline); the
+//!   earliest slot wins, the own timeline on a tie;
 //! - a slot after `now + max_wait` is refused, nothing changes, and the
 //!   slot is the true Retry-After; otherwise the chosen timeline's TATs
 //!   move past the slot and the caller sleeps until it.
@@ -269,7 +271,10 @@ pub fn book(state: &mut UpstreamState, now: i64, team: usize, c: &Charges, max_w
         let t = state.timelines[j];
         let req = t.req.max(req_floor);
         let s = base.max(req.max(base) + ri - tol).max(t.tok - tol);
-        if j != team && s > base + horizon {
+        // A borrowed booking may not leave the owner more than one of its
+        // own intervals behind in tokens: a request whose tokens take longer
+        // (a huge max_tokens) is charged to its own team's share.
+        if j != team && (s > base + horizon || t.tok.max(s) + ti - tol > base + ri) {
             continue;
         }
         if best.is_none_or(|b| s < b.0) {
@@ -504,6 +509,26 @@ mod tests {
             slots.push(b.slot);
         }
         assert_eq!(slots, vec![5_020_000, 5_020_000, 5_040_000, 5_040_000, 5_060_000, 5_060_000]);
+    }
+
+    /// A request whose tokens would hold another team's timeline for long
+    /// is not borrowed: it books its own team's timeline, and the other
+    /// team's next request is not pushed back.
+    #[test]
+    fn a_huge_request_never_borrows_another_teams_timeline() {
+        let s = UpstreamSpec { rpm: 600, tpm: 10_000, burst: 5, weights: vec![1, 1] };
+        let mut state = UpstreamState::default();
+        // Team 0's own timeline is busy with small requests...
+        for _ in 0..4 {
+            assert!(matches!(book(&mut state, 1_000_000, 0, &s.charges(10), 10_000_000), BookResult::Booked(_)));
+        }
+        let mut without = state.clone();
+        // ...so a huge one of team 0 would rather borrow team 1's idle one.
+        let BookResult::Booked(b) = book(&mut state, 1_000_000, 0, &s.charges(8000), 100_000_000) else { panic!() };
+        assert_eq!(b.timeline, 0, "charged to its own team");
+        let BookResult::Booked(other) = book(&mut state, 1_000_000, 1, &s.charges(10), 1_000_000) else { panic!() };
+        let BookResult::Booked(alone) = book(&mut without, 1_000_000, 1, &s.charges(10), 1_000_000) else { panic!() };
+        assert_eq!(other.slot, alone.slot, "team 1 is not held back by the huge request");
     }
 
     /// A request bigger than the tolerance passes an idle token timeline,
