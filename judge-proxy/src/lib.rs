@@ -247,6 +247,10 @@ pub async fn serve(
         }
         let _ = stop.send(true);
     };
+    // The periodic info summary (per-call lines are debug); owned here and
+    // ended with the servers.
+    let summary = Arc::clone(&proxy.metrics).spawn_summary(metrics::SUMMARY_INTERVAL);
     let ((), g, h) = tokio::join!(trigger, grpc, http);
+    summary.abort();
     g.and(h)
 }

@@ -13,6 +13,9 @@ use std::time::Duration;
 
 use cohort_core::taxonomy::AttemptClass;
 
+/// How often the `info` summary line is logged (when there was traffic).
+pub const SUMMARY_INTERVAL: Duration = Duration::from_secs(60);
+
 /// The most distinct (upstream, requested, served) label sets kept; the
 /// rest count under `served_model="other"`, so a router that names a new
 /// model per call cannot grow the exposition without bound.
