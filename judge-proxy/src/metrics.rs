@@ -254,7 +254,11 @@ impl Metrics {
             "Bookings refused because the earliest slot was past the caller's deadline.",
             s.permit_deadlines,
         );
-        counter("upstream_pauses_total", "Pauses of an upstream (provider Retry-After or nothing remaining).", s.upstream_pauses);
+        counter(
+            "upstream_pauses_total",
+            "Pauses of an upstream (provider Retry-After or nothing remaining).",
+            s.upstream_pauses,
+        );
         counter("rate_limited_permits_total", "Provider 429s on permits the limiter granted.", s.rate_cuts);
         counter("input_tokens_total", "Input tokens the providers reported.", s.input_tokens);
         counter("output_tokens_total", "Output tokens the providers reported.", s.output_tokens);
@@ -309,7 +313,8 @@ impl Metrics {
             .filter(|((_, a), (_, b))| a > b)
             .map(|((c, a), (_, b))| format!("{c}={}", a - b))
             .collect();
-        let q = |x: f64| self.permit_wait.quantile_since(&state.wait_counts, x).map_or("-".to_owned(), |v| format!("{v}s"));
+        let q =
+            |x: f64| self.permit_wait.quantile_since(&state.wait_counts, x).map_or("-".to_owned(), |v| format!("{v}s"));
         let rates: Vec<String> = self
             .effective_rpm
             .lock()

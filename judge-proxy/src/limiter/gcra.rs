@@ -236,7 +236,11 @@ pub struct Booking {
 pub enum BookResult {
     Booked(Booking),
     /// The earliest slot is after the caller's deadline: nothing changed.
-    Refused { slot: i64, ppm: i64, epoch: i64 },
+    Refused {
+        slot: i64,
+        ppm: i64,
+        epoch: i64,
+    },
 }
 
 impl BookResult {
