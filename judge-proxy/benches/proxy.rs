@@ -11,7 +11,10 @@
 //!    mock directly (p50, p99), at a fixed concurrency, limits far away;
 //! 2. gRPC `Judge` with 8 claims per request: requests/s, claims/s, p50/p99;
 //! 3. demand at twice an upstream's quota: requests/s admitted, permits
-//!    waited, mean wait, and callers turned away at their deadline.
+//!    waited, mean wait, and callers turned away at their deadline;
+//! 4. the same through a private `redis-server` (the shared store): Redis
+//!    calls per granted permit (`INFO commandstats`; the commands the
+//!    limiter's scripts run inside are not calls the proxy sends).
 
 // A benchmark, not a service: a failed setup step should stop it loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -35,9 +38,11 @@ const JUDGE_REQUESTS: usize = 1000;
 const QUOTA_RPM: u64 = 3000;
 const QUOTA_RUN: Duration = Duration::from_secs(6);
 
-fn config(base_url: &str, rpm: u64) -> cohort_judge_proxy::ProxyConfig {
+fn config(base_url: &str, rpm: u64, redis: Option<&str>) -> cohort_judge_proxy::ProxyConfig {
+    let redis = redis.map(|url| format!("redis_url = \"{url}\"")).unwrap_or_default();
     let text = format!(
         r#"
+{redis}
 default_deadline_ms = 2000
 [retry]
 max_attempts = 1
@@ -52,6 +57,9 @@ burst = 8
 [[teams]]
 name = "bench"
 key_env = "BENCH_TEAM_KEY"
+# The HTTP face's per-key admission bucket would cap the load well below
+# what the benchmark measures.
+admission_rps = 1000000
 [[judges]]
 name = "j"
 upstream = "mock"
@@ -68,11 +76,20 @@ batch_size = 8
 
 /// A proxy serving on free ports until the returned sender is dropped.
 async fn start_proxy(rpm: u64, mock: &MockHandle) -> (Arc<Proxy>, String, String, tokio::sync::oneshot::Sender<()>) {
+    start_proxy_with(rpm, mock, None).await
+}
+
+/// [`start_proxy`], with the limiter in the Redis at `redis` when given.
+async fn start_proxy_with(
+    rpm: u64,
+    mock: &MockHandle,
+    redis: Option<&str>,
+) -> (Arc<Proxy>, String, String, tokio::sync::oneshot::Sender<()>) {
     let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let grpc_url = format!("http://{}", grpc.local_addr().unwrap());
     let http_url = format!("http://{}", http.local_addr().unwrap());
-    let proxy = Arc::new(Proxy::new(config(&mock.base_url(), rpm)).await.unwrap());
+    let proxy = Arc::new(Proxy::new(config(&mock.base_url(), rpm, redis)).await.unwrap());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let p = Arc::clone(&proxy);
     tokio::spawn(async move {
@@ -222,7 +239,7 @@ async fn judge_throughput() {
     );
 }
 
-async fn demand_over_quota() {
+async fn demand_over_quota(redis: Option<&cohort_tests::RedisServer>) {
     let mock = MockHandle::start(MockConfig {
         rpm: Some(u32::try_from(QUOTA_RPM).unwrap()),
         burst: Some(32),
@@ -230,7 +247,9 @@ async fn demand_over_quota() {
     })
     .await
     .unwrap();
-    let (proxy, _grpc, http, _stop) = start_proxy(QUOTA_RPM, &mock).await;
+    let url = redis.map(cohort_tests::RedisServer::url);
+    let (proxy, _grpc, http, _stop) = start_proxy_with(QUOTA_RPM, &mock, url.as_deref()).await;
+    let before = redis.map(|r| redis_calls(r.port()));
     let client = reqwest::Client::new();
     let body = json!({"model": "j", "messages": [{"role": "user", "content": "quota"}]});
     let interval = Duration::from_micros(60_000_000 / (QUOTA_RPM * 2));
@@ -251,13 +270,26 @@ async fn demand_over_quota() {
         }
     }
     let m = proxy.metrics();
+    let redis_line = match (redis, before) {
+        (Some(r), Some(before)) => {
+            let calls = redis_calls(r.port()) - before;
+            format!(
+                "\n  through a private Redis (the shared store): {calls} Redis calls for {} granted permits = {:.2} \
+                 per permit ({} bookings refused at once)",
+                m.permits_granted,
+                calls as f64 / m.permits_granted.max(1) as f64,
+                m.permit_deadlines
+            )
+        }
+        _ => String::new(),
+    };
     let stats: cohort_mock_provider::MockStats =
         reqwest::get(format!("http://{}/mock/stats", mock.addr)).await.unwrap().json().await.unwrap();
     let window = (stats.last_admitted_us - stats.first_admitted_us) as f64 / 1e6;
     println!(
         "demand at 2x a {QUOTA_RPM} rpm quota for {} s: admitted {ok} ({:.1} req/s over the {window:.2} s the mock saw them; \
          quota {:.1}/s), turned away at their deadline {limited}, other {other}; permits waited {} \
-         (mean wait {:.1} ms); 429s sent by the mock {}",
+         (mean wait {:.1} ms); 429s sent by the mock {}{redis_line}",
         QUOTA_RUN.as_secs(),
         stats.admitted as f64 / window,
         QUOTA_RPM as f64 / 60.0,
@@ -267,6 +299,30 @@ async fn demand_over_quota() {
     );
 }
 
+/// The calls `INFO commandstats` counted, but the commands the limiter's
+/// scripts run inside and INFO itself: what the proxy sent. RESP over a
+/// plain socket.
+fn redis_calls(port: u16) -> u64 {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream.write_all(b"*2\r\n$4\r\nINFO\r\n$12\r\ncommandstats\r\n").unwrap();
+    let mut reader = BufReader::new(stream);
+    let mut header = String::new();
+    reader.read_line(&mut header).unwrap();
+    let mut body = vec![0; header.trim().trim_start_matches('$').parse().unwrap()];
+    reader.read_exact(&mut body).unwrap();
+    String::from_utf8(body)
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+            let inside = ["get", "set", "hmget", "hset", "pexpire", "time", "info"].contains(&name);
+            let calls: u64 = rest.split(',').find_map(|kv| kv.strip_prefix("calls="))?.parse().ok()?;
+            (!inside).then_some(calls)
+        })
+        .sum()
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; nothing to parse.
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
@@ -274,6 +330,10 @@ fn main() {
         println!("judge proxy benchmark (mock provider, proxy and load in one process, 2 worker threads, loopback)");
         passthrough_overhead().await;
         judge_throughput().await;
-        demand_over_quota().await;
+        demand_over_quota(None).await;
+        match cohort_tests::RedisServer::start() {
+            Ok(redis) => demand_over_quota(Some(&redis)).await,
+            Err(e) => println!("  (no redis-server for the shared-store figure: {e})"),
+        }
     });
 }
