@@ -326,7 +326,7 @@ impl Upstreams {
         {
             headers.insert("anthropic-version", v);
         }
-        let response = self.client.post(provider::endpoint(up)).headers(headers).json(body).send().await?;
+        let response = self.client.post(provider::endpoint(up, body)).headers(headers).json(body).send().await?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
         let bytes = response.bytes().await?;
