@@ -16,7 +16,10 @@
 //!   `malformed` ([`parse_json`], [`read_openai_chat`]);
 //! - a well-formed 2xx that refused (`finish_reason` `content_filter`, or a
 //!   `refusal` field) is `refused`; one with no text is `empty_content`
-//!   ([`reply_class`]).
+//!   ([`reply_class`]);
+//! - an OpenAI Responses object: its text, refusals and citations are read
+//!   by [`read_responses_output`], and a `failed` one's error code is
+//!   classed by [`responses_failed_class`].
 //!
 //! Details are secret-free only if the caller scrubs its secrets from the
 //! body before classifying: a detail quotes the provider's message.
@@ -123,6 +126,85 @@ pub fn reply_class(finish_reason: Option<&str>, content: &str, has_tool_calls: b
     None
 }
 
+/// What the `output` items of an OpenAI Responses object hold: the
+/// `output_text` parts (parts of one message joined, messages apart by a
+/// blank line), the `refusal` parts, and the `url_citation` annotations'
+/// URLs (first-seen order, no repeats). Read by the worker's
+/// `openai_responses` adapter and the judge proxy's `/v1/responses`.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ResponsesOutput {
+    pub text: String,
+    pub refusal: Option<String>,
+    pub citations: Vec<String>,
+}
+
+/// Reads a Responses object's `output` items ([`ResponsesOutput`]).
+pub fn read_responses_output(items: &[Value]) -> ResponsesOutput {
+    let mut out = ResponsesOutput::default();
+    let mut refusals = Vec::new();
+    for item in items.iter().filter(|i| i.get("type").and_then(Value::as_str) == Some("message")) {
+        let mut message = String::new();
+        for part in item.get("content").and_then(Value::as_array).into_iter().flatten() {
+            match part.get("type").and_then(Value::as_str) {
+                Some("output_text") => {
+                    message.push_str(part.get("text").and_then(Value::as_str).unwrap_or(""));
+                    for a in part.get("annotations").and_then(Value::as_array).into_iter().flatten() {
+                        if a.get("type").and_then(Value::as_str) != Some("url_citation") {
+                            continue;
+                        }
+                        if let Some(url) = a.get("url").and_then(Value::as_str).map(str::trim).filter(|u| !u.is_empty())
+                            && !out.citations.iter().any(|c| c == url)
+                        {
+                            out.citations.push(url.to_owned());
+                        }
+                    }
+                }
+                Some("refusal") => {
+                    if let Some(r) = part.get("refusal").and_then(Value::as_str).filter(|r| !r.trim().is_empty()) {
+                        refusals.push(r.to_owned());
+                    }
+                }
+                _ => {}
+            }
+        }
+        if !message.is_empty() {
+            if !out.text.is_empty() {
+                out.text.push_str("\n\n");
+            }
+            out.text.push_str(&message);
+        }
+    }
+    out.refusal = (!refusals.is_empty()).then(|| refusals.join("\n\n"));
+    out
+}
+
+/// The class of a `failed` Responses object's `error` (OpenAI documents
+/// `server_error`, `rate_limit_exceeded`, `invalid_prompt`, the image
+/// errors, the `*_policy` violations...): the request's own errors are
+/// `client_error` (a retry fails the same way); `server_error` and any
+/// code not known here are the provider's own failure, `server_error`.
+pub fn responses_failed_class(code: &str, message: &str) -> AttemptClass {
+    let lower = message.to_ascii_lowercase();
+    if code == "rate_limit_exceeded" {
+        AttemptClass::RateLimited
+    } else if code == "insufficient_quota" || lower.contains("insufficient_quota") {
+        AttemptClass::QuotaExhausted
+    } else if code.ends_with("_policy")
+        || code.ends_with("_policy_violation")
+        || lower.contains("usage polic")
+        || lower.contains("flagged")
+    {
+        AttemptClass::Refused
+    } else if code.starts_with("invalid_") || code.contains("image") || code.ends_with("_mismatch") {
+        // invalid_prompt, the image errors, data_residency_mismatch.
+        AttemptClass::ClientError
+    } else if code == "vector_store_timeout" {
+        AttemptClass::Timeout
+    } else {
+        AttemptClass::ServerError
+    }
+}
+
 /// `text` cut to [`MAX_DETAIL_CHARS`] characters, with `…` when cut.
 pub fn truncate_detail(text: &str) -> String {
     if text.chars().count() <= MAX_DETAIL_CHARS {
@@ -148,7 +230,47 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// A failed Responses object's error code picks its class (the one
+    /// rule of the worker's adapter and the proxy's `/v1/responses`).
+    #[test]
+    fn responses_failed_codes() {
+        let c = responses_failed_class;
+        assert_eq!(c("rate_limit_exceeded", ""), AttemptClass::RateLimited);
+        assert_eq!(c("server_error", "The model failed"), AttemptClass::ServerError);
+        assert_eq!(c("bio_policy", ""), AttemptClass::Refused);
+        assert_eq!(c("invalid_prompt", "flagged as potentially violating our usage policy"), AttemptClass::Refused);
+        assert_eq!(c("invalid_prompt", "input too long"), AttemptClass::ClientError);
+        assert_eq!(c("invalid_image_url", ""), AttemptClass::ClientError);
+        assert_eq!(c("data_residency_mismatch", ""), AttemptClass::ClientError);
+        assert_eq!(c("vector_store_timeout", ""), AttemptClass::Timeout);
+        assert_eq!(c("something_new", ""), AttemptClass::ServerError);
+    }
+
+    /// Text of every message, refusals, and url citations once each.
+    #[test]
+    fn responses_output_items() {
+        let items: Vec<Value> = serde_json::from_str(
+            r#"[
+              {"type": "reasoning", "summary": []},
+              {"type": "message", "content": [
+                {"type": "output_text", "text": "One ", "annotations": [
+                  {"type": "url_citation", "url": "https://a.example/ "},
+                  {"type": "file_citation", "file_id": "f"}]},
+                {"type": "output_text", "text": "two.", "annotations": [
+                  {"type": "url_citation", "url": "https://a.example/"}]}]},
+              {"type": "message", "content": [{"type": "refusal", "refusal": "No."},
+                                              {"type": "output_text", "text": "Three."}]}
+            ]"#,
+        )
+        .unwrap();
+        let out = read_responses_output(&items);
+        assert_eq!(out.text, "One two.\n\nThree.");
+        assert_eq!(out.refusal.as_deref(), Some("No."));
+        assert_eq!(out.citations, ["https://a.example/"]);
+    }
 
     fn class(status: u16, body: &str) -> AttemptClass {
         classify_http(status, body.as_bytes()).0

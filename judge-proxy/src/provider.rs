@@ -333,7 +333,10 @@ fn read_responses(body: Value) -> Result<ChatReply, AttemptFailure> {
         f
     };
     let (text, refusal) = match body.get("output").and_then(Value::as_array) {
-        Some(items) => responses_text(items),
+        Some(items) => {
+            let out = cohort_core::http_class::read_responses_output(items);
+            (out.text, out.refusal)
+        }
         None if matches!(status.as_str(), "failed" | "cancelled") => (String::new(), None),
         None => return Err(fail(AttemptClass::Malformed, format!("response {id} has no output array"))),
     };
@@ -356,7 +359,10 @@ fn read_responses(body: Value) -> Result<ChatReply, AttemptFailure> {
         "failed" => {
             let code = body.pointer("/error/code").and_then(Value::as_str).unwrap_or("");
             let message = body.pointer("/error/message").and_then(Value::as_str).unwrap_or("");
-            return Err(fail(failed_class(code, message), format!("response {id} failed: {code}: {message}")));
+            return Err(fail(
+                cohort_core::http_class::responses_failed_class(code, message),
+                format!("response {id} failed: {code}: {message}"),
+            ));
         }
         "cancelled" => return Err(fail(AttemptClass::ClientError, format!("response {id} was cancelled"))),
         other => {
@@ -374,58 +380,6 @@ fn read_responses(body: Value) -> Result<ChatReply, AttemptFailure> {
         finish_reason: Some(finish_reason.to_owned()),
         openai_body: body,
     })
-}
-
-/// The `output_text` of a Responses `output` (parts of one message joined,
-/// messages apart by a blank line) and its `refusal` parts, if any.
-fn responses_text(items: &[Value]) -> (String, Option<String>) {
-    let mut text = String::new();
-    let mut refusals = Vec::new();
-    for item in items.iter().filter(|i| i.get("type").and_then(Value::as_str) == Some("message")) {
-        let mut message = String::new();
-        for part in item.get("content").and_then(Value::as_array).into_iter().flatten() {
-            match part.get("type").and_then(Value::as_str) {
-                Some("output_text") => message.push_str(part.get("text").and_then(Value::as_str).unwrap_or("")),
-                Some("refusal") => {
-                    if let Some(r) = part.get("refusal").and_then(Value::as_str).filter(|r| !r.trim().is_empty()) {
-                        refusals.push(r.to_owned());
-                    }
-                }
-                _ => {}
-            }
-        }
-        if !message.is_empty() {
-            if !text.is_empty() {
-                text.push_str("\n\n");
-            }
-            text.push_str(&message);
-        }
-    }
-    (text, (!refusals.is_empty()).then(|| refusals.join("\n\n")))
-}
-
-/// The class of a `failed` Responses object's `error` (OpenAI documents
-/// `server_error`, `rate_limit_exceeded`, `invalid_prompt`, the image
-/// errors, the `*_policy` violations...): `server_error` and any code
-/// the proxy does not know are the provider's own failure, a retryable
-/// `server_error`.
-fn failed_class(code: &str, message: &str) -> AttemptClass {
-    let lower = message.to_ascii_lowercase();
-    if code == "rate_limit_exceeded" {
-        AttemptClass::RateLimited
-    } else if code == "insufficient_quota" || lower.contains("insufficient_quota") {
-        AttemptClass::QuotaExhausted
-    } else if code.ends_with("_policy") || code.ends_with("_policy_violation") || lower.contains("usage polic") {
-        AttemptClass::Refused
-    } else if code.starts_with("invalid_") || code.contains("image") || code.ends_with("_mismatch") {
-        // invalid_prompt, the image errors, data_residency_mismatch: the
-        // request's own, a retry fails the same way.
-        AttemptClass::ClientError
-    } else if code == "vector_store_timeout" {
-        AttemptClass::Timeout
-    } else {
-        AttemptClass::ServerError
-    }
 }
 
 fn read_anthropic(body: Value) -> Result<ChatReply, AttemptFailure> {

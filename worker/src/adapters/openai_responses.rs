@@ -266,7 +266,7 @@ impl OpenAiResponsesAdapter {
         }) else {
             return http::failure(AttemptClass::Malformed, http_status, format!("response {id} has no output array"));
         };
-        let read = read_output(output);
+        let read = cohort_core::http_class::read_responses_output(output);
         let observed_version = body.get("model").and_then(Value::as_str).map(str::trim).filter(|m| !m.is_empty());
         let usage = body.get("usage").and_then(|u| {
             Some(TokenUsage {
@@ -292,7 +292,7 @@ impl OpenAiResponsesAdapter {
             "failed" => {
                 let code = body.pointer("/error/code").and_then(Value::as_str).unwrap_or("");
                 let message = body.pointer("/error/message").and_then(Value::as_str).unwrap_or("");
-                let class = failed_class(code, message);
+                let class = cohort_core::http_class::responses_failed_class(code, message);
                 let detail = self.secrets.scrub(&format!("response {id} failed: {code}: {message}"));
                 (class, detail, None)
             }
@@ -341,69 +341,6 @@ impl Adapter for OpenAiResponsesAdapter {
     }
 }
 
-/// What the `output` items hold.
-#[derive(Debug, Default)]
-struct Output {
-    text: String,
-    refusal: Option<String>,
-    citations: Vec<String>,
-}
-
-fn read_output(items: &[Value]) -> Output {
-    let mut out = Output::default();
-    let mut refusals = Vec::new();
-    for item in items.iter().filter(|i| i.get("type").and_then(Value::as_str) == Some("message")) {
-        let mut message = String::new();
-        for part in item.get("content").and_then(Value::as_array).into_iter().flatten() {
-            match part.get("type").and_then(Value::as_str) {
-                Some("output_text") => {
-                    message.push_str(part.get("text").and_then(Value::as_str).unwrap_or(""));
-                    for a in part.get("annotations").and_then(Value::as_array).into_iter().flatten() {
-                        if a.get("type").and_then(Value::as_str) != Some("url_citation") {
-                            continue;
-                        }
-                        if let Some(url) = a.get("url").and_then(Value::as_str).map(str::trim).filter(|u| !u.is_empty())
-                            && !out.citations.iter().any(|c| c == url)
-                        {
-                            out.citations.push(url.to_owned());
-                        }
-                    }
-                }
-                Some("refusal") => {
-                    if let Some(r) = part.get("refusal").and_then(Value::as_str).filter(|r| !r.trim().is_empty()) {
-                        refusals.push(r.to_owned());
-                    }
-                }
-                _ => {}
-            }
-        }
-        if !message.is_empty() {
-            if !out.text.is_empty() {
-                out.text.push_str("\n\n");
-            }
-            out.text.push_str(&message);
-        }
-    }
-    out.refusal = (!refusals.is_empty()).then(|| refusals.join("\n\n"));
-    out
-}
-
-/// The class of a `failed` response's `error`.
-fn failed_class(code: &str, message: &str) -> AttemptClass {
-    let lower = message.to_ascii_lowercase();
-    if code == "rate_limit_exceeded" {
-        AttemptClass::RateLimited
-    } else if code == "insufficient_quota" || lower.contains("insufficient_quota") {
-        AttemptClass::QuotaExhausted
-    } else if code.ends_with("_policy") || lower.contains("usage polic") || lower.contains("flagged") {
-        AttemptClass::Refused
-    } else if code == "invalid_prompt" {
-        AttemptClass::ClientError
-    } else {
-        AttemptClass::ServerError
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -413,19 +350,5 @@ mod tests {
     fn ids_are_one_segment() {
         assert_eq!(http::encode_component("resp_68af4030592c8193"), "resp_68af4030592c8193");
         assert_eq!(http::encode_component("a/../b?c"), "a%2F..%2Fb%3Fc");
-    }
-
-    /// A failed response's error code picks its class.
-    #[test]
-    fn failed_codes() {
-        assert_eq!(failed_class("rate_limit_exceeded", ""), AttemptClass::RateLimited);
-        assert_eq!(failed_class("server_error", "The model failed"), AttemptClass::ServerError);
-        assert_eq!(failed_class("bio_policy", ""), AttemptClass::Refused);
-        assert_eq!(
-            failed_class("invalid_prompt", "flagged as potentially violating our usage policy"),
-            AttemptClass::Refused
-        );
-        assert_eq!(failed_class("invalid_prompt", "input too long"), AttemptClass::ClientError);
-        assert_eq!(failed_class("vector_store_timeout", ""), AttemptClass::ServerError);
     }
 }
