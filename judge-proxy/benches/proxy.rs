@@ -14,7 +14,14 @@
 //!    waited, mean wait, and callers turned away at their deadline;
 //! 4. the same through a private `redis-server` (the shared store): Redis
 //!    calls per granted permit (`INFO commandstats`; the commands the
-//!    limiter's scripts run inside are not calls the proxy sends).
+//!    limiter's scripts run inside are not calls the proxy sends);
+//! 5. the proxy alone in its own process (this benchmark re-executed with
+//!    `COHORT_BENCH_PROXY_OF` set), driven open-loop at 5,000 requests/s:
+//!    its CPU time per request (user + system, from `/proc/PID/stat`, so
+//!    the mock and the load generator are not counted), its peak RSS
+//!    (`VmHWM`), the share answered 200 and the latency p50/p99; with the
+//!    runtime `cohort judge-proxy` uses by default (one event loop) and
+//!    with two worker threads.
 
 // A benchmark, not a service: a failed setup step should stop it loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -24,7 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cohort_judge_proxy::config::build_and_validate;
-use cohort_judge_proxy::{Listeners, Proxy};
+use cohort_judge_proxy::{DEFAULT_THREADS, Listeners, Proxy};
 use cohort_mock_provider::{MockConfig, MockHandle};
 use cohort_proto::v1 as pb;
 use serde_json::json;
@@ -323,7 +330,131 @@ fn redis_calls(port: u16) -> u64 {
         .sum()
 }
 
+/// The open-loop rate of figure 5, and how long it runs.
+const OPEN_LOOP_RPS: u64 = 5000;
+const OPEN_LOOP_RUN: Duration = Duration::from_secs(6);
+/// Set in the environment of the re-executed benchmark: the mock's base URL
+/// for a proxy that runs alone in that process.
+const CHILD_ENV: &str = "COHORT_BENCH_PROXY_OF";
+/// The runtime threads of that proxy (`cohort judge-proxy --threads`).
+const THREADS_ENV: &str = "COHORT_BENCH_PROXY_THREADS";
+
+/// The child of figure 5: a proxy in front of the mock at `base_url`; prints
+/// its HTTP URL, serves until stdin closes.
+async fn proxy_child(base_url: &str) {
+    let grpc = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let http = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    println!("http://{}", http.local_addr().unwrap());
+    let proxy = Arc::new(Proxy::new(config(base_url, 60_000_000, None)).await.unwrap());
+    // Without tokio's io-std feature: a blocking thread reads stdin to EOF.
+    let stdin_closed = async {
+        let _ = tokio::task::spawn_blocking(|| std::io::copy(&mut std::io::stdin(), &mut std::io::sink())).await;
+    };
+    cohort_judge_proxy::serve(proxy, Listeners { grpc, http }, stdin_closed).await.unwrap();
+}
+
+/// The CPU time (user + system) and peak RSS of process `pid`. `/proc`
+/// counts CPU in USER_HZ ticks, 100 a second on Linux.
+fn cpu_and_peak_rss(pid: u32) -> (Duration, u64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields after the command name (which is in parentheses): utime is
+    // field 14 of the line, stime 15.
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = after.split(' ').collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let hwm_kb = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap_or(0);
+    (Duration::from_millis(ticks * 10), hwm_kb * 1024)
+}
+
+async fn open_loop_cost(threads: usize) {
+    use tokio::io::AsyncBufReadExt as _;
+    let mock = MockHandle::start(MockConfig::default()).await.unwrap();
+    let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .env(CHILD_ENV, mock.base_url())
+        .env(THREADS_ENV, threads.to_string())
+        .env("BENCH_TEAM_KEY", TEAM_KEY)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let http = lines.next_line().await.unwrap().unwrap();
+    for _ in 0..200 {
+        if reqwest::get(format!("{http}/healthz")).await.is_ok_and(|r| r.status().is_success()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let client = reqwest::Client::builder().pool_max_idle_per_host(1024).build().unwrap();
+    let body = json!({"model": "j", "messages": [{"role": "user", "content": "benchmark request"}]});
+    let url = format!("{http}/v1/chat/completions");
+    let drive = |run: Duration| {
+        let (client, body, url) = (client.clone(), body.clone(), url.clone());
+        async move {
+            let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / OPEN_LOOP_RPS));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+            let start = Instant::now();
+            let mut tasks = JoinSet::new();
+            while start.elapsed() < run {
+                tick.tick().await;
+                let r = client.post(&url).bearer_auth(TEAM_KEY).json(&body).send();
+                tasks.spawn(async move {
+                    let t = Instant::now();
+                    let ok = match r.await {
+                        Ok(resp) => resp.status().is_success() && resp.bytes().await.is_ok(),
+                        Err(_) => false,
+                    };
+                    (ok, t.elapsed())
+                });
+            }
+            let (mut ok, mut latencies) = (0u64, Vec::new());
+            while let Some(r) = tasks.join_next().await {
+                let (good, latency) = r.unwrap();
+                ok += u64::from(good);
+                latencies.push(latency);
+            }
+            latencies.sort();
+            (ok, latencies, start.elapsed())
+        }
+    };
+    // Warm up connections and the allocator, then measure.
+    let _ = drive(Duration::from_secs(1)).await;
+    let (cpu_before, _) = cpu_and_peak_rss(pid);
+    let (ok, latencies, wall) = drive(OPEN_LOOP_RUN).await;
+    let (cpu_after, peak_rss) = cpu_and_peak_rss(pid);
+    drop(child.stdin.take());
+    let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
+    let sent = latencies.len() as f64;
+    let cpu = cpu_after - cpu_before;
+    println!(
+        "the proxy alone in its own process ({threads} runtime thread{}), open loop at {OPEN_LOOP_RPS} req/s for {} s: sent {sent:.0} ({:.0} req/s), answered 200 {:.2}%, p50 {:.2} ms, p99 {:.2} ms; proxy CPU {:.2} s = {:.3} ms per request; \
+         proxy peak RSS {:.1} MB",
+        if threads == 1 { "" } else { "s" },
+        OPEN_LOOP_RUN.as_secs(),
+        sent / wall.as_secs_f64(),
+        ok as f64 / sent * 100.0,
+        percentile(&latencies, 0.5).as_secs_f64() * 1000.0,
+        percentile(&latencies, 0.99).as_secs_f64() * 1000.0,
+        cpu.as_secs_f64(),
+        cpu.as_secs_f64() * 1000.0 / sent,
+        peak_rss as f64 / 1e6
+    );
+}
+
 fn main() {
+    if let Ok(base_url) = std::env::var(CHILD_ENV) {
+        let threads = std::env::var(THREADS_ENV).ok().and_then(|t| t.parse().ok()).unwrap_or(DEFAULT_THREADS);
+        let runtime = cohort_judge_proxy::runtime(threads).unwrap();
+        runtime.block_on(proxy_child(&base_url));
+        return;
+    }
     // `cargo bench` passes `--bench`; nothing to parse.
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async {
@@ -335,5 +466,8 @@ fn main() {
             Ok(redis) => demand_over_quota(Some(&redis)).await,
             Err(e) => println!("  (no redis-server for the shared-store figure: {e})"),
         }
+        // The default (one event loop), then two workers.
+        open_loop_cost(DEFAULT_THREADS).await;
+        open_loop_cost(2).await;
     });
 }
