@@ -838,7 +838,15 @@ impl Validator<'_> {
             let max_output_tokens =
                 self.int(j.max_output_tokens, &f("max_output_tokens"), 1, 16 * u64::from(batch_size) + 64);
             let vendor_lineage = j.vendor_lineage.map(|l| self.non_empty(l, &f("vendor_lineage")));
-            out.push(JudgeConfig { name, upstream, model, served_model, batch_size, max_output_tokens, vendor_lineage });
+            out.push(JudgeConfig {
+                name,
+                upstream,
+                model,
+                served_model,
+                batch_size,
+                max_output_tokens,
+                vendor_lineage,
+            });
         }
         out
     }

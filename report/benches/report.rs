@@ -122,8 +122,9 @@ fn mix(mut z: u64) -> u64 {
 
 async fn build(dir: &Path, n_questions: usize, repeats: usize) -> (usize, usize) {
     fs::create_dir_all(dir).unwrap();
-    let mut config =
-        format!("name = \"bench\"\nseed = 1\nrepeats = {repeats}\nrepeat_schedule = {{ every_hours = 0, note = \"benchmark: all at once\" }}\n\n");
+    let mut config = format!(
+        "name = \"bench\"\nseed = 1\nrepeats = {repeats}\nrepeat_schedule = {{ every_hours = 0, note = \"benchmark: all at once\" }}\n\n"
+    );
     for a in 0..ARMS {
         config.push_str(&format!(
             "[[arms]]\nid = \"arm{a}\"\nlabel = \"Arm {a}\"\nadapter = \"command\"\npinned_version = \"v{a}\"\n\
