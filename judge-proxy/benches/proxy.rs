@@ -256,7 +256,7 @@ async fn demand_over_quota(redis: Option<&cohort_tests::RedisServer>) {
     .unwrap();
     let url = redis.map(cohort_tests::RedisServer::url);
     let (proxy, _grpc, http, _stop) = start_proxy_with(QUOTA_RPM, &mock, url.as_deref()).await;
-    let before = redis.map(|r| redis_calls(r.port()));
+    let before = redis.map(redis_calls);
     let client = reqwest::Client::new();
     let body = json!({"model": "j", "messages": [{"role": "user", "content": "quota"}]});
     let interval = Duration::from_micros(60_000_000 / (QUOTA_RPM * 2));
@@ -279,7 +279,7 @@ async fn demand_over_quota(redis: Option<&cohort_tests::RedisServer>) {
     let m = proxy.metrics();
     let redis_line = match (redis, before) {
         (Some(r), Some(before)) => {
-            let calls = redis_calls(r.port()) - before;
+            let calls = redis_calls(r) - before;
             format!(
                 "\n  through a private Redis (the shared store): {calls} Redis calls for {} granted permits = {:.2} \
                  per permit ({} bookings refused at once)",
@@ -307,27 +307,10 @@ async fn demand_over_quota(redis: Option<&cohort_tests::RedisServer>) {
 }
 
 /// The calls `INFO commandstats` counted, but the commands the limiter's
-/// scripts run inside and INFO itself: what the proxy sent. RESP over a
-/// plain socket.
-fn redis_calls(port: u16) -> u64 {
-    use std::io::{BufRead, BufReader, Read, Write};
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream.write_all(b"*2\r\n$4\r\nINFO\r\n$12\r\ncommandstats\r\n").unwrap();
-    let mut reader = BufReader::new(stream);
-    let mut header = String::new();
-    reader.read_line(&mut header).unwrap();
-    let mut body = vec![0; header.trim().trim_start_matches('$').parse().unwrap()];
-    reader.read_exact(&mut body).unwrap();
-    String::from_utf8(body)
-        .unwrap()
-        .lines()
-        .filter_map(|l| {
-            let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
-            let inside = ["get", "set", "hmget", "hset", "pexpire", "time", "info"].contains(&name);
-            let calls: u64 = rest.split(',').find_map(|kv| kv.strip_prefix("calls="))?.parse().ok()?;
-            (!inside).then_some(calls)
-        })
-        .sum()
+/// scripts run inside and INFO itself: what the proxy sent.
+fn redis_calls(redis: &cohort_tests::RedisServer) -> u64 {
+    let inside = ["get", "set", "hmget", "hset", "pexpire", "time", "info"];
+    redis.commandstats().unwrap().into_iter().filter(|(name, _)| !inside.contains(&name.as_str())).map(|(_, n)| n).sum()
 }
 
 /// The open-loop rate of figure 5, and how long it runs.

@@ -166,6 +166,34 @@ impl RedisServer {
         self.port
     }
 
+    /// `INFO commandstats`: command name (`evalsha`, `get`...) -> calls.
+    /// Redis counts the commands a Lua script runs inside under their own
+    /// names too, so a caller counting what clients sent leaves those out.
+    /// Spoken in RESP over a plain socket (one bulk string comes back).
+    pub fn commandstats(&self) -> io::Result<std::collections::HashMap<String, u64>> {
+        use std::io::Read as _;
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
+        stream.write_all(b"*2\r\n$4\r\nINFO\r\n$12\r\ncommandstats\r\n")?;
+        let mut reader = BufReader::new(stream);
+        let mut header = String::new();
+        reader.read_line(&mut header)?;
+        let len: usize = header
+            .trim()
+            .strip_prefix('$')
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| io::Error::other(format!("INFO commandstats answered {header:?}")))?;
+        let mut body = vec![0; len];
+        reader.read_exact(&mut body)?;
+        Ok(String::from_utf8_lossy(&body)
+            .lines()
+            .filter_map(|l| {
+                let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+                let calls = rest.split(',').find_map(|kv| kv.strip_prefix("calls="))?.parse().ok()?;
+                Some((name.to_owned(), calls))
+            })
+            .collect())
+    }
+
     /// Kills the server with SIGKILL (no shutdown, no final save).
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {

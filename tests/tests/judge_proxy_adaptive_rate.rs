@@ -17,7 +17,7 @@ mod judge_proxy_support;
 use std::time::Duration;
 
 use cohort_tests::RedisServer;
-use judge_proxy_support::{mock, proxy};
+use judge_proxy_support::{jittered_arrivals, mock, proxy};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -103,16 +103,9 @@ model = "judge-1"
             let (client, url) = (client.clone(), url.clone());
             senders.spawn(async move {
                 let mut tasks = tokio::task::JoinSet::new();
-                let mut x: u64 = 0x2545_f491_4f6c_dd1d ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-                for k in 0.. {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    let at = start + interval * k + interval.mul_f64((x % 1000) as f64 / 1000.0);
-                    if at - start >= RUN {
-                        break;
-                    }
-                    tokio::time::sleep_until(at).await;
+                let seed = 0x2545_f491_4f6c_dd1d ^ (i as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                for (offset, _) in jittered_arrivals(seed, interval, RUN) {
+                    tokio::time::sleep_until(start + offset).await;
                     let request = client
                         .post(format!("{url}/v1/chat/completions"))
                         .bearer_auth(TEAM_KEY)

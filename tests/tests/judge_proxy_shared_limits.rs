@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use cohort_tests::RedisServer;
-use judge_proxy_support::{mock, proxy};
+use judge_proxy_support::{jittered_arrivals, mock, proxy};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
@@ -88,7 +88,7 @@ model = "judge-1"
     let replicas: Vec<_> = (0..3).map(|i| proxy(&config, &envs, dir.path().join(format!("proxy{i}.log")))).collect();
     let urls: Vec<String> = replicas.iter().map(|(_, _, http)| http.clone()).collect();
     let stats_url = format!("{}/mock/stats", mock_url.trim_end_matches("/v1"));
-    let redis_before = commandstats(redis.port());
+    let redis_before = redis.commandstats().unwrap();
 
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     // (replica, arrival since start, status, latency)
@@ -115,18 +115,9 @@ model = "judge-1"
             let (client, url) = (client.clone(), url.clone());
             senders.spawn(async move {
                 let mut tasks = tokio::task::JoinSet::new();
-                let mut x: u64 = 0x9e37_79b9_7f4a_7c15 ^ (i as u64 + 1).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-                let mut k = 0u32;
-                loop {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    let jitter = interval.mul_f64((x % 1000) as f64 / 1000.0);
-                    let at = start + interval * k + jitter;
-                    if at - start >= RUN {
-                        break;
-                    }
-                    tokio::time::sleep_until(at).await;
+                let seed = 0x9e37_79b9_7f4a_7c15 ^ (i as u64 + 1).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                for (offset, x) in jittered_arrivals(seed, interval, RUN) {
+                    tokio::time::sleep_until(start + offset).await;
                     let key = if (x >> 20).is_multiple_of(3) { TEAM_A_KEY } else { TEAM_B_KEY };
                     let request = client
                         .post(format!("{url}/v1/chat/completions"))
@@ -139,7 +130,6 @@ model = "judge-1"
                         let status = request.await.map(|r| r.status().as_u16()).unwrap_or(0);
                         (i, arrival, status, t.elapsed())
                     });
-                    k += 1;
                 }
                 tasks.join_all().await
             });
@@ -147,7 +137,7 @@ model = "judge-1"
         let results: Vec<_> = senders.join_all().await.into_iter().flatten().collect();
         (results, first_second.await.unwrap())
     });
-    let redis_after = commandstats(redis.port());
+    let redis_after = redis.commandstats().unwrap();
     let stats: Value = blocking::get_json(&stats_url);
 
     // Shares and waits per replica (a granted call's latency is its wait
@@ -260,30 +250,6 @@ fn metric(text: &str, name: &str) -> u64 {
     text.lines()
         .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok()))
         .unwrap_or_else(|| panic!("no {name} in\n{text}"))
-}
-
-/// `INFO commandstats` of the test's own Redis: command -> calls. Spoken
-/// in RESP over a plain socket (the command goes in, one bulk string
-/// comes back).
-fn commandstats(port: u16) -> HashMap<String, u64> {
-    use std::io::{BufRead, BufReader, Read, Write};
-    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream.write_all(b"*2\r\n$4\r\nINFO\r\n$12\r\ncommandstats\r\n").unwrap();
-    let mut reader = BufReader::new(stream);
-    let mut header = String::new();
-    reader.read_line(&mut header).unwrap();
-    let len: usize = header.trim().strip_prefix('$').unwrap().parse().unwrap();
-    let mut body = vec![0; len];
-    reader.read_exact(&mut body).unwrap();
-    String::from_utf8(body)
-        .unwrap()
-        .lines()
-        .filter_map(|l| {
-            let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
-            let calls = rest.split(',').find_map(|kv| kv.strip_prefix("calls="))?.parse().ok()?;
-            Some((name.to_owned(), calls))
-        })
-        .collect()
 }
 
 /// Small blocking helpers over a throwaway runtime (the test body is sync).

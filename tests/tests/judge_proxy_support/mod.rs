@@ -114,3 +114,29 @@ pub fn mock_judge(
     let (proxy_proc, grpc, _http) = proxy(&config, &[team, ("MOCK_KEY", mock_key)], dir.join("proxy.log"));
     (mock_proc, proxy_proc, grpc, mock_url.trim_end_matches("/v1").to_owned())
 }
+
+/// An open-loop arrival schedule: one arrival per `interval` for `run`,
+/// each jittered within its interval by a fixed xorshift sequence from
+/// `seed` (strictly periodic arrivals resonate with the limiter's slots and
+/// always favour one sender). Each arrival is (offset from the start, the
+/// sequence's bits there, for the caller's own choices).
+#[allow(dead_code)] // Not every test binary that shares this module loads.
+pub fn jittered_arrivals(
+    seed: u64,
+    interval: std::time::Duration,
+    run: std::time::Duration,
+) -> Vec<(std::time::Duration, u64)> {
+    let mut x = seed;
+    let mut out = Vec::new();
+    for k in 0u32.. {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let at = interval * k + interval.mul_f64((x % 1000) as f64 / 1000.0);
+        if at >= run {
+            break;
+        }
+        out.push((at, x));
+    }
+    out
+}
