@@ -249,9 +249,7 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
             () = tokio::time::sleep(Duration::from_millis(100)) => {}
         }
     };
-    for (_, bar) in &arm_bars {
-        bar.finish();
-    }
+    leave_bars(arm_bars.iter().map(|(_, bar)| bar));
     let _ = workers_stop_tx.send(true);
     for task in worker_tasks {
         if let Ok(Err(e)) = task.await {
@@ -332,6 +330,16 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
         return Err(super::Exit(EXIT_NOT_FINISHED).into());
     }
     Ok(())
+}
+
+/// Leaves each arm's bar where the arm truly is. `finish()` would move a
+/// bar to its length, so an arm stopped by Ctrl-C, a pause or an abort
+/// would show as full; `abandon()` keeps the position (a finished arm's
+/// bar is full already).
+fn leave_bars<'a>(bars: impl IntoIterator<Item = &'a ProgressBar>) {
+    for bar in bars {
+        bar.abandon();
+    }
 }
 
 /// The exit code of `cohort run` when it stops with runs not final
@@ -433,4 +441,25 @@ async fn start_judge_proxy(
     let task = tokio::spawn(cohort_judge_proxy::run(config, listeners, shutdown));
     let endpoint = JudgeEndpoint::new(url, endpoint_parts.0, endpoint_parts.1, Duration::from_secs(300));
     Ok((endpoint, task))
+}
+
+#[cfg(test)]
+mod tests {
+    use indicatif::ProgressBar;
+
+    /// Proves a stopped arm's bar keeps its true position instead of
+    /// jumping to full (what `finish()` would do).
+    #[test]
+    fn a_stopped_bar_keeps_its_position() {
+        let stopped = ProgressBar::hidden();
+        stopped.set_length(12);
+        stopped.set_position(5);
+        let full = ProgressBar::hidden();
+        full.set_length(3);
+        full.set_position(3);
+        super::leave_bars([&stopped, &full]);
+        assert_eq!(stopped.position(), 5);
+        assert!(stopped.is_finished());
+        assert_eq!(full.position(), 3);
+    }
 }
