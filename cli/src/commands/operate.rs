@@ -2,6 +2,10 @@
 //! `resume`, `abort`. They talk to the ledger directly (embedded or Redis),
 //! so they work with or without a coordinator running; every change is
 //! logged in the ledger's audit log.
+//!
+//! `cohort status` is for operators and scripts alike (docs/status.md):
+//! plain text with no terminal codes, or `--json`, and an exit code that
+//! says whether the cohort is done.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -20,7 +24,9 @@ pub struct StatusArgs {
     /// How many recent audit-log entries to show.
     #[arg(long, default_value_t = 10)]
     pub events: usize,
-    /// Print the status as JSON instead.
+    /// Print the status as one JSON object instead (fields in
+    /// docs/status.md). Either way the exit code is 0 when every planned
+    /// run is final, 4 when not yet, 2 when the status cannot be read.
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
