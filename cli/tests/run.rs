@@ -58,6 +58,13 @@ async fn run_finishes_every_planned_run() {
     assert!(out.status.success(), "{t}");
     assert!(t.contains("SIMULATED"), "{t}");
     assert!(t.contains("planned 24, attempted 24"), "{t}");
+    // stderr is a pipe here: plain progress lines, the last one final, and
+    // no terminal codes.
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains('\u{1b}'), "{err}");
+    let last_a = err.lines().rfind(|l| l.starts_with("progress a: "));
+    assert!(last_a.is_some_and(|l| l.starts_with("progress a: 12/12 final")), "{err}");
+    assert!(err.lines().any(|l| l.starts_with("progress b: 12/12 final")), "{err}");
     let status = ledger(&dir).await.status().await.unwrap();
     assert!(status.done());
     assert_eq!(status.by_outcome.values().sum::<u64>(), 24);

@@ -220,11 +220,19 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
             (a.id.clone(), bar)
         })
         .collect();
+    // Bars draw only on a terminal; a log file or a pipe gets a plain line
+    // per arm every PLAIN_PROGRESS_EVERY instead (and once at the end).
+    let plain = !std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut last_plain: Option<std::time::Instant> = None;
     let interrupted = local::shutdown_signal();
     tokio::pin!(interrupted);
     let mut was_interrupted = false;
     let status = loop {
         let status = ledger.status().await?;
+        if plain && last_plain.is_none_or(|t| t.elapsed() >= PLAIN_PROGRESS_EVERY) {
+            last_plain = Some(std::time::Instant::now());
+            eprint!("{}", plain_progress(&status));
+        }
         for (id, bar) in &arm_bars {
             if let Some(arm) = status.arms.iter().find(|a| &a.id == id) {
                 let finished: u64 = arm.by_outcome.values().sum();
@@ -250,6 +258,9 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
         }
     };
     leave_bars(arm_bars.iter().map(|(_, bar)| bar));
+    if plain {
+        eprint!("{}", plain_progress(&status));
+    }
     let _ = workers_stop_tx.send(true);
     for task in worker_tasks {
         if let Ok(Err(e)) = task.await {
@@ -330,6 +341,29 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
         return Err(super::Exit(EXIT_NOT_FINISHED).into());
     }
     Ok(())
+}
+
+/// How often `cohort run` writes plain progress lines when stderr is not a
+/// terminal.
+const PLAIN_PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
+/// One line per arm, no terminal codes: `progress ARM: F/P final
+/// (completed C, not completed N)`, and `PAUSED` or `MANUAL` when so.
+fn plain_progress(status: &cohort_coordinator::ledger::Status) -> String {
+    let mut out = String::new();
+    for arm in &status.arms {
+        let finished: u64 = arm.by_outcome.values().sum();
+        let completed = arm.by_outcome.get(&Outcome::Completed).copied().unwrap_or(0);
+        out.push_str(&format!(
+            "progress {}: {finished}/{} final (completed {completed}, not completed {}){}{}\n",
+            arm.id,
+            arm.planned,
+            finished - completed,
+            if arm.paused.is_some() { " PAUSED" } else { "" },
+            if arm.manual { " MANUAL" } else { "" },
+        ));
+    }
+    out
 }
 
 /// Leaves each arm's bar where the arm truly is. `finish()` would move a
