@@ -6,36 +6,17 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
 use cohort_coordinator::ledger::Ledger;
 use cohort_coordinator::ledger::sqlite::SqliteLedger;
 use cohort_core::taxonomy::Outcome;
 
-const COHORT: &str = env!("CARGO_BIN_EXE_cohort");
-
-fn cohort(args: &[&str]) -> Output {
-    Command::new(COHORT).args(args).output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
+mod support;
+use support::{COHORT, cohort, text};
 
 fn write_cohort(dir: &Path, arms: &str) {
-    fs::create_dir_all(dir).unwrap();
-    let questions: Vec<String> = (1..=12)
-        .map(|i| format!(r#"{{"id": "q{i}", "category": "science", "text": "What is known about topic {i}?"}}"#))
-        .collect();
-    fs::write(dir.join("questions.json"), format!("[\n{}\n]\n", questions.join(",\n"))).unwrap();
-    fs::write(
-        dir.join("cohort.toml"),
-        format!("name = \"run-test\"\nseed = 3\nrun_timeout_secs = 5\ncategories = [\"science\"]\n\n{arms}\n[retry]\nmax_attempts = 3\ninitial_backoff_ms = 10\nmax_backoff_ms = 20\nmax_total_secs = 30\n"),
-    )
-    .unwrap();
-    fs::write(dir.join("suffix.txt"), "Cite sources.\n").unwrap();
-    fs::write(dir.join("protocol.md"), "# P\n").unwrap();
-    fs::write(dir.join("rubric.md"), "# R\n").unwrap();
+    support::write_cohort(dir, "run-test", 3, arms);
 }
 
 async fn ledger(dir: &Path) -> SqliteLedger {

@@ -6,7 +6,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure panics
 
-use std::fs;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant, UNIX_EPOCH};
@@ -14,30 +13,11 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 use cohort_coordinator::ledger::Ledger;
 use cohort_coordinator::ledger::sqlite::SqliteLedger;
 
-const COHORT: &str = env!("CARGO_BIN_EXE_cohort");
-
-fn cohort(args: &[&str]) -> Output {
-    Command::new(COHORT).args(args).output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
+mod support;
+use support::{COHORT, cohort, text};
 
 fn write_cohort(dir: &Path, arms: &str) {
-    fs::create_dir_all(dir).unwrap();
-    let questions: Vec<String> = (1..=12)
-        .map(|i| format!(r#"{{"id": "q{i}", "category": "science", "text": "What is known about topic {i}?"}}"#))
-        .collect();
-    fs::write(dir.join("questions.json"), format!("[\n{}\n]\n", questions.join(",\n"))).unwrap();
-    fs::write(
-        dir.join("cohort.toml"),
-        format!("name = \"status-test\"\nseed = 5\nrun_timeout_secs = 5\ncategories = [\"science\"]\n\n{arms}\n[retry]\nmax_attempts = 3\ninitial_backoff_ms = 10\nmax_backoff_ms = 20\nmax_total_secs = 30\n"),
-    )
-    .unwrap();
-    fs::write(dir.join("suffix.txt"), "Cite sources.\n").unwrap();
-    fs::write(dir.join("protocol.md"), "# P\n").unwrap();
-    fs::write(dir.join("rubric.md"), "# R\n").unwrap();
+    support::write_cohort(dir, "status-test", 5, arms);
 }
 
 fn ledger(dir: &Path) -> SqliteLedger {
