@@ -23,6 +23,7 @@ use cohort_proto::v1::coordinator_server::{Coordinator, CoordinatorServer};
 use tokio::net::TcpListener;
 use tokio::sync::RwLock;
 use tonic::{Request, Response, Status};
+use tonic_health::ServingStatus;
 use tracing::{info, warn};
 
 use crate::clock::Clock;
@@ -440,7 +441,12 @@ impl Coordinator for CoordinatorService {
 }
 
 /// Serves the coordinator on `listener` until `shutdown` resolves, with its
-/// reconcile loop. The ledger must already be seeded.
+/// reconcile loop and `grpc.health.v1` on the same port. The ledger must
+/// already be seeded. Health says SERVING (for `""` and
+/// `cohort.v1.Coordinator`) while the reconcile loop reaches the ledger,
+/// NOT_SERVING from a failed reconcile until the next one succeeds, so a
+/// readiness probe takes a coordinator whose ledger is gone out of
+/// service.
 pub async fn run(
     service: CoordinatorService,
     listener: TcpListener,
@@ -451,24 +457,41 @@ pub async fn run(
     let interval = service.config.reconcile_interval;
     // The reconcile loop is owned by this function: it is aborted when the
     // server returns, whatever the reason.
+    let (reporter, health) = tonic_health::server::health_reporter();
+    reporter.set_serving::<CoordinatorServer<CoordinatorService>>().await;
     let reconcile = tokio::spawn(async move {
         let mut tick = tokio::time::interval(interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut serving = true;
         loop {
             tick.tick().await;
-            if let Err(e) = reconciler.reconcile().await {
-                warn!(error = %e, "reconcile failed; retrying on the next tick");
+            let ok = match reconciler.reconcile().await {
+                Ok(()) => true,
+                Err(e) => {
+                    warn!(error = %e, "reconcile failed; retrying on the next tick");
+                    false
+                }
+            };
+            if ok != serving {
+                serving = ok;
+                let status = if ok { ServingStatus::Serving } else { ServingStatus::NotServing };
+                reporter.set_service_status("", status).await;
+                reporter.set_service_status(COORDINATOR_SERVICE, status).await;
             }
         }
     });
     let incoming = tokio_stream_listener(listener);
     let result = tonic::transport::Server::builder()
+        .add_service(health)
         .add_service(CoordinatorServer::from_arc(service))
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await;
     reconcile.abort();
     result
 }
+
+/// The gRPC service name of the coordinator, as health checks name it.
+pub const COORDINATOR_SERVICE: &str = "cohort.v1.Coordinator";
 
 /// The listener as the stream of connections tonic serves.
 fn tokio_stream_listener(
