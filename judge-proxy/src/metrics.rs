@@ -4,6 +4,8 @@
 //! per served model, the effective rate per upstream. Rendered in the
 //! Prometheus text format at `GET /metrics`; summarised at `info` every
 //! minute by [`Metrics::spawn_summary`] (per-call lines are `debug`).
+//! The histogram and the label escaping are the ones every role shares
+//! (`cohort_telemetry::metrics`).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -12,6 +14,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use cohort_core::taxonomy::AttemptClass;
+use cohort_telemetry::metrics::{Histogram, escape_label as label};
 
 /// How often the `info` summary line is logged (when there was traffic).
 pub const SUMMARY_INTERVAL: Duration = Duration::from_secs(60);
@@ -20,69 +23,6 @@ pub const SUMMARY_INTERVAL: Duration = Duration::from_secs(60);
 /// rest count under `served_model="other"`, so a router that names a new
 /// model per call cannot grow the exposition without bound.
 pub const MAX_SERVED_LABEL_SETS: usize = 64;
-
-/// Bucket bounds (seconds) of the wait and latency histograms: from a
-/// millisecond (an uncontended permit) to two minutes (a long queue or a
-/// slow reasoning model).
-const BUCKETS_S: [f64; 14] = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0];
-
-/// A fixed-bucket histogram of durations; relaxed atomics.
-#[derive(Debug, Default)]
-pub struct Histogram {
-    /// Per bucket (not cumulative), the last one for +Inf.
-    counts: [AtomicU64; BUCKETS_S.len() + 1],
-    sum_us: AtomicU64,
-}
-
-impl Histogram {
-    pub fn record(&self, d: Duration) {
-        let s = d.as_secs_f64();
-        let i = BUCKETS_S.iter().position(|b| s <= *b).unwrap_or(BUCKETS_S.len());
-        self.counts[i].fetch_add(1, Ordering::Relaxed);
-        self.sum_us.fetch_add(u64::try_from(d.as_micros()).unwrap_or(u64::MAX), Ordering::Relaxed);
-    }
-
-    fn counts(&self) -> Vec<u64> {
-        self.counts.iter().map(|c| c.load(Ordering::Relaxed)).collect()
-    }
-
-    /// The upper bound of the bucket holding quantile `q` of the values
-    /// counted since `before` (per-bucket counts), None when there are none.
-    fn quantile_since(&self, before: &[u64], q: f64) -> Option<f64> {
-        let now = self.counts();
-        let delta: Vec<u64> = now.iter().zip(before.iter().chain(std::iter::repeat(&0))).map(|(a, b)| a - b).collect();
-        let total: u64 = delta.iter().sum();
-        if total == 0 {
-            return None;
-        }
-        #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-        let rank = ((total as f64) * q).ceil().max(1.0) as u64;
-        let mut seen = 0;
-        for (i, n) in delta.iter().enumerate() {
-            seen += n;
-            if seen >= rank {
-                return Some(BUCKETS_S.get(i).copied().unwrap_or(f64::INFINITY));
-            }
-        }
-        None
-    }
-
-    fn render(&self, out: &mut String, name: &str, labels: &str) {
-        let counts = self.counts();
-        let mut cumulative = 0;
-        let sep = if labels.is_empty() { "" } else { "," };
-        for (i, n) in counts.iter().enumerate() {
-            cumulative += n;
-            let le = BUCKETS_S.get(i).map_or_else(|| "+Inf".to_owned(), |b| b.to_string());
-            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {cumulative}");
-        }
-        #[allow(clippy::cast_precision_loss)]
-        let sum = self.sum_us.load(Ordering::Relaxed) as f64 / 1e6;
-        let braces = if labels.is_empty() { String::new() } else { format!("{{{labels}}}") };
-        let _ = writeln!(out, "{name}_sum{braces} {sum}");
-        let _ = writeln!(out, "{name}_count{braces} {cumulative}");
-    }
-}
 
 /// Process-wide metrics; relaxed atomics, as counters need no ordering.
 #[derive(Debug, Default)]
@@ -135,11 +75,6 @@ impl MetricsSnapshot {
 
 fn index(class: AttemptClass) -> usize {
     AttemptClass::ALL.iter().position(|c| *c == class).unwrap_or(0)
-}
-
-/// A label value escaped for the exposition format.
-fn label(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
 /// What the last summary line saw, so the next one covers what came since.
