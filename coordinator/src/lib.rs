@@ -10,6 +10,7 @@ pub mod clock;
 pub mod convert;
 pub mod freeze;
 pub mod ledger;
+pub mod metrics;
 pub mod service;
 
 pub use artifacts::ArtifactStore;

@@ -129,6 +129,7 @@ fn context(dir: &Path, store: ArtifactStore) -> RunContext {
         capturer: None,
         judge: None,
         pass: None,
+        metrics: Default::default(),
     }
 }
 

@@ -121,6 +121,7 @@ async fn retried_runs_record_every_attempt_in_order() {
         capturer: None,
         judge: None,
         pass: None,
+        metrics: Default::default(),
     };
     let arms: HashMap<String, ArmRuntime> = [
         (

@@ -229,6 +229,8 @@ pub fn run_context(frozen: &Frozen, store: &StoreArgs, scoring: &ScoringArgs) ->
         judge,
         // `cohort run` sets the pass it writes (`local::inline_pass`).
         pass: None,
+        // `cohort worker --ops-listen` serves these (`roles::worker`).
+        metrics: Default::default(),
     })
 }
 

@@ -34,6 +34,10 @@ pub struct CoordinatorArgs {
     /// (a lost acknowledgement then loses the result and runs it again).
     #[arg(long, value_enum, default_value_t = Journal::Auto)]
     pub journal: Journal,
+    /// Serve `/healthz`, `/readyz` and `/metrics` (Prometheus) on this
+    /// address (docs/operations.md); off when absent.
+    #[arg(long, value_name = "ADDR")]
+    pub ops_listen: Option<String>,
     #[command(flatten)]
     pub store: StoreArgs,
 }
@@ -75,6 +79,11 @@ pub struct WorkerArgs {
     /// Seconds running runs may take to finish on shutdown.
     #[arg(long, default_value_t = 10)]
     pub drain_grace_secs: u64,
+    /// Serve `/healthz`, `/readyz` (registered and not draining) and
+    /// `/metrics` (Prometheus) on this address (docs/operations.md); off
+    /// when absent.
+    #[arg(long, value_name = "ADDR")]
+    pub ops_listen: Option<String>,
     #[command(flatten)]
     pub store: StoreArgs,
     #[command(flatten)]
@@ -117,7 +126,10 @@ pub fn coordinator(args: CoordinatorArgs) -> anyhow::Result<()> {
             ..CoordinatorConfig::default()
         };
         let service = CoordinatorService::new(Arc::clone(&ledger), plan, Arc::new(SystemClock), config);
-        service::run(service, listener, local::shutdown_signal()).await?;
+        let ops = OpsServer::start(args.ops_listen.as_deref(), service.ops()).await?;
+        let served = service::run(service, listener, local::shutdown_signal()).await;
+        OpsServer::stop(ops).await;
+        served?;
         if let Some(n) = ledger.round_trips() {
             super::emit(&format!("coordinator stopped: {n} ledger round trips\n"));
         }
@@ -162,11 +174,66 @@ pub fn worker(args: WorkerArgs) -> anyhow::Result<()> {
             context: local::run_context(&frozen, &args.store, &args.scoring)?,
             arms: local::arm_runtimes(&frozen, &args.arms)?,
         };
-        let summary = cohort_worker::run(config, local::shutdown_signal()).await?;
+        let ops = OpsServer::start(args.ops_listen.as_deref(), Arc::clone(&config.context.metrics) as _).await?;
+        let ran = cohort_worker::run(config, local::shutdown_signal()).await;
+        OpsServer::stop(ops).await;
+        let summary = ran?;
         super::emit(&format!(
             "worker done: leased {}, reported {}, stale {}, released {}\n",
             summary.leased, summary.reported, summary.stale, summary.released
         ));
         Ok(())
     })
+}
+
+/// The operations server beside a role (`--ops-listen`): started before
+/// the role serves, stopped when it stops. Owned here: [`OpsServer::stop`]
+/// ends and joins it.
+#[derive(Debug)]
+struct OpsServer {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<(), cohort_telemetry::ops::OpsError>>,
+}
+
+/// How long a stopping role waits for its operations server's requests in
+/// flight (a scrape) before it leaves them.
+const OPS_STOP_GRACE: Duration = Duration::from_secs(5);
+
+impl OpsServer {
+    /// Binds `address` (none: no server) and serves `role` there, saying
+    /// where on stdout (`ops listening on ADDR`: a port-0 address is found
+    /// there, as the coordinator's is).
+    async fn start(
+        address: Option<&str>,
+        role: Arc<dyn cohort_telemetry::ops::OpsRole>,
+    ) -> anyhow::Result<Option<OpsServer>> {
+        let Some(address) = address else { return Ok(None) };
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .with_context(|| format!("cannot listen on {address} for the operations endpoints (--ops-listen)"))?;
+        let address = listener.local_addr()?;
+        tracing::info!(%address, "ops listening: /healthz, /readyz, /metrics");
+        super::emit(&format!("ops listening on {address}\n"));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(cohort_telemetry::ops::serve(listener, role, async move {
+            let _ = stopped.await;
+        }));
+        Ok(Some(OpsServer { stop, task }))
+    }
+
+    /// Stops the server and waits (briefly) for it; a failure is logged:
+    /// the role's own result is what the command reports.
+    async fn stop(server: Option<OpsServer>) {
+        let Some(OpsServer { stop, mut task }) = server else { return };
+        let _ = stop.send(());
+        match tokio::time::timeout(OPS_STOP_GRACE, &mut task).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "the operations server failed"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "the operations server's task failed"),
+            Err(_) => {
+                task.abort();
+                tracing::warn!("the operations server did not stop in time; its connections were dropped");
+            }
+        }
+    }
 }

@@ -107,6 +107,7 @@ pub async fn execute(arm: ArmConfig, adapter: Arc<dyn Adapter>, timeout: Duratio
         capturer: None,
         judge: None,
         pass: None,
+        metrics: Default::default(),
     };
     let lease = pb::Lease {
         run_id: format!("q1:{}:1", arm.id),
