@@ -13,6 +13,9 @@
 #     the cluster bootstrap against an independent numpy implementation;
 #   - the `scikit-learn` Python package (PyPI): scripts/sklearn_reference.py
 #     checks kappa, F1, precision, recall, FPR, FNR and drift against it;
+#   - the `prometheus_client` Python package (PyPI): scripts/check_metrics.py
+#     parses every role's /metrics with the official client's parser
+#     (tests/tests/ops_endpoints.rs);
 #   - chromium (Debian package `chromium`): the report's index.html is loaded
 #     in headless Chromium, which must fetch nothing.
 #   - Docker Compose v2 and kubernetes-validate: scripts/validate_deploy.sh
@@ -59,6 +62,11 @@ if ! python3 -c 'import sklearn' >/dev/null 2>&1; then
   echo "test.sh: installing the scikit-learn Python package (PyPI)"
   python3 -m pip install --quiet --disable-pip-version-check scikit-learn \
     || { echo "test.sh: could not install the scikit-learn Python package; run: python3 -m pip install scikit-learn" >&2; exit 1; }
+fi
+if ! python3 -c 'import prometheus_client' >/dev/null 2>&1; then
+  echo "test.sh: installing the prometheus_client Python package (PyPI)"
+  python3 -m pip install --quiet --disable-pip-version-check prometheus-client \
+    || { echo "test.sh: could not install the prometheus_client Python package; run: python3 -m pip install prometheus-client" >&2; exit 1; }
 fi
 
 if ! { have docker && docker compose version >/dev/null 2>&1; } \

@@ -364,6 +364,10 @@ pub struct Cluster {
     ended: Vec<Proc>,
     coordinator_starts: u32,
     worker_starts: u32,
+    /// Added to the arguments of every coordinator (and worker) started
+    /// from now on (`--ops-listen 127.0.0.1:0`, say).
+    pub coordinator_args: Vec<String>,
+    pub worker_args: Vec<String>,
 }
 
 impl Cluster {
@@ -383,6 +387,8 @@ impl Cluster {
             ended: Vec::new(),
             coordinator_starts: 0,
             worker_starts: 0,
+            coordinator_args: Vec::new(),
+            worker_args: Vec::new(),
         }
     }
 
@@ -405,7 +411,7 @@ impl Cluster {
         assert!(self.coordinator.is_none(), "a coordinator is already running");
         self.coordinator_starts += 1;
         let name = format!("coordinator-{}", self.coordinator_starts);
-        let args: Vec<String> = vec![
+        let mut args: Vec<String> = vec![
             "coordinator".into(),
             self.dir.display().to_string(),
             "--redis".into(),
@@ -419,6 +425,7 @@ impl Cluster {
             "--reconcile-ms".into(),
             "100".into(),
         ];
+        args.extend(self.coordinator_args.iter().cloned());
         let mut proc = Proc::spawn(&name, &cohort_bin(), &args, &self.logs);
         let deadline = Instant::now() + COORDINATOR_READY_TIMEOUT;
         loop {
@@ -451,7 +458,7 @@ impl Cluster {
     pub fn start_worker(&mut self) {
         self.worker_starts += 1;
         let name = format!("w{}", self.worker_starts);
-        let args: Vec<String> = vec![
+        let mut args: Vec<String> = vec![
             "worker".into(),
             self.dir.display().to_string(),
             "--coordinator".into(),
@@ -463,6 +470,7 @@ impl Cluster {
             "--name".into(),
             name.clone(),
         ];
+        args.extend(self.worker_args.iter().cloned());
         let proc = Proc::spawn(&name, &cohort_bin(), &args, &self.logs);
         self.workers.push(proc);
     }
