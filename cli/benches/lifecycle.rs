@@ -24,6 +24,11 @@
 //! `cohort_worker::journal::Journal` before it sends it, forgetting what
 //! the answers say is durable, as the real worker does). The ledger's
 //! restart guard runs in both.
+//!
+//! A third run per size, durability off, exports the coordinator's spans
+//! (a lease span and a result span per run, the cohort span) over
+//! OTLP/gRPC to a receiver in this process (`cohort_tests::otlp`), to show
+//! what tracing costs beside the same configuration without it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -55,14 +60,17 @@ fn main() {
     println!(
         "lifecycle benchmark: {WORKERS} load-generating workers, lease batch {LEASE_BATCH}, Redis ledger, loopback gRPC"
     );
+    // Traces are exported (to an OTLP/gRPC receiver in this process) in a
+    // third configuration, durability off, to show what tracing costs.
+    let receiver = runtime.block_on(cohort_tests::otlp::Receiver::start());
     for runs in sizes {
-        for durable in [false, true] {
-            runtime.block_on(bench(runs, durable));
+        for (durable, traced) in [(false, false), (true, false), (false, true)] {
+            runtime.block_on(bench(runs, durable, traced.then_some(&receiver)));
         }
     }
 }
 
-async fn bench(runs: usize, durable: bool) {
+async fn bench(runs: usize, durable: bool, traced: Option<&cohort_tests::otlp::Receiver>) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("cohort");
     write_cohort(&dir, runs / ARMS);
@@ -87,6 +95,7 @@ async fn bench(runs: usize, durable: bool) {
     let (verify_time, again) = seed("seed again");
     assert!(again.starts_with("AlreadySeeded"), "{again}");
 
+    let spans_at_start = traced.map_or(0, cohort_tests::otlp::Receiver::count);
     let port = cohort_tests::free_port().unwrap();
     let start_begin = Instant::now();
     let mut coordinator = Command::new(COHORT)
@@ -94,6 +103,14 @@ async fn bench(runs: usize, durable: bool) {
         .arg(&dir)
         .args(["--redis", &redis.url(), "--listen", &format!("127.0.0.1:{port}"), "--reconcile-ms", "500"])
         .args(["--journal", if durable { "auto" } else { "off" }])
+        .envs(
+            traced
+                .map(|r| {
+                    [("OTEL_EXPORTER_OTLP_ENDPOINT", r.grpc_url.as_str()), ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")]
+                })
+                .into_iter()
+                .flatten(),
+        )
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -138,6 +155,8 @@ async fn bench(runs: usize, durable: bool) {
         }
     }
     let _ = coordinator.wait();
+    // The coordinator flushed its last spans as it stopped.
+    let spans = traced.map(|r| r.count() - spans_at_start);
 
     let mut out = String::new();
     let _ = writeln!(
@@ -148,6 +167,14 @@ async fn bench(runs: usize, durable: bool) {
             "ON (redis appendfsync everysec, workers journal every report batch with fsync)"
         } else {
             "OFF (redis without AOF, no journal)"
+        }
+    );
+    let _ = writeln!(
+        out,
+        "  traces                {}",
+        match spans {
+            Some(n) => format!("EXPORTED over OTLP/gRPC to a receiver in the benchmark's process: {n} spans received"),
+            None => "off (no OTEL_* variables)".to_owned(),
         }
     );
     let _ = writeln!(
@@ -236,6 +263,9 @@ async fn worker(w: usize, url: String, cohort: String, manifest_sha256: String, 
                 record_sha256: String::new(),
                 observed_version: String::new(),
                 attempt: Some(pb::Attempt { class: pb::AttemptClass::Ok as i32, ..Default::default() }),
+                // As a worker does: the coordinator records the result in
+                // the run's trace (its lease span stands in for the run's).
+                traceparent: l.traceparent,
             })
             .collect();
         // The real worker syncs its journal on the blocking pool; here the

@@ -7,12 +7,20 @@ use std::process::ExitCode;
 use clap::Parser;
 
 mod commands;
-mod telemetry;
 
 fn main() -> ExitCode {
     let cli = commands::Cli::parse();
-    telemetry::init(cli.default_log_level());
-    match commands::run(cli) {
+    // Logs to stderr; traces over OTLP when the OTEL_* variables ask. The
+    // guard lives to the end of main, outside any runtime, and flushes the
+    // spans still batched when it drops.
+    let telemetry = match cohort_telemetry::init(cli.service_name(), cli.default_log_level()) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let code = match commands::run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => match e.downcast_ref::<commands::Exit>() {
             Some(commands::Exit(code)) => ExitCode::from(*code),
@@ -21,5 +29,7 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-    }
+    };
+    drop(telemetry);
+    code
 }

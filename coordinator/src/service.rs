@@ -20,15 +20,17 @@ use cohort_core::http_class::error_chain;
 use cohort_core::order::RunId;
 use cohort_proto::v1 as pb;
 use cohort_proto::v1::coordinator_server::{Coordinator, CoordinatorServer};
+use cohort_telemetry::ops::OpsRole;
 use tokio::net::TcpListener;
 use tokio::sync::RwLock;
 use tonic::{Request, Response, Status};
 use tonic_health::ServingStatus;
-use tracing::{info, warn};
+use tracing::{Instrument as _, info, info_span, warn};
 
 use crate::clock::Clock;
 use crate::convert;
 use crate::ledger::{AttemptVerdict, LeaseGrant, Ledger, LedgerError, RunResult};
+use crate::metrics::{CoordinatorMetrics, CoordinatorOps};
 
 /// How long (the last backoff step, about half the whole wait) a lease
 /// waits for the ledger to give a granted run's earlier attempts when it
@@ -127,6 +129,12 @@ pub struct CoordinatorService {
     arms: Arc<RwLock<HashMap<String, ArmVersions>>>,
     /// Distinguishes workers registered by this process.
     worker_seq: AtomicU64,
+    /// What this process did, for `/metrics` ([`crate::metrics`]).
+    metrics: Arc<CoordinatorMetrics>,
+    /// The `cohort` span: this process's service of the cohort, from start
+    /// to stop. Each run's trace links to it (a run is a trace of its own:
+    /// one trace of a 48-hour cohort would be too large to read).
+    cohort_span: tracing::Span,
 }
 
 fn ledger_status(e: LedgerError) -> Status {
@@ -155,11 +163,18 @@ impl CoordinatorService {
         let arms = plan.pinned_versions.iter().map(|(a, v)| (a.clone(), (vec![v.clone()], false))).collect();
         CoordinatorService {
             ledger,
-            plan: Arc::new(plan),
             clock,
             config,
+            cohort_span: info_span!(
+                parent: None,
+                "cohort",
+                cohort.name = %plan.cohort,
+                cohort.manifest_sha256 = %plan.manifest_sha256,
+            ),
             arms: Arc::new(RwLock::new(arms)),
+            plan: Arc::new(plan),
             worker_seq: AtomicU64::new(0),
+            metrics: Arc::default(),
         }
     }
 
@@ -176,6 +191,13 @@ impl CoordinatorService {
             JournalMode::On => true,
             JournalMode::Off => false,
         }
+    }
+
+    /// What the operations server answers for this coordinator: its
+    /// metrics (the runs read from the ledger at each scrape) and its
+    /// readiness, which follows the reconcile loop of [`run`].
+    pub fn ops(&self) -> Arc<dyn OpsRole> {
+        Arc::new(CoordinatorOps { ledger: Arc::clone(&self.ledger), metrics: Arc::clone(&self.metrics) })
     }
 
     /// One reconcile tick: expire leases, close the window if due, refresh
@@ -206,6 +228,7 @@ impl CoordinatorService {
         results: Vec<pb::ReportResultRequest>,
     ) -> Result<Vec<bool>, Status> {
         let mut batch = Vec::with_capacity(results.len());
+        let mut spans = Vec::with_capacity(results.len());
         for r in results {
             let lease = convert::lease_ref_from_pb(r.lease.as_ref())?;
             let outcome = convert::outcome_from_pb(r.outcome)?;
@@ -215,12 +238,25 @@ impl CoordinatorService {
                 return Err(Status::invalid_argument("record_sha256 must be 64 lowercase hex digits"));
             }
             let reason = r.reason.chars().take(1024).collect();
+            let span = info_span!(
+                parent: None,
+                "record result",
+                cohort.run.id = %lease.run_id,
+                cohort.outcome = outcome.as_str(),
+                cohort.accepted = tracing::field::Empty,
+            );
+            cohort_telemetry::propagation::set_parent_from_traceparent(&span, &r.traceparent);
+            spans.push(span);
             batch.push((
                 lease,
                 RunResult { outcome, reason, record_sha256: r.record_sha256, observed_version, attempt },
             ));
         }
         let accepted = self.ledger.finish_many(worker_id, &batch, self.clock.now_ms()).await.map_err(ledger_status)?;
+        self.metrics.results(&accepted);
+        for (span, ok) in spans.iter().zip(&accepted) {
+            span.record("cohort.accepted", *ok);
+        }
         for ((lease, result), ok) in batch.iter().zip(&accepted) {
             if *ok {
                 // Accepted, so the run id is one the ledger holds: it parses.
@@ -231,6 +267,29 @@ impl CoordinatorService {
             }
         }
         Ok(accepted)
+    }
+
+    /// The span of one granted lease: the root of this attempt's spans, in
+    /// the run's own trace (its id derived from the manifest and the run),
+    /// so every attempt of a run, whichever coordinator process leased it,
+    /// is one trace. Its context goes to the worker in the lease.
+    fn lease_span(&self, worker_id: &str, g: &LeaseGrant) -> tracing::Span {
+        let key = format!("{}:{}", self.plan.manifest_sha256, g.run_id);
+        cohort_telemetry::run_root(&key, || {
+            let span = info_span!(
+                parent: None,
+                "lease",
+                otel.name = "lease run",
+                cohort.name = %self.plan.cohort,
+                cohort.run.id = %g.run_id,
+                cohort.question.id = %g.question_id,
+                cohort.arm.id = %g.arm_id,
+                cohort.attempt = g.attempt,
+                cohort.worker.id = %worker_id,
+            );
+            cohort_telemetry::add_link(&span, &self.cohort_span);
+            span
+        })
     }
 
     /// The earlier attempts of a granted run, for its run record; nothing
@@ -304,6 +363,7 @@ impl Coordinator for CoordinatorService {
         let name: String =
             r.worker_name.chars().filter(|c| c.is_ascii_alphanumeric() || "-_.".contains(*c)).take(64).collect();
         let seq = self.worker_seq.fetch_add(1, Ordering::Relaxed);
+        self.metrics.worker_registered();
         let worker_id = format!("{}-{:x}-{seq}", if name.is_empty() { "worker" } else { &name }, self.clock.now_ms());
         info!(%worker_id, "worker registered");
         Ok(Response::new(pb::RegisterResponse {
@@ -324,13 +384,18 @@ impl Coordinator for CoordinatorService {
         if r.worker_id.is_empty() {
             return Err(Status::invalid_argument("worker_id is required: register first"));
         }
+        let _timer = self.metrics.lease_timer();
         let max = r.max_runs.min(1_000);
         let now = self.clock.now_ms();
         let batch = self.ledger.lease(&r.worker_id, max, now, self.config.lease_ttl_ms).await.map_err(ledger_status)?;
+        self.metrics.leases_granted(batch.leases.len());
         let mut leases: Vec<pb::Lease> = Vec::with_capacity(batch.leases.len());
         for g in batch.leases {
-            let (previous_attempts, previous_attempts_unavailable) = self.previous_attempts(&g).await;
+            let span = self.lease_span(&r.worker_id, &g);
+            let (previous_attempts, previous_attempts_unavailable) =
+                self.previous_attempts(&g).instrument(span.clone()).await;
             leases.push(pb::Lease {
+                traceparent: cohort_telemetry::propagation::traceparent(&span),
                 prompt: prompt(&g.question_text, &self.plan.suffix),
                 suffix: self.plan.suffix.clone(),
                 deadline_unix_ms: now + self.plan.run_timeout_ms,
@@ -377,11 +442,22 @@ impl Coordinator for CoordinatorService {
         let r = request.into_inner();
         let lease = convert::lease_ref_from_pb(r.lease.as_ref())?;
         let attempt = convert::attempt_from_pb(r.attempt.as_ref())?;
+        let span = info_span!(
+            parent: None,
+            "record attempt",
+            cohort.run.id = %lease.run_id,
+            cohort.attempt.class = attempt.class.as_str(),
+            cohort.accepted = tracing::field::Empty,
+        );
+        cohort_telemetry::propagation::set_parent_from_traceparent(&span, &r.traceparent);
         let verdict = self
             .ledger
             .report_attempt(&r.worker_id, &lease, &attempt, self.clock.now_ms())
+            .instrument(span.clone())
             .await
             .map_err(ledger_status)?;
+        span.record("cohort.accepted", !matches!(verdict, AttemptVerdict::Stale));
+        self.metrics.attempt(&verdict);
         let durability = self.durability();
         let response = match verdict {
             AttemptVerdict::Stale => pb::ReportAttemptResponse { accepted: false, durability, ..Default::default() },
@@ -465,9 +541,14 @@ pub async fn run(
         let mut serving = true;
         loop {
             tick.tick().await;
+            let started = std::time::Instant::now();
             let ok = match reconciler.reconcile().await {
-                Ok(()) => true,
+                Ok(()) => {
+                    reconciler.metrics.reconciled(started.elapsed(), None);
+                    true
+                }
                 Err(e) => {
+                    reconciler.metrics.reconciled(started.elapsed(), Some(e.to_string()));
                     warn!(error = %e, "reconcile failed; retrying on the next tick");
                     false
                 }

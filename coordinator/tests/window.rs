@@ -75,6 +75,7 @@ async fn runs_not_started_by_the_close_are_not_run() {
             ended_unix_ms: at,
             ..Default::default()
         }),
+        traceparent: String::new(),
     };
     clock.advance(1_000);
     assert!(client.report_result(finish(&leases.leases[0], T0 + 1_000)).await.unwrap().into_inner().accepted);

@@ -354,13 +354,21 @@ fn cpu_and_peak_rss(pid: u32) -> (Duration, u64) {
     (Duration::from_millis(ticks * 10), hwm_kb * 1024)
 }
 
-async fn open_loop_cost(threads: usize) {
+/// `traced`: the child exports its spans over OTLP/gRPC to this receiver
+/// (the child's telemetry is set up as `cohort judge-proxy`'s, at `info`,
+/// either way).
+async fn open_loop_cost(threads: usize, traced: Option<&cohort_tests::otlp::Receiver>) {
     use tokio::io::AsyncBufReadExt as _;
     let mock = MockHandle::start(MockConfig::default()).await.unwrap();
+    let otel = traced.map(|r| {
+        [("OTEL_EXPORTER_OTLP_ENDPOINT", r.grpc_url.clone()), ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc".to_owned())]
+    });
+    let spans_at_start = traced.map_or(0, cohort_tests::otlp::Receiver::count);
     let mut child = tokio::process::Command::new(std::env::current_exe().unwrap())
         .env(CHILD_ENV, mock.base_url())
         .env(THREADS_ENV, threads.to_string())
         .env("BENCH_TEAM_KEY", TEAM_KEY)
+        .envs(otel.into_iter().flatten())
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .kill_on_drop(true)
@@ -416,8 +424,12 @@ async fn open_loop_cost(threads: usize) {
     let _ = tokio::time::timeout(Duration::from_secs(10), child.wait()).await;
     let sent = latencies.len() as f64;
     let cpu = cpu_after - cpu_before;
+    let tracing = match traced {
+        Some(r) => format!("traces EXPORTED over OTLP/gRPC ({} spans received)", r.count() - spans_at_start),
+        None => "traces off".to_owned(),
+    };
     println!(
-        "the proxy alone in its own process ({threads} runtime thread{}), open loop at {OPEN_LOOP_RPS} req/s for {} s: sent {sent:.0} ({:.0} req/s), answered 200 {:.2}%, p50 {:.2} ms, p99 {:.2} ms; proxy CPU {:.2} s = {:.3} ms per request; \
+        "the proxy alone in its own process ({threads} runtime thread{}, {tracing}), open loop at {OPEN_LOOP_RPS} req/s for {} s: sent {sent:.0} ({:.0} req/s), answered 200 {:.2}%, p50 {:.2} ms, p99 {:.2} ms; proxy CPU {:.2} s = {:.3} ms per request; \
          proxy peak RSS {:.1} MB",
         if threads == 1 { "" } else { "s" },
         OPEN_LOOP_RUN.as_secs(),
@@ -434,8 +446,13 @@ async fn open_loop_cost(threads: usize) {
 fn main() {
     if let Ok(base_url) = std::env::var(CHILD_ENV) {
         let threads = std::env::var(THREADS_ENV).ok().and_then(|t| t.parse().ok()).unwrap_or(DEFAULT_THREADS);
+        // As `cohort judge-proxy` sets it up: logs at info, and traces
+        // when the OTEL_* variables ask for them.
+        let telemetry = cohort_telemetry::init("cohort-judge-proxy", "info").unwrap();
         let runtime = cohort_judge_proxy::runtime(threads).unwrap();
         runtime.block_on(proxy_child(&base_url));
+        drop(runtime);
+        drop(telemetry);
         return;
     }
     // `cargo bench` passes `--bench`; nothing to parse.
@@ -450,7 +467,10 @@ fn main() {
             Err(e) => println!("  (no redis-server for the shared-store figure: {e})"),
         }
         // The default (one event loop), then two workers.
-        open_loop_cost(DEFAULT_THREADS).await;
-        open_loop_cost(2).await;
+        open_loop_cost(DEFAULT_THREADS, None).await;
+        open_loop_cost(2, None).await;
+        // The default again, exporting every span to a receiver here.
+        let receiver = cohort_tests::otlp::Receiver::start().await;
+        open_loop_cost(DEFAULT_THREADS, Some(&receiver)).await;
     });
 }

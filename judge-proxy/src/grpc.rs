@@ -11,6 +11,7 @@ use cohort_proto::v1 as pb;
 use cohort_proto::v1::judge_server::{Judge, JudgeServer};
 use tokio::net::TcpListener;
 use tonic::{Request, Response, Status};
+use tracing::Instrument as _;
 
 use crate::Proxy;
 use crate::error::ProxyError;
@@ -57,13 +58,21 @@ pub async fn serve(
 #[tonic::async_trait]
 impl Judge for JudgeService {
     async fn judge_claims(&self, request: Request<pb::JudgeRequest>) -> Result<Response<pb::JudgeResponse>, Status> {
+        let span = tracing::info_span!(
+            "judge",
+            otel.kind = "server",
+            rpc.system = "grpc",
+            rpc.service = "cohort.v1.Judge",
+            rpc.method = "JudgeClaims",
+        );
+        cohort_telemetry::propagation::set_parent_from_metadata(&span, request.metadata());
         let authorization = request.metadata().get("authorization").and_then(|v| v.to_str().ok());
         let team = self.proxy.authenticate(authorization).map_err(|e| e.to_status())?.name.clone();
         let request = request.into_inner();
         let deadline_ms = request.deadline_ms;
         let input = judge_input(request).map_err(|e| e.to_status())?;
         let deadline = self.proxy.deadline(Some(Duration::from_millis(u64::from(deadline_ms))));
-        let out = self.proxy.judge(&team, input, deadline).await.map_err(|e| e.to_status())?;
+        let out = self.proxy.judge(&team, input, deadline).instrument(span).await.map_err(|e| e.to_status())?;
         // Nothing reached the upstream because the team's share stayed in
         // use until the deadline: say so as an error the caller can retry,
         // not as a page of unjudged verdicts.

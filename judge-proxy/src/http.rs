@@ -43,6 +43,7 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
+use tracing::Instrument as _;
 
 use crate::Proxy;
 use crate::error::ProxyError;
@@ -465,6 +466,14 @@ fn messages(body: &serde_json::Map<String, Value>) -> Result<Vec<ChatMessage>, P
         .collect()
 }
 
+/// The server span of a passthrough request, a child of the caller's
+/// `traceparent` when it sent one.
+pub(crate) fn passthrough_span(route: &str, headers: &HeaderMap) -> tracing::Span {
+    let span = tracing::info_span!("passthrough", otel.name = %format!("POST {route}"), otel.kind = "server", http.route = %route);
+    cohort_telemetry::propagation::set_parent_from_headers(&span, headers);
+    span
+}
+
 async fn chat_completions(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, body: Bytes) -> Response {
     let team = match proxy.authenticate(header(&headers, "authorization")) {
         Ok(t) => t.name.clone(),
@@ -502,7 +511,8 @@ async fn chat_completions(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, b
     };
     let deadline_ms = header(&headers, DEADLINE_HEADER).and_then(|v| v.trim().parse::<u64>().ok());
     let deadline = proxy.deadline(deadline_ms.map(Duration::from_millis));
-    let outcome = proxy.upstreams().call(&upstream, &team, &call, &headers, deadline).await;
+    let span = passthrough_span("/v1/chat/completions", &headers);
+    let outcome = proxy.upstreams().call(&upstream, &team, &call, &headers, deadline).instrument(span).await;
     let attempts = outcome.attempts;
     match outcome.result {
         Err(e) => {

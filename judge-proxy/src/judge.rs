@@ -18,6 +18,8 @@ use serde::Serialize;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use tracing::Instrument as _;
+
 use crate::config::{JudgeConfig, UpstreamKind};
 use crate::error::ProxyError;
 use crate::provider::{ChatCall, ChatMessage};
@@ -179,9 +181,11 @@ pub async fn judge(
         let team = team.to_owned();
         let input = Arc::clone(&input);
         let indices = chunk.to_vec();
-        batches.spawn(async move {
-            batch(&upstreams, &judge, Mode { strict, simulated }, &team, &input, indices, deadline).await
-        });
+        // Each batch task stays in the request's span (and so its trace).
+        batches.spawn(
+            async move { batch(&upstreams, &judge, Mode { strict, simulated }, &team, &input, indices, deadline).await }
+                .instrument(tracing::Span::current()),
+        );
     }
     let mut outcomes = Vec::new();
     while let Some(joined) = batches.join_next().await {

@@ -37,6 +37,7 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
+use tracing::Instrument as _;
 
 use crate::Proxy;
 use crate::config::UpstreamKind;
@@ -57,7 +58,9 @@ pub async fn create(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, body: B
     };
     let deadline_ms = header(&headers, DEADLINE_HEADER).and_then(|v| v.trim().parse::<u64>().ok());
     let deadline = proxy.deadline(deadline_ms.map(Duration::from_millis));
-    let outcome = proxy.upstreams().call(&request.upstream, &team, &request.call, &headers, deadline).await;
+    let span = crate::http::passthrough_span("/v1/responses", &headers);
+    let outcome =
+        proxy.upstreams().call(&request.upstream, &team, &request.call, &headers, deadline).instrument(span).await;
     let attempts = outcome.attempts;
     let reply = match outcome.result {
         Ok(r) => r,

@@ -15,6 +15,7 @@ use cohort_core::taxonomy::AttemptClass;
 use reqwest::header::{HeaderMap, HeaderValue};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
+use tracing::Instrument as _;
 
 use crate::config::{ProxyConfig, RetryConfig, UpstreamConfig, UpstreamKind};
 use crate::error::ProxyError;
@@ -212,6 +213,12 @@ impl Upstreams {
         deadline: Instant,
     ) -> (Attempt, Result<ChatReply, AttemptFailure>) {
         let up = &slot.config;
+        let span = cohort_telemetry::genai::llm_span(
+            cohort_telemetry::genai::CHAT,
+            provider_name(up.kind),
+            &call.model,
+            call.temperature,
+        );
         let start = Instant::now();
         let attempt_deadline = (start + self.retry.attempt_timeout).min(deadline);
         let answer = match tokio::time::timeout_at(attempt_deadline, slot.concurrency.acquire()).await {
@@ -221,7 +228,12 @@ impl Upstreams {
                 "no concurrency slot of the upstream before the attempt's deadline",
             )),
             Ok(Err(_)) => Err(AttemptFailure::new(AttemptClass::ConnectionError, None, "the upstream is closed")),
-            Ok(Ok(_slot)) => match tokio::time::timeout_at(attempt_deadline, self.exchange(up, body, forward)).await {
+            Ok(Ok(_slot)) => match tokio::time::timeout_at(
+                attempt_deadline,
+                self.exchange(up, body, forward).instrument(span.clone()),
+            )
+            .await
+            {
                 Err(_) => Err(AttemptFailure::new(
                     AttemptClass::Timeout,
                     None,
@@ -269,6 +281,15 @@ impl Upstreams {
             }
             Err(f) => (f.class, f.status, f.served_model.clone(), None, self.redactor.scrub(&f.detail), f.usage),
         };
+        cohort_telemetry::genai::record_response(
+            &span,
+            served_model.as_deref(),
+            usage.map(|u| u.input),
+            usage.map(|u| u.output),
+        );
+        if class != AttemptClass::Ok {
+            cohort_telemetry::genai::mark_error(&span, class.as_str());
+        }
         let answer = answer.map_err(|mut f| {
             f.detail = self.redactor.scrub(&f.detail);
             f
@@ -326,11 +347,24 @@ impl Upstreams {
         {
             headers.insert("anthropic-version", v);
         }
+        // The provider may trace too: the W3C context of this call's span.
+        cohort_telemetry::propagation::inject_headers(&tracing::Span::current(), &mut headers);
         let response = self.client.post(provider::endpoint(up, body)).headers(headers).json(body).send().await?;
         let status = response.status().as_u16();
         let headers = response.headers().clone();
         let bytes = response.bytes().await?;
         Ok((status, headers, bytes.to_vec()))
+    }
+}
+
+/// `gen_ai.provider.name` of an upstream kind: the API it speaks
+/// (OpenAI-compatible routers report as `openai`; the served model and
+/// provider headers say who answered).
+fn provider_name(kind: UpstreamKind) -> &'static str {
+    match kind {
+        UpstreamKind::Openai => "openai",
+        UpstreamKind::Anthropic => "anthropic",
+        UpstreamKind::Sim => "cohort.sim",
     }
 }
 

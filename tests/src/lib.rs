@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+pub mod otlp;
 mod sim_cohort;
 
 pub use sim_cohort::{SimCohort, write_judge_file};

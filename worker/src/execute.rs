@@ -24,7 +24,7 @@ use cohort_core::lifecycle::{final_outcome_of, reported_as_attempt};
 use cohort_core::taxonomy::{AttemptClass, Outcome};
 use cohort_proto::convert::{class_to_pb, outcome_to_pb};
 use cohort_proto::v1 as pb;
-use tracing::{error, warn};
+use tracing::{Instrument as _, error, warn};
 
 use crate::adapters::{Adapter, AdapterRequest, AdapterResponse, Reply, TokenUsage, Turn};
 use crate::capture::SourceCapturer;
@@ -53,6 +53,9 @@ pub struct RunContext {
     /// The judging pass the inline verdicts of accepted runs are merged
     /// into (`cohort run --judge`, docs/judging.md); `None`: none.
     pub pass: Option<InlinePass>,
+    /// What this worker counts for `/metrics` (`cohort worker
+    /// --ops-listen`): attempts, adapter latency, captures.
+    pub metrics: Arc<crate::metrics::WorkerMetrics>,
 }
 
 /// Where inline verdicts go: a pass and its strictness, checked again on
@@ -110,34 +113,73 @@ pub async fn execute(ctx: &RunContext, arm: &ArmRuntime, lease: &pb::Lease, work
     let mut conversation = vec![Turn { role: USER.into(), text: lease.prompt.clone() }];
     let mut asked_clarification = false;
     let deadline = tokio::time::Instant::now() + ctx.run_timeout;
-    let response = loop {
-        let request = AdapterRequest {
-            run_id: lease.run_id.clone(),
-            question_id: lease.question_id.clone(),
-            attempt: lease.attempt,
-            conversation: conversation.clone(),
-            deadline: Some(deadline),
-        };
-        let response = match tokio::time::timeout_at(deadline, arm.adapter.call(&request)).await {
-            Ok(r) => r,
-            Err(_) => AdapterResponse::nothing(
-                AttemptClass::Timeout,
-                0,
-                format!("no complete output within the per-run deadline of {} s", ctx.run_timeout.as_secs()),
-            ),
-        };
-        match &response.reply {
-            Reply::Clarification(question) if !asked_clarification => {
-                asked_clarification = true;
-                conversation.push(Turn { role: SYSTEM.into(), text: question.clone() });
-                conversation.push(Turn { role: USER.into(), text: lease.suffix.clone() });
+    let called = std::time::Instant::now();
+    let attempt_span =
+        tracing::info_span!("attempt", cohort.attempt = lease.attempt, cohort.attempt.class = tracing::field::Empty);
+    let response = async {
+        loop {
+            let request = AdapterRequest {
+                run_id: lease.run_id.clone(),
+                question_id: lease.question_id.clone(),
+                attempt: lease.attempt,
+                conversation: conversation.clone(),
+                deadline: Some(deadline),
+            };
+            let call = adapter_span(arm);
+            let response =
+                match tokio::time::timeout_at(deadline, arm.adapter.call(&request).instrument(call.clone())).await {
+                    Ok(r) => r,
+                    Err(_) => AdapterResponse::nothing(
+                        AttemptClass::Timeout,
+                        0,
+                        format!("no complete output within the per-run deadline of {} s", ctx.run_timeout.as_secs()),
+                    ),
+                };
+            record_call(&call, &response);
+            match &response.reply {
+                Reply::Clarification(question) if !asked_clarification => {
+                    asked_clarification = true;
+                    conversation.push(Turn { role: SYSTEM.into(), text: question.clone() });
+                    conversation.push(Turn { role: USER.into(), text: lease.suffix.clone() });
+                }
+                _ => break response,
             }
-            _ => break response,
         }
-    };
+    }
+    .instrument(attempt_span.clone())
+    .await;
+    attempt_span.record("cohort.attempt.class", response.class.as_str());
+    drop(attempt_span);
+    ctx.metrics.adapter_latency(&arm.config.id, called.elapsed());
+    ctx.metrics.attempt(response.class);
     let ended_ms = ctx.clock.now_ms();
     let answer = Answer { conversation, response, started_ms, ended_ms, manual: None };
     record_answer(ctx, arm, lease, worker_id, answer).await
+}
+
+/// The span of one call to the system under test, as a GenAI `chat` span:
+/// the provider is the arm's declared vendor lineage, the requested model
+/// its `model` setting (the pinned version label when it has none).
+fn adapter_span(arm: &ArmRuntime) -> tracing::Span {
+    let model = arm.config.settings.get("model").and_then(|m| m.as_str()).unwrap_or(&arm.config.pinned_version);
+    let temperature = arm.config.settings.get("temperature").and_then(serde_json::Value::as_f64);
+    cohort_telemetry::genai::llm_span(cohort_telemetry::genai::CHAT, &arm.config.vendor_lineage, model, temperature)
+}
+
+/// What the call returned, on its span: the version the system reported
+/// (`gen_ai.response.model`), its token usage, and the attempt class as
+/// `error.type` when it is not `ok`.
+fn record_call(span: &tracing::Span, response: &AdapterResponse) {
+    let usage = response.usage.as_ref();
+    cohort_telemetry::genai::record_response(
+        span,
+        response.observed_version.as_deref(),
+        usage.map(|u| u.input_tokens),
+        usage.map(|u| u.output_tokens),
+    );
+    if response.class != AttemptClass::Ok {
+        cohort_telemetry::genai::mark_error(span, response.class.as_str());
+    }
 }
 
 /// Turns a final answer into what to report: an outage goes back as an
@@ -223,7 +265,10 @@ pub async fn record_answer(
                 ..ScoreInput::default()
             };
             match score_output(input, ctx.capturer.as_ref(), ctx.judge.as_ref()).await {
-                Ok(score) => (Some(score), None),
+                Ok(score) => {
+                    ctx.metrics.captures(&score.captures);
+                    (Some(score), None)
+                }
                 Err(e) => (None, Some(e.to_string())),
             }
         }

@@ -42,12 +42,13 @@ use cohort_proto::v1::coordinator_client::CoordinatorClient;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::{AbortHandle, JoinError, JoinSet};
 use tonic::transport::{Channel, Endpoint};
-use tracing::{debug, error, info, warn};
+use tracing::{Instrument as _, debug, error, info, info_span, warn};
 
 pub mod adapters;
 pub mod capture;
 pub mod execute;
 pub mod journal;
+pub mod metrics;
 pub mod passes;
 pub mod preflight;
 pub mod record;
@@ -188,6 +189,7 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
     let kept_at_start = config.context.spool.kept_here();
     let worker_id = registered.worker_id.clone();
     info!(%worker_id, slots = config.slots, journal = registered.journal_reports, "worker registered");
+    config.context.metrics.set_state(metrics::WorkerState::Registered);
     let journaling = Arc::new(if registered.journal_reports {
         // Reports journaled by workers that died here go out first.
         let root = journal_root(&config.context);
@@ -302,6 +304,7 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
                     let granted = response.leases.len();
                     for lease in response.leases {
                         summary.leased += 1;
+                        crew.context.metrics.leased();
                         crew.spawn_run(&mut tasks, lease);
                     }
                     (granted == 0 && !cohort_done)
@@ -342,6 +345,7 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
     }
 
     // Drain: no new leases; running runs get the grace period.
+    crew.context.metrics.set_state(metrics::WorkerState::Draining);
     let grace = tokio::time::sleep(config.drain_grace);
     tokio::pin!(grace);
     while !tasks.is_empty() {
@@ -816,35 +820,70 @@ impl Crew {
         let (run_id, held) = (lease.run_id.clone(), lease_ref.clone());
         let answered = Arc::new(AtomicBool::new(false));
         let has_report = Arc::clone(&answered);
-        let handle = tasks.spawn(async move {
-            let report = match arms.get(&lease.arm_id) {
-                Some(arm) => execute::execute(&context, arm, &lease, &worker_id).await,
-                None => {
-                    // Registered for other arms only: give the lease back untouched.
-                    let request = pb::DrainRequest { worker_id: worker_id.clone(), released: vec![lease_ref.clone()] };
-                    let _ = client.clone().drain(request).await;
-                    return (lease.run_id, Ended::Released);
+        let span = run_span(&lease);
+        let recorded = span.clone();
+        let handle = tasks.spawn(
+            async move {
+                let _in_flight = context.metrics.in_flight();
+                let report = match arms.get(&lease.arm_id) {
+                    Some(arm) => execute::execute(&context, arm, &lease, &worker_id).await,
+                    None => {
+                        // Registered for other arms only: give the lease back untouched.
+                        let request =
+                            pb::DrainRequest { worker_id: worker_id.clone(), released: vec![lease_ref.clone()] };
+                        let _ = client.clone().drain(request).await;
+                        return (lease.run_id, Ended::Released);
+                    }
+                };
+                has_report.store(true, Ordering::Relaxed);
+                let record_sha256 = match &report {
+                    Report::Result { record_sha256, outcome, .. } => {
+                        recorded.record("cohort.outcome", outcome.as_str());
+                        Some(record_sha256.clone())
+                    }
+                    Report::Attempt(attempt) => {
+                        let class = cohort_proto::convert::class_from_pb(attempt.class);
+                        cohort_telemetry::genai::mark_error(&recorded, class.map_or("unknown", |c| c.as_str()));
+                        None
+                    }
+                };
+                let accepted = send_report(client, &results, &fatal, &worker_id, &lease_ref, report, &journaling).await;
+                if let Some(a) = accepted {
+                    context.metrics.reported(record_sha256.is_some(), a);
                 }
-            };
-            has_report.store(true, Ordering::Relaxed);
-            let record_sha256 = match &report {
-                Report::Result { record_sha256, .. } => Some(record_sha256.clone()),
-                Report::Attempt(_) => None,
-            };
-            let accepted = send_report(client, &results, &fatal, &worker_id, &lease_ref, report, &journaling).await;
-            // Only an accepted result's verdicts go into the pass: a discarded
-            // (stale) report's record is not the run's.
-            if accepted == Some(true)
-                && let (Some(pass), Some(sha)) = (&context.pass, record_sha256)
-            {
-                merge_into_pass(&context, pass, &sha);
+                // Only an accepted result's verdicts go into the pass: a discarded
+                // (stale) report's record is not the run's.
+                if accepted == Some(true)
+                    && let (Some(pass), Some(sha)) = (&context.pass, record_sha256)
+                {
+                    merge_into_pass(&context, pass, &sha);
+                }
+                (lease.run_id, accepted.map_or(Ended::Held, Ended::Reported))
             }
-            (lease.run_id, accepted.map_or(Ended::Held, Ended::Reported))
-        });
+            .instrument(span),
+        );
         // Inserted before the main loop can join the task (same thread), so
         // `account` always finds it.
         lock(&self.inflight).insert(run_id, (held, handle, answered));
     }
+}
+
+/// The span of one attempt at a run on this worker, from the lease to the
+/// coordinator's answer to its report: a child of the coordinator's lease
+/// span, so it lies in the run's trace; the adapter call, source capture
+/// and judge batches are its children.
+fn run_span(lease: &pb::Lease) -> tracing::Span {
+    let span = info_span!(
+        parent: None,
+        "run",
+        cohort.run.id = %lease.run_id,
+        cohort.question.id = %lease.question_id,
+        cohort.arm.id = %lease.arm_id,
+        cohort.attempt = lease.attempt,
+        cohort.outcome = tracing::field::Empty,
+    );
+    cohort_telemetry::propagation::set_parent_from_traceparent(&span, &lease.traceparent);
+    span
 }
 
 /// Merges an accepted run's inline verdicts into the pass (`cohort run
@@ -886,6 +925,7 @@ async fn send_report(
                 worker_id: worker_id.to_owned(),
                 lease: Some(lease.clone()),
                 attempt: Some(attempt),
+                traceparent: cohort_telemetry::propagation::traceparent(&tracing::Span::current()),
             };
             let ids = journaling.write(vec![journal::Entry::Attempt(request.clone())]).await;
             retry_until_ok(|| {
@@ -911,6 +951,7 @@ async fn send_report(
                 record_sha256,
                 observed_version,
                 attempt: Some(attempt),
+                traceparent: cohort_telemetry::propagation::traceparent(&tracing::Span::current()),
             };
             let (tx, rx) = oneshot::channel();
             if results.send((request, tx)).await.is_err() {

@@ -22,6 +22,7 @@ use cohort_core::scoring::{
 use cohort_proto::v1 as pb;
 use cohort_proto::v1::judge_client::JudgeClient;
 use serde::{Deserialize, Serialize};
+use tracing::Instrument as _;
 
 use crate::capture::{Capture, SourceCapturer};
 
@@ -218,7 +219,8 @@ pub async fn score_output(
     let mut captures = Vec::new();
     if let Some(capturer) = capturer {
         let urls: Vec<String> = to_capture.iter().map(|(_, u)| u.clone()).collect();
-        captures = capturer.capture_all(&urls, CAPTURE_CONCURRENCY).await;
+        let span = tracing::info_span!("capture sources", cohort.sources = urls.len());
+        captures = capturer.capture_all(&urls, CAPTURE_CONCURRENCY).instrument(span).await;
         for ((index, url), capture) in to_capture.iter().zip(&captures) {
             let text = capture.text.as_deref().filter(|t| capture.accessible && !t.trim().is_empty());
             let source = match text {
@@ -594,7 +596,21 @@ pub async fn judge_claims(
         system: system.to_owned(),
     });
     request.metadata_mut().insert("authorization", bearer(endpoint)?);
-    Ok(JudgeClient::new(channel).judge_claims(request).await?.into_inner())
+    let span = tracing::info_span!(
+        "judge batch",
+        otel.kind = "client",
+        rpc.system = "grpc",
+        rpc.service = "cohort.v1.Judge",
+        rpc.method = "JudgeClaims",
+        cohort.judge = %endpoint.judge,
+        cohort.claims = request.get_ref().claims.len(),
+    );
+    cohort_telemetry::propagation::inject_metadata(&span, request.metadata_mut());
+    let reply = JudgeClient::new(channel).judge_claims(request).instrument(span.clone()).await;
+    if let Err(status) = &reply {
+        cohort_telemetry::genai::mark_error(&span, &format!("{:?}", status.code()));
+    }
+    Ok(reply?.into_inner())
 }
 
 /// A wire verdict as the core's.

@@ -683,6 +683,8 @@ async fn lease_of(ledger: &dyn Ledger, frozen: &Frozen, grant: &LeaseGrant) -> p
         fencing_token: grant.token,
         previous_attempts,
         previous_attempts_unavailable,
+        // A person's run is not traced: no coordinator span leased it.
+        traceparent: String::new(),
     }
 }
 

@@ -167,6 +167,18 @@ pub fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 impl Cli {
     /// The log level when `RUST_LOG` is not set: the long-running roles
     /// report what they do; other commands keep stderr for problems.
+    /// The `service.name` of this process's traces (unless
+    /// `OTEL_SERVICE_NAME` names another): one per role, `cohort` for the
+    /// commands that run several in one process or none.
+    pub fn service_name(&self) -> &'static str {
+        match self.command {
+            Command::Coordinator(_) => "cohort-coordinator",
+            Command::Worker(_) => "cohort-worker",
+            Command::JudgeProxy(_) => "cohort-judge-proxy",
+            _ => "cohort",
+        }
+    }
+
     pub fn default_log_level(&self) -> &'static str {
         match self.command {
             Command::Coordinator(_) | Command::Worker(_) | Command::JudgeProxy(_) => "info",

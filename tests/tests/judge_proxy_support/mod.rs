@@ -60,6 +60,13 @@ impl Proc {
         self.first_line[start..].split_whitespace().next().unwrap().to_owned()
     }
 
+    /// Stops it as an operator would (SIGTERM: a graceful shutdown that
+    /// flushes what it batched) and waits for it to exit; its exit code.
+    pub fn terminate(&mut self) -> Option<i32> {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        self.child.wait().ok().and_then(|s| s.code())
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
@@ -99,6 +106,20 @@ pub fn mock_judge(
     judge_extra: &str,
     proxy_extra: &str,
 ) -> (Proc, Proc, String, String) {
+    mock_judge_env(dir, mock_args, team, mock_key, judge_extra, proxy_extra, &[])
+}
+
+/// [`mock_judge`] with more environment variables for the proxy (the
+/// `OTEL_*` of a tracing test).
+pub fn mock_judge_env(
+    dir: &Path,
+    mock_args: &[&str],
+    team: (&str, &str),
+    mock_key: &str,
+    judge_extra: &str,
+    proxy_extra: &str,
+    envs: &[(&str, &str)],
+) -> (Proc, Proc, String, String) {
     let (mock_proc, mock_url) = mock(dir, mock_args, &[]);
     let config = dir.join("proxy.toml");
     std::fs::write(
@@ -111,7 +132,9 @@ pub fn mock_judge(
         ),
     )
     .unwrap();
-    let (proxy_proc, grpc, _http) = proxy(&config, &[team, ("MOCK_KEY", mock_key)], dir.join("proxy.log"));
+    let mut proxy_envs = vec![team, ("MOCK_KEY", mock_key)];
+    proxy_envs.extend_from_slice(envs);
+    let (proxy_proc, grpc, _http) = proxy(&config, &proxy_envs, dir.join("proxy.log"));
     (mock_proc, proxy_proc, grpc, mock_url.trim_end_matches("/v1").to_owned())
 }
 

@@ -373,7 +373,11 @@ impl Call<'_> {
         if left.is_zero() {
             return Err(failure(AttemptClass::Timeout, 0, format!("{} passed", self.budget.describe(self.timeout))));
         }
-        let response = match request.headers(self.headers.clone()).timeout(left).send().await {
+        let mut headers = self.headers.clone();
+        // The system under test may trace too: W3C `traceparent` of the
+        // adapter call's span (nothing when traces are off).
+        cohort_telemetry::propagation::inject_headers(&tracing::Span::current(), &mut headers);
+        let response = match request.headers(headers).timeout(left).send().await {
             Ok(r) => r,
             Err(e) => return Err(self.transport(&e, 0)),
         };

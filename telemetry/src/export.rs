@@ -1,0 +1,239 @@
+//! OTLP trace export, configured by the standard environment variables
+//! (<https://opentelemetry.io/docs/specs/otel/protocol/exporter/>):
+//! - on when `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or
+//!   `OTEL_EXPORTER_OTLP_ENDPOINT` is set or `OTEL_TRACES_EXPORTER=otlp`;
+//!   off by default, and off with `OTEL_TRACES_EXPORTER=none` or
+//!   `OTEL_SDK_DISABLED=true`;
+//! - `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` / `OTEL_EXPORTER_OTLP_PROTOCOL`:
+//!   `grpc` or `http/protobuf` (the specification's default);
+//! - headers, timeout, compression, `OTEL_BSP_*` batching,
+//!   `OTEL_TRACES_SAMPLER(_ARG)`, `OTEL_SERVICE_NAME` and
+//!   `OTEL_RESOURCE_ATTRIBUTES` as the SDK and exporter read them.
+//!
+//! The SDK's batch processor exports from a thread of its own, where the
+//! tonic and reqwest clients find no Tokio reactor; the exporter therefore
+//! runs on a one-thread runtime this module owns ([`OnRuntime`]), whatever
+//! runtime (if any) the role runs on.
+
+use std::cell::Cell;
+use std::sync::Arc;
+use std::time::Duration;
+
+use opentelemetry::trace::{SpanId, TraceId, TracerProvider as _};
+use opentelemetry_otlp::WithExportConfig as _;
+use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
+use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator, SdkTracer, SdkTracerProvider, SpanData, SpanExporter};
+use sha2::{Digest as _, Sha256};
+
+use crate::TelemetryError;
+
+/// The OTLP protocols this build carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Protocol {
+    Grpc,
+    HttpProtobuf,
+}
+
+impl Protocol {
+    fn name(self) -> &'static str {
+        match self {
+            Protocol::Grpc => "grpc",
+            Protocol::HttpProtobuf => "http/protobuf",
+        }
+    }
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
+}
+
+/// Whether the environment asks for OTLP trace export.
+fn wanted() -> bool {
+    if env("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+        return false;
+    }
+    match env("OTEL_TRACES_EXPORTER").map(|v| v.to_ascii_lowercase()) {
+        Some(v) if v == "none" => false,
+        Some(v) if v == "otlp" => true,
+        _ => env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_some() || env("OTEL_EXPORTER_OTLP_ENDPOINT").is_some(),
+    }
+}
+
+fn protocol() -> Result<Protocol, TelemetryError> {
+    for var in ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"] {
+        if let Some(value) = env(var) {
+            return match value.as_str() {
+                "grpc" => Ok(Protocol::Grpc),
+                "http/protobuf" => Ok(Protocol::HttpProtobuf),
+                _ => Err(TelemetryError::Protocol { var, value }),
+            };
+        }
+    }
+    Ok(Protocol::HttpProtobuf)
+}
+
+/// Whether the operator named the service (then `service_name` is not
+/// applied over it).
+fn service_named_by_env() -> bool {
+    env("OTEL_SERVICE_NAME").is_some()
+        || env("OTEL_RESOURCE_ATTRIBUTES")
+            .is_some_and(|a| a.split(',').any(|kv| kv.trim().starts_with("service.name=")))
+}
+
+/// The running export: the SDK's provider and the runtime its exporter
+/// runs on.
+#[derive(Debug)]
+pub struct TraceExport {
+    provider: SdkTracerProvider,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl TraceExport {
+    /// The export the environment asks for, or None when it asks for none.
+    pub fn from_env(service_name: &str) -> Result<Option<TraceExport>, TelemetryError> {
+        if !wanted() {
+            return Ok(None);
+        }
+        let protocol = protocol()?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("otlp-export")
+            .enable_all()
+            .build()
+            .map_err(TelemetryError::Runtime)?;
+        // tonic's lazy channel starts its worker on the current runtime.
+        let exporter = {
+            let _entered = runtime.enter();
+            let built = match protocol {
+                Protocol::Grpc => opentelemetry_otlp::SpanExporter::builder().with_tonic().build(),
+                Protocol::HttpProtobuf => opentelemetry_otlp::SpanExporter::builder()
+                    .with_http()
+                    .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+                    .build(),
+            };
+            built.map_err(|e| TelemetryError::Exporter { protocol: protocol.name(), message: e.to_string() })?
+        };
+        let mut resource = opentelemetry_sdk::Resource::builder()
+            .with_attribute(opentelemetry::KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
+        if !service_named_by_env() {
+            resource = resource.with_service_name(service_name.to_owned());
+        }
+        let provider = SdkTracerProvider::builder()
+            .with_batch_exporter(OnRuntime { inner: Arc::new(exporter), handle: runtime.handle().clone() })
+            .with_id_generator(RunTraceIds::default())
+            .with_resource(resource.build())
+            .build();
+        opentelemetry::global::set_text_map_propagator(opentelemetry_sdk::propagation::TraceContextPropagator::new());
+        opentelemetry::global::set_tracer_provider(provider.clone());
+        Ok(Some(TraceExport { provider, runtime }))
+    }
+
+    pub fn tracer(&self) -> SdkTracer {
+        self.provider.tracer("cohort")
+    }
+
+    /// Exports what is still batched, then stops. Safe inside or outside
+    /// an async runtime.
+    pub fn shutdown(self) {
+        let TraceExport { provider, runtime } = self;
+        if let Err(e) = provider.shutdown_with_timeout(Duration::from_secs(5)) {
+            eprintln!("warning: trace export did not finish: {e}");
+        }
+        runtime.shutdown_background();
+    }
+}
+
+/// A span exporter whose calls run on `handle`'s runtime (see the module
+/// header).
+#[derive(Debug)]
+struct OnRuntime<E> {
+    inner: Arc<E>,
+    handle: tokio::runtime::Handle,
+}
+
+impl<E: SpanExporter + 'static> SpanExporter for OnRuntime<E> {
+    fn export(&self, batch: Vec<SpanData>) -> impl std::future::Future<Output = OTelSdkResult> + Send {
+        let inner = Arc::clone(&self.inner);
+        let task = self.handle.spawn(async move { inner.export(batch).await });
+        async move { task.await.unwrap_or_else(|e| Err(OTelSdkError::InternalFailure(e.to_string()))) }
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        let _entered = self.handle.enter();
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        let _entered = self.handle.enter();
+        self.inner.force_flush()
+    }
+
+    fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.set_resource(resource);
+        }
+    }
+}
+
+thread_local! {
+    /// The trace id the next root span started on this thread takes
+    /// ([`with_trace_id_of`]).
+    static NEXT_TRACE_ID: Cell<Option<TraceId>> = const { Cell::new(None) };
+}
+
+/// Random ids, except for a root span started inside [`with_trace_id_of`].
+#[derive(Debug, Default)]
+struct RunTraceIds {
+    random: RandomIdGenerator,
+}
+
+impl IdGenerator for RunTraceIds {
+    fn new_trace_id(&self) -> TraceId {
+        NEXT_TRACE_ID.with(Cell::take).unwrap_or_else(|| self.random.new_trace_id())
+    }
+
+    fn new_span_id(&self) -> SpanId {
+        self.random.new_span_id()
+    }
+}
+
+/// The trace id of `key`: the first 16 bytes of SHA-256 over a fixed
+/// prefix and the key (never the invalid all-zero id).
+pub fn trace_id_of(key: &str) -> TraceId {
+    let digest = Sha256::new().chain_update(b"cohort-run-trace\0").chain_update(key.as_bytes()).finalize();
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    if bytes == [0u8; 16] {
+        bytes[15] = 1;
+    }
+    TraceId::from_bytes(bytes)
+}
+
+/// Runs `f` with the next root span on this thread taking `key`'s trace id.
+pub(crate) fn with_trace_id_of<T>(key: &str, f: impl FnOnce() -> T) -> T {
+    NEXT_TRACE_ID.with(|c| c.set(Some(trace_id_of(key))));
+    let out = f();
+    NEXT_TRACE_ID.with(|c| c.set(None));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_key_gives_one_trace_id_and_others_differ() {
+        assert_eq!(trace_id_of("m:q1:a:1"), trace_id_of("m:q1:a:1"));
+        assert_ne!(trace_id_of("m:q1:a:1"), trace_id_of("m:q1:a:2"));
+        assert_ne!(trace_id_of("m:q1:a:1"), TraceId::INVALID);
+    }
+
+    #[test]
+    fn only_the_first_root_inside_the_scope_takes_the_derived_id() {
+        let ids = RunTraceIds::default();
+        let (first, second) = with_trace_id_of("k", || (ids.new_trace_id(), ids.new_trace_id()));
+        assert_eq!(first, trace_id_of("k"));
+        assert_ne!(second, trace_id_of("k"));
+        assert_ne!(ids.new_trace_id(), trace_id_of("k"), "the override ends with the scope");
+    }
+}

@@ -1,0 +1,149 @@
+//! An OTLP trace receiver for tests and benchmarks, built from the
+//! protocol's own definitions (`opentelemetry-proto`: its tonic
+//! `TraceService` server for OTLP/gRPC, its prost messages for
+//! OTLP/HTTP with protobuf bodies), so what cohort exports is read by the
+//! protocol as published, not by cohort's own code.
+
+#![allow(clippy::expect_used)] // a test fixture: no port, no test
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{TraceService, TraceServiceServer};
+use opentelemetry_proto::tonic::collector::trace::v1::{ExportTraceServiceRequest, ExportTraceServiceResponse};
+use opentelemetry_proto::tonic::common::v1::KeyValue;
+use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
+use prost::Message as _;
+
+/// One exported span with the service that sent it.
+#[derive(Debug, Clone)]
+pub struct Got {
+    pub service: String,
+    pub name: String,
+    /// OTLP span kind: 2 server, 3 client.
+    pub kind: i32,
+    pub trace: Vec<u8>,
+    pub id: Vec<u8>,
+    pub parent: Vec<u8>,
+    /// The span's attributes as text, and the resource's under `resource.`.
+    pub attributes: HashMap<String, String>,
+}
+
+type Spans = Arc<Mutex<Vec<Got>>>;
+
+fn text(v: Option<&opentelemetry_proto::tonic::common::v1::AnyValue>) -> String {
+    match v.and_then(|v| v.value.as_ref()) {
+        Some(AnyValue::StringValue(s)) => s.clone(),
+        Some(AnyValue::IntValue(i)) => i.to_string(),
+        Some(AnyValue::DoubleValue(d)) => d.to_string(),
+        Some(AnyValue::BoolValue(b)) => b.to_string(),
+        Some(other) => format!("{other:?}"),
+        None => String::new(),
+    }
+}
+
+fn attributes(kvs: &[KeyValue]) -> HashMap<String, String> {
+    kvs.iter().map(|kv| (kv.key.clone(), text(kv.value.as_ref()))).collect()
+}
+
+/// Keeps every span of an export request.
+fn collect(into: &Spans, request: ExportTraceServiceRequest) {
+    let Ok(mut spans) = into.lock() else { return };
+    for rs in request.resource_spans {
+        let resource = rs.resource.map(|r| attributes(&r.attributes)).unwrap_or_default();
+        let service = resource.get("service.name").cloned().unwrap_or_default();
+        for ss in rs.scope_spans {
+            for s in ss.spans {
+                let mut attrs = attributes(&s.attributes);
+                // Resource attributes are checked for secrets with the rest.
+                for (k, v) in &resource {
+                    attrs.entry(format!("resource.{k}")).or_insert_with(|| v.clone());
+                }
+                spans.push(Got {
+                    service: service.clone(),
+                    name: s.name,
+                    kind: s.kind,
+                    trace: s.trace_id,
+                    id: s.span_id,
+                    parent: s.parent_span_id,
+                    attributes: attrs,
+                });
+            }
+        }
+    }
+}
+
+/// The gRPC face of the receiver.
+struct Collector(Spans);
+
+#[tonic::async_trait]
+impl TraceService for Collector {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        collect(&self.0, request.into_inner());
+        Ok(tonic::Response::new(ExportTraceServiceResponse { partial_success: None }))
+    }
+}
+
+/// A receiver on two loopback ports: OTLP/gRPC, and OTLP/HTTP with
+/// protobuf bodies at `/v1/traces`. Its servers run on the runtime that
+/// started it.
+#[derive(Debug, Clone)]
+pub struct Receiver {
+    pub grpc_url: String,
+    pub http_url: String,
+    spans: Spans,
+}
+
+impl Receiver {
+    pub async fn start() -> Receiver {
+        let spans: Spans = Arc::default();
+        let (grpc_url, http_url) = serve(Arc::clone(&spans)).await;
+        Receiver { grpc_url, http_url, spans }
+    }
+
+    /// Every span received so far.
+    pub fn spans(&self) -> Vec<Got> {
+        self.spans.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// How many spans were received so far.
+    pub fn count(&self) -> usize {
+        self.spans.lock().map(|s| s.len()).unwrap_or(0)
+    }
+}
+
+async fn serve(spans: Spans) -> (String, String) {
+    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port for OTLP/gRPC");
+    let grpc_url = format!("http://{}", grpc.local_addr().expect("its address"));
+    let service = TraceServiceServer::new(Collector(Arc::clone(&spans)));
+    tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(grpc)),
+    );
+    let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port for OTLP/HTTP");
+    let http_url = format!("http://{}", http.local_addr().expect("its address"));
+    let app = axum::Router::new().route(
+        "/v1/traces",
+        axum::routing::post(move |body: axum::body::Bytes| {
+            let spans = Arc::clone(&spans);
+            async move {
+                match ExportTraceServiceRequest::decode(body) {
+                    Ok(request) => {
+                        collect(&spans, request);
+                        (
+                            axum::http::StatusCode::OK,
+                            ExportTraceServiceResponse { partial_success: None }.encode_to_vec(),
+                        )
+                    }
+                    Err(_) => (axum::http::StatusCode::BAD_REQUEST, Vec::new()),
+                }
+            }
+        }),
+    );
+    tokio::spawn(async move { axum::serve(http, app).await });
+    (grpc_url, http_url)
+}
