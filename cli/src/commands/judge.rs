@@ -196,8 +196,9 @@ async fn judge_stage(args: &JudgeArgs) -> Result<u8, Stop> {
         if described.simulated { ", SIMULATED" } else { "" },
     ));
 
+    // Before the pass is made: a store that cannot be opened writes nothing.
+    let artifacts = local::artifact_store(&frozen, &args.store).map_err(refused)?;
     let pass = Arc::new(PassStore::create_or_open(&args.dir, pass_config).map_err(refused)?);
-    let artifacts = local::artifact_store(&frozen, &args.store);
     let endpoint = Arc::new(endpoint);
     let batch = usize::try_from(frozen_judge.batch_size).unwrap_or(1).max(1);
     let expected = Arc::new(frozen_judge.served_model.clone());

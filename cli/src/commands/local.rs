@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use cohort_artifacts::{ArtifactsUrl, S3Config};
 use cohort_coordinator::ArtifactStore;
 use cohort_coordinator::clock::{SystemClock, now_ms};
 use cohort_coordinator::freeze::load_frozen;
@@ -31,10 +32,21 @@ pub struct StoreArgs {
     /// The embedded ledger file (default: DIR/.cohort/ledger.sqlite).
     #[arg(long, conflicts_with = "redis")]
     pub ledger: Option<PathBuf>,
-    /// The artifact store directory (default: DIR/.cohort/artifacts).
-    #[arg(long)]
-    pub artifacts: Option<PathBuf>,
+    /// The artifact store: file:///absolute/path, or s3://bucket/prefix
+    /// for an S3-compatible bucket (endpoint, region and credentials from
+    /// AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
+    /// or ~/.aws/credentials; AWS_ALLOW_HTTP=true for plain HTTP). Default:
+    /// DIR/.cohort/artifacts.
+    #[arg(long, value_name = "URL", value_parser = ArtifactsUrl::parse)]
+    pub artifacts: Option<ArtifactsUrl>,
+    /// The largest blob an s3:// store takes, in MiB: a bigger one is
+    /// refused before it is sent.
+    #[arg(long, value_name = "MIB", default_value_t = DEFAULT_MAX_MIB, value_parser = clap::value_parser!(u64).range(1..=5120))]
+    pub artifacts_max_mib: u64,
 }
+
+/// `--artifacts-max-mib` by default: `cohort_artifacts::s3::DEFAULT_MAX_BLOB_BYTES`.
+const DEFAULT_MAX_MIB: u64 = cohort_artifacts::s3::DEFAULT_MAX_BLOB_BYTES / (1024 * 1024);
 
 impl StoreArgs {
     /// The embedded ledger file of the cohort in `dir`: `--ledger`, or
@@ -130,8 +142,14 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
-pub fn artifact_store(frozen: &Frozen, store: &StoreArgs) -> ArtifactStore {
-    store.artifacts.clone().map_or_else(|| ArtifactStore::for_cohort(&frozen.dir), ArtifactStore::local)
+/// The artifact store `--artifacts` names (DIR/.cohort/artifacts by
+/// default); an s3:// store is read through DIR/.cohort/artifacts-cache.
+pub fn artifact_store(frozen: &Frozen, store: &StoreArgs) -> anyhow::Result<ArtifactStore> {
+    let s3 = S3Config { max_blob_bytes: store.artifacts_max_mib.saturating_mul(1024 * 1024), ..S3Config::default() };
+    cohort_artifacts::open(store.artifacts.as_ref(), &frozen.dir, &s3).with_context(|| {
+        let url = store.artifacts.as_ref().map_or_else(|| "the cohort's own store".to_owned(), ToString::to_string);
+        format!("cannot open the artifact store (--artifacts {url})")
+    })
 }
 
 /// Seeds the ledger from the manifest (idempotent).
@@ -187,8 +205,11 @@ pub fn store_flags(store: &StoreArgs) -> Vec<std::ffi::OsString> {
     if let Some(path) = &store.ledger {
         flags.extend(["--ledger".into(), path.clone().into_os_string()]);
     }
-    if let Some(path) = &store.artifacts {
-        flags.extend(["--artifacts".into(), path.clone().into_os_string()]);
+    if let Some(url) = &store.artifacts {
+        flags.extend(["--artifacts".into(), url.to_string().into()]);
+    }
+    if store.artifacts_max_mib != DEFAULT_MAX_MIB {
+        flags.extend(["--artifacts-max-mib".into(), store.artifacts_max_mib.to_string().into()]);
     }
     flags
 }
@@ -211,7 +232,7 @@ pub fn arm_runtimes(frozen: &Frozen, only: &[String]) -> anyhow::Result<HashMap<
 
 pub fn run_context(frozen: &Frozen, store: &StoreArgs, scoring: &ScoringArgs) -> anyhow::Result<RunContext> {
     let c = &frozen.cohort.config;
-    let artifacts = artifact_store(frozen, store);
+    let artifacts = artifact_store(frozen, store)?;
     let judge = scoring.judge.as_deref().map(JudgeEndpoint::from_file).transpose()?;
     // `cohort run` may add a judge of its own afterwards (`set_judge`).
     let capturer = scoring.capturer(judge.is_some(), &artifacts)?;

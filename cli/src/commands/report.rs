@@ -83,7 +83,7 @@ async fn open(
 ) -> anyhow::Result<(FrozenCohort, std::sync::Arc<dyn cohort_coordinator::ledger::Ledger>, ArtifactStore)> {
     let frozen = local::load(dir)?;
     let ledger = local::open_ledger(&frozen, store).await?;
-    let artifacts = local::artifact_store(&frozen, store);
+    let artifacts = local::artifact_store(&frozen, store)?;
     let frozen = FrozenCohort {
         review: cohort_report::review::load(dir)?,
         cohort: frozen.cohort,

@@ -41,7 +41,7 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
     let frozen = local::load(&args.dir)?;
     let runtime = super::runtime()?;
     let ledger = runtime.block_on(local::open_ledger(&frozen, &args.store))?;
-    let artifacts = local::artifact_store(&frozen, &args.store);
+    let artifacts = local::artifact_store(&frozen, &args.store)?;
     let bar = indicatif::ProgressBar::new(0).with_style(
         indicatif::ProgressStyle::with_template("{msg} {bar:30} {pos}/{len} outputs")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
