@@ -81,7 +81,10 @@ impl ArtifactsUrl {
 fn is_bucket_name(name: &str) -> bool {
     let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '-';
     let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-    (3..=63).contains(&name.len()) && name.chars().all(ok_char) && alnum(name.chars().next()) && alnum(name.chars().last())
+    (3..=63).contains(&name.len())
+        && name.chars().all(ok_char)
+        && alnum(name.chars().next())
+        && alnum(name.chars().last())
 }
 
 impl FromStr for ArtifactsUrl {

@@ -130,9 +130,7 @@ impl S3Backend {
         let mut builder = AmazonS3Builder::from_env();
         let has_key = std::env::var_os("AWS_ACCESS_KEY_ID").is_some();
         if !has_key && let Some(keys) = credentials_from_file()? {
-            builder = builder
-                .with_access_key_id(keys.access_key_id)
-                .with_secret_access_key(keys.secret_access_key);
+            builder = builder.with_access_key_id(keys.access_key_id).with_secret_access_key(keys.secret_access_key);
             if let Some(token) = keys.session_token {
                 builder = builder.with_token(token);
             }
