@@ -16,6 +16,9 @@
 #   - the `prometheus_client` Python package (PyPI): scripts/check_metrics.py
 #     parses every role's /metrics with the official client's parser
 #     (tests/tests/ops_endpoints.rs);
+#   - the `moto[server]` Python package (PyPI): tests/tests/s3_artifacts.rs
+#     starts `moto_server`, a local S3-compatible server, on a free loopback
+#     port and runs a cohort against `--artifacts s3://...`;
 #   - chromium (Debian package `chromium`): the report's index.html is loaded
 #     in headless Chromium, which must fetch nothing.
 #   - Docker Compose v2 and kubernetes-validate: scripts/validate_deploy.sh
@@ -67,6 +70,11 @@ if ! python3 -c 'import prometheus_client' >/dev/null 2>&1; then
   echo "test.sh: installing the prometheus_client Python package (PyPI)"
   python3 -m pip install --quiet --disable-pip-version-check prometheus-client \
     || { echo "test.sh: could not install the prometheus_client Python package; run: python3 -m pip install prometheus-client" >&2; exit 1; }
+fi
+if ! { have moto_server && python3 -c 'import moto.server' >/dev/null 2>&1; }; then
+  echo "test.sh: installing the moto[server] Python package (PyPI)"
+  python3 -m pip install --quiet --disable-pip-version-check 'moto[server]' \
+    || { echo "test.sh: could not install moto[server]; run: python3 -m pip install 'moto[server]'" >&2; exit 1; }
 fi
 
 if ! { have docker && docker compose version >/dev/null 2>&1; } \
