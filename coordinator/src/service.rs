@@ -23,6 +23,7 @@ use cohort_proto::v1::coordinator_server::{Coordinator, CoordinatorServer};
 use cohort_telemetry::ops::OpsRole;
 use tokio::net::TcpListener;
 use tokio::sync::RwLock;
+use tonic::service::interceptor::InterceptedService;
 use tonic::{Request, Response, Status};
 use tonic_health::ServingStatus;
 use tracing::{Instrument as _, info, info_span, warn};
@@ -54,6 +55,11 @@ pub struct CoordinatorConfig {
     /// Whether workers journal their reports until the ledger says they
     /// are on disk.
     pub journal: JournalMode,
+    /// The cluster token every call to the `Coordinator` service must carry
+    /// (none: calls are not checked). `grpc.health.v1` stays open.
+    pub auth: cohort_auth::RequireToken,
+    /// TLS on the gRPC port, mutual when it names a client CA.
+    pub tls: Option<cohort_auth::ServerTls>,
 }
 
 /// Whether workers keep a journal of their reports (ARCHITECTURE.md,
@@ -79,6 +85,8 @@ impl Default for CoordinatorConfig {
             reconcile_interval: Duration::from_millis(500),
             empty_lease_retry_ms: 200,
             journal: JournalMode::Auto,
+            auth: cohort_auth::RequireToken::default(),
+            tls: None,
         }
     }
 }
@@ -528,6 +536,11 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
+    // TLS first: a bad configuration returns before anything is started.
+    let mut server = tonic::transport::Server::builder();
+    if let Some(tls) = &service.config.tls {
+        server = server.tls_config(tls.config())?;
+    }
     let service = Arc::new(service);
     let reconciler = Arc::clone(&service);
     let interval = service.config.reconcile_interval;
@@ -562,9 +575,10 @@ pub async fn run(
         }
     });
     let incoming = tokio_stream_listener(listener);
-    let result = tonic::transport::Server::builder()
+    let auth = service.config.auth.clone();
+    let result = server
         .add_service(health)
-        .add_service(CoordinatorServer::from_arc(service))
+        .add_service(InterceptedService::new(CoordinatorServer::from_arc(service), auth))
         .serve_with_incoming_shutdown(incoming, shutdown)
         .await;
     reconcile.abort();

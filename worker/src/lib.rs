@@ -41,6 +41,7 @@ use cohort_proto::v1 as pb;
 use cohort_proto::v1::coordinator_client::CoordinatorClient;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::{AbortHandle, JoinError, JoinSet};
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, Endpoint};
 use tracing::{Instrument as _, debug, error, info, info_span, warn};
 
@@ -73,7 +74,16 @@ pub struct WorkerConfig {
     pub context: RunContext,
     /// Arm id -> runtime; the worker runs only these arms.
     pub arms: HashMap<String, ArmRuntime>,
+    /// The cluster token sent on every call to the coordinator.
+    pub token: Option<cohort_auth::ClusterToken>,
+    /// TLS to the coordinator (an `https://` URL), with the worker's own
+    /// certificate for mutual TLS when it has one.
+    pub tls: Option<cohort_auth::ClientTls>,
 }
+
+/// The coordinator's client as the worker holds it: every call carries the
+/// cluster token (when there is one).
+type Client = CoordinatorClient<InterceptedService<Channel, cohort_auth::SendToken>>;
 
 /// What a worker did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -164,12 +174,24 @@ const REPORT_BATCH: usize = 64;
 
 /// Runs the worker until the cohort is done or `shutdown` resolves.
 pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Result<WorkerSummary, WorkerError> {
-    let endpoint = Endpoint::from_shared(config.coordinator.clone())
-        .map_err(|e| WorkerError::BadUrl { url: config.coordinator.clone(), message: e.to_string() })?
+    let bad_url = |message: String| WorkerError::BadUrl { url: config.coordinator.clone(), message };
+    let mut endpoint = Endpoint::from_shared(config.coordinator.clone())
+        .map_err(|e| bad_url(e.to_string()))?
         .connect_timeout(Duration::from_secs(2))
         .timeout(Duration::from_secs(30));
+    if let Some(tls) = &config.tls {
+        endpoint = endpoint.tls_config(tls.config()).map_err(|e| bad_url(format!("TLS: {e}")))?;
+        // A refused client certificate looks like an outage to gRPC (the
+        // connection closes): find it out before the retries would hide it.
+        let uri = endpoint.uri();
+        if let (Some(host), Some(port)) = (uri.host(), uri.port_u16().or(Some(443))) {
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            tls.probe(host, port).await.map_err(|e| WorkerError::Refused(e.to_string()))?;
+        }
+    }
     // A lazy channel reconnects by itself after the coordinator restarts.
-    let mut client = CoordinatorClient::new(endpoint.connect_lazy());
+    let mut client =
+        CoordinatorClient::with_interceptor(endpoint.connect_lazy(), cohort_auth::SendToken::new(config.token.clone()));
     tokio::pin!(shutdown);
     // Answers an earlier run could not store go into the store first: a
     // worker whose store fails leases nothing.
@@ -185,7 +207,13 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
         r = retry_until_ok(|| { let mut c = client.clone(); let req = register.clone(); async move { c.register(req).await } }) => r,
         () = &mut shutdown => return Ok(WorkerSummary::default()),
     };
-    let registered = registered.map_err(|s| WorkerError::Refused(s.message().to_owned()))?;
+    let registered = registered.map_err(|s| {
+        WorkerError::Refused(if cohort_auth::is_tls_refusal(&s) {
+            format!("TLS: {} (check --tls-ca, --tls-cert and --tls-key)", cohort_core::http_class::error_chain(&s))
+        } else {
+            s.message().to_owned()
+        })
+    })?;
     let kept_at_start = config.context.spool.kept_here();
     let worker_id = registered.worker_id.clone();
     info!(%worker_id, slots = config.slots, journal = registered.journal_reports, "worker registered");
@@ -535,7 +563,7 @@ impl Journaling {
 /// by one), retrying outages; returns each one's id with the durability of
 /// the answer that acknowledged it, or the refusal that stopped it.
 async fn resend(
-    client: &CoordinatorClient<Channel>,
+    client: &Client,
     worker_id: &str,
     entries: Vec<(journal::EntryId, journal::Entry)>,
 ) -> Result<Vec<(journal::EntryId, Option<pb::Durability>)>, (&'static str, tonic::Status)> {
@@ -577,11 +605,7 @@ async fn resend(
 /// Replays the journals of workers that died on this machine (nobody holds
 /// their lock) before this one leases, then deletes them. A journal whose
 /// reports the coordinator refuses (not an outage) is kept and logged.
-async fn replay_leftovers(
-    client: &CoordinatorClient<Channel>,
-    worker_id: &str,
-    root: &std::path::Path,
-) -> Result<(), WorkerError> {
+async fn replay_leftovers(client: &Client, worker_id: &str, root: &std::path::Path) -> Result<(), WorkerError> {
     let leftovers =
         journal::Journal::leftovers(root).map_err(|source| WorkerError::Journal { dir: root.to_owned(), source })?;
     for left in leftovers {
@@ -607,12 +631,7 @@ async fn replay_leftovers(
 /// has every journaled report on disk, for at most `settle` (none: the
 /// ledger never says so); then deletes the journal if it is empty, or says
 /// where it waits.
-async fn settle_journal(
-    client: &CoordinatorClient<Channel>,
-    worker_id: &str,
-    journaling: &Arc<Journaling>,
-    settle: Option<Duration>,
-) {
+async fn settle_journal(client: &Client, worker_id: &str, journaling: &Arc<Journaling>, settle: Option<Duration>) {
     if !journaling.enabled() {
         return;
     }
@@ -723,7 +742,7 @@ fn panic_message(e: JoinError) -> String {
 /// leases held, where final results and stopping errors go, the cohort and
 /// its arms.
 struct Crew {
-    client: CoordinatorClient<Channel>,
+    client: Client,
     worker_id: String,
     inflight: Inflight,
     results: mpsc::Sender<Outgoing>,
@@ -911,7 +930,7 @@ pub fn merge_into_pass(context: &RunContext, pass: &InlinePass, record_sha256: &
 /// Reports until the coordinator answers (it may be restarting); an answer
 /// that is not an outage stops the worker (`fatal`) and reports nothing.
 async fn send_report(
-    client: CoordinatorClient<Channel>,
+    client: Client,
     results: &mpsc::Sender<Outgoing>,
     fatal: &Fatal,
     worker_id: &str,
@@ -1003,7 +1022,7 @@ fn coordinator_backoff() -> impl Iterator<Item = Duration> {
 /// outage: then the worker stops (`fatal`), and the batch's runs are not
 /// reported (their leases are given back or expire).
 async fn reporter_loop(
-    client: CoordinatorClient<Channel>,
+    client: Client,
     worker_id: String,
     mut rx: mpsc::Receiver<Outgoing>,
     fatal: Fatal,
@@ -1088,7 +1107,7 @@ where
             Ok(r) => return Ok(r.into_inner()),
             Err(s) if retryable(&s) => {
                 let delay = backoff.next().unwrap_or(Duration::from_secs(2));
-                debug!(error = %s.message(), ?delay, "coordinator unavailable; retrying");
+                debug!(error = %cohort_core::http_class::error_chain(&s), ?delay, "coordinator unavailable; retrying");
                 tokio::time::sleep(delay).await;
             }
             Err(s) => return Err(s),
@@ -1106,10 +1125,12 @@ where
 /// code tonic gave it (a reset mid-call can come out `Unknown` or
 /// `Internal`). Everything the coordinator itself answers otherwise
 /// (`Internal` for a permanent ledger error, `InvalidArgument`,
-/// `FailedPrecondition`, ...) is not retried.
+/// `FailedPrecondition`, ...) is not retried, and neither is a TLS
+/// handshake the coordinator refused (no or an unknown client certificate,
+/// a server certificate that does not verify): configuration, not outage.
 fn retryable(status: &tonic::Status) -> bool {
     use std::error::Error as _;
-    status.source().is_some()
+    (status.source().is_some() && !cohort_auth::is_tls_refusal(status))
         || matches!(
             status.code(),
             tonic::Code::Unavailable
@@ -1130,7 +1151,7 @@ fn refusal(call: &'static str, status: &tonic::Status) -> WorkerError {
 /// is gone (they must not report as final). An answer that is not an
 /// outage stops the worker (`fatal`) and ends the heartbeat.
 async fn heartbeat_loop(
-    client: CoordinatorClient<Channel>,
+    client: Client,
     worker_id: String,
     inflight: Inflight,
     interval: Duration,

@@ -141,6 +141,8 @@ fn worker(url: &str, slots: u32, context: RunContext, arms: HashMap<String, ArmR
         drain_grace: Duration::from_secs(5),
         context,
         arms,
+        token: None,
+        tls: None,
     }
 }
 

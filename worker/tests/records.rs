@@ -138,6 +138,8 @@ async fn retried_runs_record_every_attempt_in_order() {
         drain_grace: Duration::from_secs(5),
         context,
         arms,
+        token: None,
+        tls: None,
     };
     let summary = tokio::time::timeout(Duration::from_secs(60), cohort_worker::run(worker, std::future::pending()))
         .await

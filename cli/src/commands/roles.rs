@@ -34,12 +34,71 @@ pub struct CoordinatorArgs {
     /// (a lost acknowledgement then loses the result and runs it again).
     #[arg(long, value_enum, default_value_t = Journal::Auto)]
     pub journal: Journal,
+    #[command(flatten)]
+    pub auth: AuthArgs,
     /// Serve `/healthz`, `/readyz` and `/metrics` (Prometheus) on this
     /// address (docs/operations.md); off when absent.
     #[arg(long, value_name = "ADDR")]
     pub ops_listen: Option<String>,
     #[command(flatten)]
     pub store: StoreArgs,
+}
+
+/// How this role authenticates to the others (cohort-auth): the cluster
+/// token and TLS files.
+#[derive(Debug, clap::Args)]
+pub struct AuthArgs {
+    /// A file holding the cluster token (else the COHORT_CLUSTER_TOKEN
+    /// variable): the coordinator refuses every call without it, workers
+    /// send it. Never on the command line, where `ps` shows it.
+    #[arg(long)]
+    pub token_file: Option<PathBuf>,
+    /// TLS: this role's certificate chain (PEM).
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS: this role's private key (PEM).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// TLS: a CA certificate (PEM). On the coordinator, the CA every
+    /// worker's certificate must chain to (mutual TLS: a worker without
+    /// one is refused); on a worker, the CA of the coordinator's.
+    #[arg(long)]
+    pub tls_ca: Option<PathBuf>,
+}
+
+impl AuthArgs {
+    fn token(&self) -> anyhow::Result<Option<cohort_auth::ClusterToken>> {
+        Ok(cohort_auth::ClusterToken::load(self.token_file.as_deref())?)
+    }
+
+    /// The coordinator's TLS: none, or its certificate and key with the
+    /// workers' CA when given.
+    fn server_tls(&self) -> anyhow::Result<Option<cohort_auth::ServerTls>> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Ok(Some(cohort_auth::ServerTls::from_files(cert, key, self.tls_ca.as_deref())?)),
+            _ if self.tls_ca.is_some() => {
+                anyhow::bail!(
+                    "--tls-ca on the coordinator needs its own --tls-cert and --tls-key (TLS first, then mutual)"
+                )
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// A worker's TLS: when any file is given or the URL is `https://`.
+    fn client_tls(&self, url: &str) -> anyhow::Result<Option<cohort_auth::ClientTls>> {
+        if self.tls_ca.is_none() && self.tls_cert.is_none() && !url.starts_with("https://") {
+            return Ok(None);
+        }
+        if !url.starts_with("https://") {
+            anyhow::bail!("TLS files were given but --coordinator {url} is not an https:// URL");
+        }
+        Ok(Some(cohort_auth::ClientTls::from_files(
+            self.tls_ca.as_deref(),
+            self.tls_cert.as_deref(),
+            self.tls_key.as_deref(),
+        )?))
+    }
 }
 
 /// `--journal`: see [`service::JournalMode`].
@@ -88,10 +147,16 @@ pub struct WorkerArgs {
     pub store: StoreArgs,
     #[command(flatten)]
     pub scoring: ScoringArgs,
+    #[command(flatten)]
+    pub auth: AuthArgs,
 }
 
 pub fn coordinator(args: CoordinatorArgs) -> anyhow::Result<()> {
     local::preflight(&args.dir, cohort_worker::preflight::Scope::Run, &[], None)?;
+    // Before anything starts: a missing token file or a bad certificate
+    // stops here, naming the file.
+    let auth = cohort_auth::RequireToken::new(args.auth.token()?);
+    let tls = args.auth.server_tls()?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         // Verifying the frozen files and seeding the ledger read the whole
@@ -115,7 +180,14 @@ pub fn coordinator(args: CoordinatorArgs) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("cannot listen on {}", args.listen))?;
         let address = listener.local_addr()?;
-        tracing::info!(%address, cohort = %plan.cohort, "coordinator listening");
+        tracing::info!(
+            %address,
+            cohort = %plan.cohort,
+            token = auth.enabled(),
+            tls = tls.is_some(),
+            mutual_tls = tls.as_ref().is_some_and(cohort_auth::ServerTls::mutual),
+            "coordinator listening"
+        );
         // The line tests and scripts wait for: where to connect.
         super::emit(&format!("coordinator listening on {address}\n"));
         let config = CoordinatorConfig {
@@ -123,6 +195,8 @@ pub fn coordinator(args: CoordinatorArgs) -> anyhow::Result<()> {
             heartbeat_interval_ms: args.heartbeat_ms,
             reconcile_interval: Duration::from_millis(args.reconcile_ms.max(10)),
             journal: args.journal.into(),
+            auth,
+            tls,
             ..CoordinatorConfig::default()
         };
         let service = CoordinatorService::new(Arc::clone(&ledger), plan, Arc::new(SystemClock), config);
@@ -163,10 +237,14 @@ pub fn seed(args: SeedArgs) -> anyhow::Result<()> {
 
 pub fn worker(args: WorkerArgs) -> anyhow::Result<()> {
     local::preflight(&args.dir, cohort_worker::preflight::Scope::Run, &args.arms, args.scoring.judge.as_deref())?;
+    let token = args.auth.token()?;
+    let tls = args.auth.client_tls(&args.coordinator)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         let frozen = local::load(&args.dir)?;
         let config = WorkerConfig {
+            token,
+            tls,
             coordinator: args.coordinator.clone(),
             name: args.name.clone().unwrap_or_else(|| format!("worker-{}", std::process::id())),
             slots: args.slots.max(1),

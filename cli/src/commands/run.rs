@@ -203,6 +203,9 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
                 context
             },
             arms: arms.clone(),
+            // One process on loopback: nothing to authenticate.
+            token: None,
+            tls: None,
         };
         worker_tasks.push(tokio::spawn(cohort_worker::run(worker, stopped(workers_stop_rx.clone()))));
     }
