@@ -112,33 +112,20 @@ fn openssl(dir: &Path, args: &[&str]) {
     assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// `openssl req` making a new P-256 key (unencrypted), with `args`.
+fn new_key_request(dir: &Path, args: &[&str]) {
+    let mut all = vec!["req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
+    all.extend_from_slice(args);
+    openssl(dir, &all);
+}
+
 /// A CA named `name` in `dir`: `name.pem`, `name.key`.
 fn ca(dir: &Path, name: &str) {
     let (pem, key, subject) = (format!("{name}.pem"), format!("{name}.key"), format!("/CN={name}"));
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            &key,
-            "-out",
-            &pem,
-            "-days",
-            "2",
-            "-subj",
-            &subject,
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-        ],
-    );
+    let ca_ext = ["-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"];
+    let mut args = vec!["-x509", "-keyout", &key, "-out", &pem, "-days", "2", "-subj", &subject];
+    args.extend_from_slice(&ca_ext);
+    new_key_request(dir, &args);
 }
 
 /// A leaf `name` signed by CA `ca`, with `extensions` (an openssl
@@ -146,24 +133,10 @@ fn ca(dir: &Path, name: &str) {
 fn leaf(dir: &Path, ca: &str, name: &str, extensions: &str) {
     let ext = format!("{name}.ext");
     std::fs::write(dir.join(&ext), extensions).unwrap();
-    let (key, csr, pem) = (format!("{name}.key"), format!("{name}.csr"), format!("{name}.pem"));
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:P-256",
-            "-nodes",
-            "-keyout",
-            &key,
-            "-out",
-            &csr,
-            "-subj",
-            &format!("/CN={name}"),
-        ],
-    );
+    let (key, csr, pem, subject) =
+        (format!("{name}.key"), format!("{name}.csr"), format!("{name}.pem"), format!("/CN={name}"));
+    new_key_request(dir, &["-keyout", &key, "-out", &csr, "-subj", &subject]);
+    let (ca_pem, ca_key) = (format!("{ca}.pem"), format!("{ca}.key"));
     openssl(
         dir,
         &[
@@ -172,9 +145,9 @@ fn leaf(dir: &Path, ca: &str, name: &str, extensions: &str) {
             "-in",
             &csr,
             "-CA",
-            &format!("{ca}.pem"),
+            &ca_pem,
             "-CAkey",
-            &format!("{ca}.key"),
+            &ca_key,
             "-CAcreateserial",
             "-out",
             &pem,
