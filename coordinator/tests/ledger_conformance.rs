@@ -32,3 +32,21 @@ mod redis {
 
     conformance_tests!(make());
 }
+
+mod redis_cluster {
+    use cohort_coordinator::conformance_tests;
+    use cohort_coordinator::ledger::redis::RedisLedger;
+    use cohort_tests::RedisCluster;
+
+    /// A Redis ledger on a private 3-master Redis Cluster started for this
+    /// test (`redis+cluster://`): the same rules hold when the cohort's
+    /// keys live in one slot of a cluster and every script and pipeline is
+    /// routed to that slot's master.
+    async fn make() -> (RedisLedger, RedisCluster) {
+        let cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3, 0).unwrap()).await.unwrap();
+        let ledger = RedisLedger::connect(&cluster.url(), "conformance").await.unwrap();
+        (ledger, cluster)
+    }
+
+    conformance_tests!(make());
+}

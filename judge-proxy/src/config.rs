@@ -574,9 +574,10 @@ impl Validator<'_> {
             (None, None) => None,
         };
         if let Some(url) = &redis_url
-            && !(url.expose().starts_with("redis://") || url.expose().starts_with("rediss://"))
+            && let Err(e) = cohort_redis::RedisTarget::parse(url.expose())
         {
-            self.whole_file("redis_url", "must start with redis:// or rediss://");
+            // The message never repeats the URL (it may hold a password).
+            self.whole_file("redis_url", e.to_string());
         }
         let redis_key_prefix = match raw.redis_key_prefix {
             Some(p) => {

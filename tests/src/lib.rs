@@ -7,6 +7,9 @@
 //!   [`RedisServer::start_everysec`] cut its AOF back by the writes of the
 //!   last seconds ([`RedisServer::kill_cut_restart`]), as a machine that
 //!   crashed with `appendfsync everysec` may lose them.
+//! - [`RedisCluster`]: a private Redis Cluster (masters and replicas on
+//!   free loopback ports) whose master of a key's slot a test can kill, to
+//!   watch a replica take over.
 //! - [`cargo_bin`]: the path of one of the workspace's binaries, built on
 //!   first use, so tests run the real processes.
 //! - [`SimCohort`] and [`write_judge_file`]: the sim cohort the judging
@@ -20,8 +23,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub mod otlp;
+mod redis_cluster;
 mod sim_cohort;
 
+pub use redis_cluster::RedisCluster;
 pub use sim_cohort::{SimCohort, write_judge_file};
 
 /// How long a started server may take to answer PING.

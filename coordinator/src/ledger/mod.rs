@@ -404,6 +404,9 @@ pub enum LedgerError {
     /// A run id that is not `{question}:{arm}:{repeat}`.
     #[error(transparent)]
     BadRunId(#[from] RunIdError),
+    /// A Redis URL that names neither a server nor a cluster.
+    #[error(transparent)]
+    BadRedisUrl(#[from] cohort_redis::RedisUrlError),
 }
 
 /// What is wrong with an unfit (outcome, class) pair, in `check_final`'s

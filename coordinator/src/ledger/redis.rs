@@ -14,9 +14,9 @@
 
 use std::collections::BTreeMap;
 
-use ::redis::aio::ConnectionManager;
 use ::redis::{AsyncCommands, Script, Value};
 use async_trait::async_trait;
+use cohort_redis::{ConnectOptions, RedisConn, RedisTarget};
 
 use cohort_core::lifecycle;
 use cohort_core::order::RunId;
@@ -113,8 +113,10 @@ impl Scripts {
 /// A cohort's ledger in Redis.
 #[derive(Clone)]
 pub struct RedisLedger {
-    /// Reconnects by itself after Redis restarts; cheap to clone.
-    conn: ConnectionManager,
+    /// One server (reconnects by itself after it restarts) or a Redis
+    /// Cluster (follows the cohort's slot through failovers); cheap to
+    /// clone.
+    conn: RedisConn,
     /// `cohort:{NAME}:`.
     prefix: String,
     scripts: std::sync::Arc<Scripts>,
@@ -216,21 +218,33 @@ fn redis_err(e: ::redis::RedisError) -> LedgerError {
 }
 
 impl RedisLedger {
-    /// Connects to `url` for cohort `cohort` (its name is the hash tag).
+    /// Connects to `url` for cohort `cohort` (its name is the hash tag):
+    /// `redis://` or `rediss://` for one server, `redis+cluster://HOST:PORT,...`
+    /// for a Redis Cluster ([`cohort_redis::RedisTarget::parse`]).
     pub async fn connect(url: &str, cohort: &str) -> Result<RedisLedger, LedgerError> {
-        let client = ::redis::Client::open(url).map_err(redis_err)?;
+        let target = RedisTarget::parse(url)?;
         // A reply may take longer than the client's default 500 ms without
         // anything being wrong: `appendfsync everysec` holds writes while an
         // fsync is late (up to 2 s), and a seeding pipeline queues behind
         // others. RESPONSE_TIMEOUT covers both; a dead server is still seen
-        // at once (a refused or reset connection).
-        let config = ::redis::aio::ConnectionManagerConfig::new()
-            .set_number_of_retries(6)
-            .set_max_delay(std::time::Duration::from_secs(2))
-            .set_response_timeout(Some(RESPONSE_TIMEOUT));
-        let mut conn = ConnectionManager::new_with_config(client, config).await.map_err(redis_err)?;
-        let horizon = aof_horizon(&mut conn).await;
+        // at once (a refused or reset connection). On a cluster the retries
+        // also carry a call across a failover (the node is down until a
+        // replica is promoted, about the cluster's node timeout).
+        let opts = ConnectOptions {
+            response_timeout: RESPONSE_TIMEOUT,
+            connection_timeout: RESPONSE_TIMEOUT,
+            retries: 6,
+            max_retry_wait: std::time::Duration::from_secs(2),
+        };
+        let mut conn = RedisConn::connect(&target, opts).await.map_err(redis_err)?;
         let prefix = format!("cohort:{{{cohort}}}:");
+        // On a cluster a replica can take over the cohort's slot, and
+        // replication is asynchronous: an acknowledgement the master synced
+        // to its own disk may still be missing on the replica that replaces
+        // it. So nothing is ever known durable there, and workers journal
+        // every report until the cohort ends (ARCHITECTURE.md, "Redis
+        // Cluster").
+        let horizon = if target.is_cluster() { None } else { aof_horizon(&mut conn, &format!("{prefix}meta")).await };
         // A meta key that cannot be read here fails the first real call,
         // with its own error.
         let epoch: Option<u64> = conn.hget(format!("{prefix}meta"), "epoch").await.ok().flatten();
@@ -314,7 +328,7 @@ impl RedisLedger {
     }
 
     /// A connection handle for one round trip (counted).
-    fn rt(&self) -> ConnectionManager {
+    fn rt(&self) -> RedisConn {
         self.round_trips.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.conn.clone()
     }
@@ -343,14 +357,13 @@ impl RedisLedger {
 }
 
 /// How long after an acknowledgement the server's fsync policy has put it
-/// on disk, from `CONFIG GET append*`: see [`RedisLedger`]'s `horizon`.
-async fn aof_horizon(conn: &mut ConnectionManager) -> Option<std::time::Duration> {
-    let config: BTreeMap<String, String> = match ::redis::cmd("CONFIG")
-        .arg("GET")
-        .arg("append*")
-        .query_async(conn)
-        .await
-    {
+/// on disk, from `CONFIG GET append*` on the server that holds `meta` (on
+/// a cluster, the master of the cohort's slot; its replicas are expected to
+/// be configured alike): see [`RedisLedger`]'s `horizon`.
+async fn aof_horizon(conn: &mut RedisConn, meta: &str) -> Option<std::time::Duration> {
+    let mut cmd = ::redis::cmd("CONFIG");
+    cmd.arg("GET").arg("append*");
+    let config: BTreeMap<String, String> = match conn.query_at_key(cmd, meta).await {
         Ok(c) => c,
         Err(e) => {
             tracing::warn!(error = %e, "cannot read the redis server's AOF settings: acknowledgements are never taken as durable");
@@ -365,9 +378,12 @@ async fn aof_horizon(conn: &mut ConnectionManager) -> Option<std::time::Duration
 }
 
 /// The live server's run id (`INFO server`), which the scripts' guard
-/// compares with the one the ledger was confirmed under.
-async fn live_run(conn: &mut ConnectionManager) -> Result<String, LedgerError> {
-    let info: String = ::redis::cmd("INFO").arg("server").query_async(conn).await.map_err(redis_err)?;
+/// compares with the one the ledger was confirmed under: on a cluster, the
+/// master that holds `meta` (the cohort's slot), where the scripts run.
+async fn live_run(conn: &mut RedisConn, meta: &str) -> Result<String, LedgerError> {
+    let mut cmd = ::redis::cmd("INFO");
+    cmd.arg("server");
+    let info: String = conn.query_at_key(cmd, meta).await.map_err(redis_err)?;
     info.lines()
         .find_map(|l| l.strip_prefix("run_id:"))
         .map(|r| r.trim().to_owned())
@@ -729,7 +745,7 @@ impl Ledger for RedisLedger {
         for (arm, n) in planned_per_arm {
             p.hset(self.key("counts"), format!("a|{arm}|planned"), n).ignore();
         }
-        let live = live_run(&mut self.rt()).await?;
+        let live = live_run(&mut self.rt(), &meta).await?;
         p.hset(&meta, "seeded", "1").ignore().hset(&meta, "redis_run", live).ignore();
         p.hset_nx(&meta, "epoch", 1)
             .ignore()

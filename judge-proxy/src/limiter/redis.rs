@@ -2,13 +2,15 @@
 //! this file (`book.lua`, `adjust.lua`, `adapt.lua`). Key layout
 //! (docs/judge-proxy.md, "Redis"): every key of an upstream carries the
 //! hash tag `{PREFIX:jp:UPSTREAM}`, so one script's keys are in one slot on
-//! Redis Cluster.
+//! Redis Cluster, and every script names all its keys in KEYS, so the
+//! cluster client sends it to that slot's master. A cluster is named
+//! `redis+cluster://HOST:PORT,...` (`cohort_redis::RedisTarget`).
 
 use std::fmt;
 use std::time::Duration;
 
+use cohort_redis::{ConnectOptions, RedisConn, RedisTarget};
 use redis::Script;
-use redis::aio::ConnectionManager;
 
 use super::gcra::{self, BookResult, Booking, Charges};
 use crate::error::ProxyError;
@@ -18,10 +20,11 @@ use crate::secret::{Redactor, Secret};
 const REDIS_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The limiter's timelines in a Redis shared by every replica. Cheap to
-/// clone (one multiplexed, reconnecting connection behind a handle).
+/// clone (one multiplexed, reconnecting connection, per node on a cluster,
+/// behind a handle).
 #[derive(Clone)]
 pub struct RedisLimiter {
-    conn: ConnectionManager,
+    conn: RedisConn,
     prefix: String,
     book: Script,
     adjust: Script,
@@ -40,12 +43,14 @@ impl RedisLimiter {
     pub async fn connect(url: &Secret, prefix: &str) -> Result<RedisLimiter, ProxyError> {
         let redactor = Redactor::new([url.clone()]);
         let fail = |e: redis::RedisError| ProxyError::Limiter(redactor.scrub(&e.to_string()));
-        let client = redis::Client::open(url.expose()).map_err(fail)?;
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(REDIS_TIMEOUT))
-            .set_response_timeout(Some(REDIS_TIMEOUT))
-            .set_number_of_retries(2);
-        let conn = client.get_connection_manager_with_config(config).await.map_err(fail)?;
+        let target = RedisTarget::parse(url.expose()).map_err(|e| ProxyError::Limiter(e.to_string()))?;
+        let opts = ConnectOptions {
+            response_timeout: REDIS_TIMEOUT,
+            connection_timeout: REDIS_TIMEOUT,
+            retries: 2,
+            max_retry_wait: REDIS_TIMEOUT,
+        };
+        let conn = RedisConn::connect(&target, opts).await.map_err(fail)?;
         Ok(RedisLimiter {
             conn,
             prefix: prefix.to_owned(),
