@@ -255,7 +255,7 @@ impl HttpFace {
     }
 
     /// The counters in the Prometheus text format.
-    fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let s = &self.stats;
         let mut out = String::new();
         let mut metric = |name: &str, kind: &str, v: &AtomicU64| {
@@ -392,16 +392,15 @@ async fn scrub_response(proxy: &Proxy, response: Response) -> Response {
 }
 
 async fn ready(State(proxy): State<Arc<Proxy>>) -> Response {
-    if proxy.upstreams().limiter().is_ready().await {
-        (StatusCode::OK, "ready").into_response()
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "the shared rate-limit store does not answer").into_response()
+    use cohort_telemetry::ops::OpsRole as _;
+    match proxy.readiness().await {
+        Ok(()) => (StatusCode::OK, "ready").into_response(),
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why).into_response(),
     }
 }
 
 async fn metrics(State(proxy): State<Arc<Proxy>>) -> Response {
-    let mut text = proxy.metrics_text();
-    text.push_str(&proxy.http_face().render());
+    let text = cohort_telemetry::ops::OpsRole::metrics(&*proxy).await;
     ([("content-type", "text/plain; version=0.0.4")], text).into_response()
 }
 

@@ -223,7 +223,39 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ProxyError> {
     let proxy = Arc::new(Proxy::new(config).await?);
-    serve(proxy, listeners, shutdown).await
+    // OTLP metrics when OTEL_METRICS_EXPORTER=otlp: the same figures as
+    // `GET /metrics`, pushed.
+    let pushed = cohort_telemetry::MetricsExport::start("cohort-judge-proxy", Arc::clone(&proxy) as _)
+        .await
+        .map_err(|e| ProxyError::Io(e.to_string()))?;
+    let served = serve(proxy, listeners, shutdown).await;
+    if let Some(pushed) = pushed {
+        let _ = tokio::task::spawn_blocking(move || pushed.shutdown()).await;
+    }
+    served
+}
+
+/// The proxy as its operations endpoints see it: the metrics of `GET
+/// /metrics` and the readiness of `GET /readyz`, for the OTLP metrics
+/// export.
+impl cohort_telemetry::ops::OpsRole for Proxy {
+    fn metrics(&self) -> cohort_telemetry::ops::BoxFuture<'_, String> {
+        Box::pin(async move {
+            let mut text = self.metrics_text();
+            text.push_str(&self.http_face().render());
+            text
+        })
+    }
+
+    fn readiness(&self) -> cohort_telemetry::ops::BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            if self.upstreams().limiter().is_ready().await {
+                Ok(())
+            } else {
+                Err("the shared rate-limit store does not answer".to_owned())
+            }
+        })
+    }
 }
 
 /// Serves an already built proxy (tests keep a handle to read its metrics).

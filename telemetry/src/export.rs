@@ -29,13 +29,13 @@ use crate::TelemetryError;
 
 /// The OTLP protocols this build carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Protocol {
+pub(crate) enum Protocol {
     Grpc,
     HttpProtobuf,
 }
 
 impl Protocol {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Protocol::Grpc => "grpc",
             Protocol::HttpProtobuf => "http/protobuf",
@@ -43,7 +43,7 @@ impl Protocol {
     }
 }
 
-fn env(name: &str) -> Option<String> {
+pub(crate) fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
 }
 
@@ -59,8 +59,10 @@ fn wanted() -> bool {
     }
 }
 
-fn protocol() -> Result<Protocol, TelemetryError> {
-    for var in ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"] {
+/// The protocol of one signal: its own variable (`signal_var`), else
+/// `OTEL_EXPORTER_OTLP_PROTOCOL`, else `http/protobuf`.
+pub(crate) fn protocol_for(signal_var: &'static str) -> Result<Protocol, TelemetryError> {
+    for var in [signal_var, "OTEL_EXPORTER_OTLP_PROTOCOL"] {
         if let Some(value) = env(var) {
             return match value.as_str() {
                 "grpc" => Ok(Protocol::Grpc),
@@ -80,6 +82,18 @@ fn service_named_by_env() -> bool {
             .is_some_and(|a| a.split(',').any(|kv| kv.trim().starts_with("service.name=")))
 }
 
+/// The resource every signal of this process carries: `service.name`
+/// (`service_name` unless the operator named it), `service.version`, and
+/// what `OTEL_RESOURCE_ATTRIBUTES` adds.
+pub(crate) fn resource(service_name: &str) -> opentelemetry_sdk::Resource {
+    let mut resource = opentelemetry_sdk::Resource::builder()
+        .with_attribute(opentelemetry::KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
+    if !service_named_by_env() {
+        resource = resource.with_service_name(service_name.to_owned());
+    }
+    resource.build()
+}
+
 /// The running export: the SDK's provider and the runtime its exporter
 /// runs on.
 #[derive(Debug)]
@@ -94,7 +108,7 @@ impl TraceExport {
         if !wanted() {
             return Ok(None);
         }
-        let protocol = protocol()?;
+        let protocol = protocol_for("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("otlp-export")
@@ -113,15 +127,10 @@ impl TraceExport {
             };
             built.map_err(|e| TelemetryError::Exporter { protocol: protocol.name(), message: e.to_string() })?
         };
-        let mut resource = opentelemetry_sdk::Resource::builder()
-            .with_attribute(opentelemetry::KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
-        if !service_named_by_env() {
-            resource = resource.with_service_name(service_name.to_owned());
-        }
         let provider = SdkTracerProvider::builder()
             .with_batch_exporter(OnRuntime { inner: Arc::new(exporter), handle: runtime.handle().clone() })
             .with_id_generator(RunTraceIds::default())
-            .with_resource(resource.build())
+            .with_resource(resource(service_name))
             .build();
         opentelemetry::global::set_text_map_propagator(opentelemetry_sdk::propagation::TraceContextPropagator::new());
         opentelemetry::global::set_tracer_provider(provider.clone());

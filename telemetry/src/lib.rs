@@ -19,6 +19,7 @@ mod export;
 pub mod genai;
 pub mod metrics;
 pub mod ops;
+mod otlp_metrics;
 pub mod propagation;
 
 use std::sync::OnceLock;
@@ -28,6 +29,7 @@ use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
 pub use export::TraceExport;
+pub use otlp_metrics::MetricsExport;
 
 /// Why telemetry could not be set up: an `OTEL_*` setting this tool cannot
 /// honour. Named with the variable, so the operator knows what to change.

@@ -1,4 +1,4 @@
-//! An OTLP trace receiver for tests and benchmarks, built from the
+//! An OTLP trace and metrics receiver for tests and benchmarks, built from the
 //! protocol's own definitions (`opentelemetry-proto`: its tonic
 //! `TraceService` server for OTLP/gRPC, its prost messages for
 //! OTLP/HTTP with protobuf bodies), so what cohort exports is read by the
@@ -9,6 +9,10 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::{
+    MetricsService, MetricsServiceServer,
+};
+use opentelemetry_proto::tonic::collector::metrics::v1::{ExportMetricsServiceRequest, ExportMetricsServiceResponse};
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{TraceService, TraceServiceServer};
 use opentelemetry_proto::tonic::collector::trace::v1::{ExportTraceServiceRequest, ExportTraceServiceResponse};
 use opentelemetry_proto::tonic::common::v1::KeyValue;
@@ -30,6 +34,55 @@ pub struct Got {
 }
 
 type Spans = Arc<Mutex<Vec<Got>>>;
+
+/// One exported metric data point (a sum's or a gauge's), with the service
+/// that sent it.
+#[derive(Debug, Clone)]
+pub struct Point {
+    pub service: String,
+    pub metric: String,
+    /// `sum` (monotonic or not) or `gauge`.
+    pub kind: &'static str,
+    pub attributes: HashMap<String, String>,
+    pub value: f64,
+}
+
+type Points = Arc<Mutex<Vec<Point>>>;
+
+/// Keeps every sum and gauge point of a metrics export request.
+fn collect_points(into: &Points, request: ExportMetricsServiceRequest) {
+    use opentelemetry_proto::tonic::metrics::v1::metric::Data;
+    use opentelemetry_proto::tonic::metrics::v1::number_data_point::Value;
+    let Ok(mut points) = into.lock() else { return };
+    for rm in request.resource_metrics {
+        let resource = rm.resource.map(|r| attributes(&r.attributes)).unwrap_or_default();
+        let service = resource.get("service.name").cloned().unwrap_or_default();
+        for sm in rm.scope_metrics {
+            for m in sm.metrics {
+                let (kind, data_points) = match m.data {
+                    Some(Data::Sum(sum)) => ("sum", sum.data_points),
+                    Some(Data::Gauge(gauge)) => ("gauge", gauge.data_points),
+                    _ => continue,
+                };
+                for p in data_points {
+                    let value = match p.value {
+                        Some(Value::AsDouble(v)) => v,
+                        #[allow(clippy::cast_precision_loss)]
+                        Some(Value::AsInt(v)) => v as f64,
+                        None => continue,
+                    };
+                    points.push(Point {
+                        service: service.clone(),
+                        metric: m.name.clone(),
+                        kind,
+                        attributes: attributes(&p.attributes),
+                        value,
+                    });
+                }
+            }
+        }
+    }
+}
 
 fn text(v: Option<&opentelemetry_proto::tonic::common::v1::AnyValue>) -> String {
     match v.and_then(|v| v.value.as_ref()) {
@@ -73,6 +126,20 @@ fn collect(into: &Spans, request: ExportTraceServiceRequest) {
     }
 }
 
+/// The gRPC face of the metrics receiver.
+struct MetricsCollector(Points);
+
+#[tonic::async_trait]
+impl MetricsService for MetricsCollector {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportMetricsServiceRequest>,
+    ) -> Result<tonic::Response<ExportMetricsServiceResponse>, tonic::Status> {
+        collect_points(&self.0, request.into_inner());
+        Ok(tonic::Response::new(ExportMetricsServiceResponse { partial_success: None }))
+    }
+}
+
 /// The gRPC face of the receiver.
 struct Collector(Spans);
 
@@ -95,13 +162,19 @@ pub struct Receiver {
     pub grpc_url: String,
     pub http_url: String,
     spans: Spans,
+    points: Points,
 }
 
 impl Receiver {
     pub async fn start() -> Receiver {
-        let spans: Spans = Arc::default();
-        let (grpc_url, http_url) = serve(Arc::clone(&spans)).await;
-        Receiver { grpc_url, http_url, spans }
+        let (spans, points): (Spans, Points) = (Arc::default(), Arc::default());
+        let (grpc_url, http_url) = serve(Arc::clone(&spans), Arc::clone(&points)).await;
+        Receiver { grpc_url, http_url, spans, points }
+    }
+
+    /// Every metric data point received so far, in arrival order.
+    pub fn points(&self) -> Vec<Point> {
+        self.points.lock().map(|p| p.clone()).unwrap_or_default()
     }
 
     /// Every span received so far.
@@ -115,13 +188,15 @@ impl Receiver {
     }
 }
 
-async fn serve(spans: Spans) -> (String, String) {
+async fn serve(spans: Spans, points: Points) -> (String, String) {
     let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port for OTLP/gRPC");
     let grpc_url = format!("http://{}", grpc.local_addr().expect("its address"));
     let service = TraceServiceServer::new(Collector(Arc::clone(&spans)));
+    let metrics = MetricsServiceServer::new(MetricsCollector(Arc::clone(&points)));
     tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(service)
+            .add_service(metrics)
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(grpc)),
     );
     let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a loopback port for OTLP/HTTP");
@@ -137,6 +212,24 @@ async fn serve(spans: Spans) -> (String, String) {
                         (
                             axum::http::StatusCode::OK,
                             ExportTraceServiceResponse { partial_success: None }.encode_to_vec(),
+                        )
+                    }
+                    Err(_) => (axum::http::StatusCode::BAD_REQUEST, Vec::new()),
+                }
+            }
+        }),
+    );
+    let app = app.route(
+        "/v1/metrics",
+        axum::routing::post(move |body: axum::body::Bytes| {
+            let points = Arc::clone(&points);
+            async move {
+                match ExportMetricsServiceRequest::decode(body) {
+                    Ok(request) => {
+                        collect_points(&points, request);
+                        (
+                            axum::http::StatusCode::OK,
+                            ExportMetricsServiceResponse { partial_success: None }.encode_to_vec(),
                         )
                     }
                     Err(_) => (axum::http::StatusCode::BAD_REQUEST, Vec::new()),

@@ -118,7 +118,10 @@ fn a_partitioned_worker_host_loses_its_leases_and_nothing_is_lost_or_duplicated(
             None if percent >= PARTITION_AT_PERCENT => {
                 net.set_link(0, false);
                 cut = Some(Instant::now());
-                println!("netns: host 0 cut off at {percent} % for {partition:?} (leases live {:?})", cluster.lease_ttl());
+                println!(
+                    "netns: host 0 cut off at {percent} % for {partition:?} (leases live {:?})",
+                    cluster.lease_ttl()
+                );
             }
             Some(at) if !healed && at.elapsed() >= partition => {
                 net.set_link(0, true);

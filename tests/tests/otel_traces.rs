@@ -12,7 +12,9 @@
 //! proxy's judge span and its upstream GenAI span, and the coordinator's
 //! record of the result, each with its parent in the right process; the
 //! upstream span names the served snapshot in `gen_ai.response.model`;
-//! and no key, prompt or output is in any attribute.
+//! no key, prompt or output is in any attribute. With
+//! `OTEL_METRICS_EXPORTER=otlp` the same processes push their metrics to
+//! the receiver, with the figures their `/metrics` has.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure panics
 
@@ -36,6 +38,9 @@ fn otel_env<'a>(endpoint: &'a str, protocol: &'a str) -> Vec<(&'a str, &'a str)>
         ("OTEL_EXPORTER_OTLP_PROTOCOL", protocol),
         // Exported every 100 ms rather than every 5 s, so the test is quick.
         ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        // Metrics pushed over OTLP too, every 200 ms (and at the end).
+        ("OTEL_METRICS_EXPORTER", "otlp"),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "200"),
     ]
 }
 
@@ -196,8 +201,39 @@ fn a_runs_spans_form_one_trace_across_coordinator_worker_and_judge_proxy() {
     for s in spans.iter().filter(|s| ["run", "attempt"].contains(&s.name.as_str())) {
         assert!(run_traces.contains(&&s.trace), "{:?} from {} is outside every run's trace", s.name, s.service);
     }
+
+    // Metrics over OTLP: each role's last figures, as its /metrics has them.
+    let points = receiver.points();
+    let last = |service: &str, metric: &str, attr: (&str, &str)| -> Option<f64> {
+        points
+            .iter()
+            .rev()
+            .find(|p| {
+                p.service == service
+                    && p.metric == metric
+                    && p.attributes.get(attr.0).map(String::as_str) == Some(attr.1)
+            })
+            .map(|p| p.value)
+    };
+    let last_plain = |service: &str, metric: &str| -> Option<f64> {
+        points.iter().rev().find(|p| p.service == service && p.metric == metric).map(|p| p.value)
+    };
+    assert_eq!(last_plain("cohort-coordinator", "cohort_coordinator_leases_granted_total"), Some(3.0));
+    assert_eq!(last("cohort-coordinator", "cohort_coordinator_runs_final", ("outcome", "completed")), Some(3.0));
+    assert_eq!(last("cohort-worker", "cohort_worker_attempts_total", ("class", "ok")), Some(3.0));
+    assert!(
+        last("cohort-judge-proxy", "cohort_judge_proxy_served_total", ("served_model", SERVED))
+            .is_some_and(|v| v >= 1.0),
+        "the proxy's calls by served model: {:?}",
+        points
+            .iter()
+            .filter(|p| p.service == "cohort-judge-proxy")
+            .map(|p| &p.metric)
+            .collect::<std::collections::BTreeSet<_>>()
+    );
     println!(
-        "otel traces: {} spans from 3 processes, 3 runs, {judged_runs} judge batches traced to the served model {SERVED}",
-        spans.len()
+        "otel traces: {} spans from 3 processes, 3 runs, {judged_runs} judge batches traced to the served model {SERVED}; {} metric points over OTLP",
+        spans.len(),
+        points.len()
     );
 }

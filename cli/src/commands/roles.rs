@@ -200,9 +200,12 @@ pub fn coordinator(args: CoordinatorArgs) -> anyhow::Result<()> {
             ..CoordinatorConfig::default()
         };
         let service = CoordinatorService::new(Arc::clone(&ledger), plan, Arc::new(SystemClock), config);
-        let ops = OpsServer::start(args.ops_listen.as_deref(), service.ops()).await?;
+        let role = service.ops();
+        let pushed = cohort_telemetry::MetricsExport::start("cohort-coordinator", Arc::clone(&role)).await?;
+        let ops = OpsServer::start(args.ops_listen.as_deref(), role).await?;
         let served = service::run(service, listener, local::shutdown_signal()).await;
         OpsServer::stop(ops).await;
+        stop_metrics_export(pushed).await;
         served?;
         if let Some(n) = ledger.round_trips() {
             super::emit(&format!("coordinator stopped: {n} ledger round trips\n"));
@@ -252,9 +255,12 @@ pub fn worker(args: WorkerArgs) -> anyhow::Result<()> {
             context: local::run_context(&frozen, &args.store, &args.scoring)?,
             arms: local::arm_runtimes(&frozen, &args.arms)?,
         };
-        let ops = OpsServer::start(args.ops_listen.as_deref(), Arc::clone(&config.context.metrics) as _).await?;
+        let role: Arc<dyn cohort_telemetry::ops::OpsRole> = Arc::clone(&config.context.metrics) as _;
+        let pushed = cohort_telemetry::MetricsExport::start("cohort-worker", Arc::clone(&role)).await?;
+        let ops = OpsServer::start(args.ops_listen.as_deref(), role).await?;
         let ran = cohort_worker::run(config, local::shutdown_signal()).await;
         OpsServer::stop(ops).await;
+        stop_metrics_export(pushed).await;
         let summary = ran?;
         super::emit(&format!(
             "worker done: leased {}, reported {}, stale {}, released {}\n",
@@ -313,5 +319,13 @@ impl OpsServer {
                 tracing::warn!("the operations server did not stop in time; its connections were dropped");
             }
         }
+    }
+}
+
+/// Sends a role's last metrics over OTLP (when they are exported) and
+/// stops the export, off the runtime's threads (it blocks).
+async fn stop_metrics_export(pushed: Option<cohort_telemetry::MetricsExport>) {
+    if let Some(pushed) = pushed {
+        let _ = tokio::task::spawn_blocking(move || pushed.shutdown()).await;
     }
 }
