@@ -36,7 +36,11 @@ impl Node {
             // A replica takes over however long it was cut off: the test
             // kills a master once and wants the failover, not a judgement
             // of the replica's freshness.
-            .args(["--cluster-replica-validity-factor", "0"]);
+            .args(["--cluster-replica-validity-factor", "0"])
+            // A replica's first full sync starts at once, not after the
+            // default 5 s wait for more replicas: the cluster is ready (and
+            // a replica holds its master's data) as soon as it can be.
+            .args(["--repl-diskless-sync-delay", "0"]);
         let stderr = fs::OpenOptions::new().create(true).append(true).open(self.dir.path().join("redis.stderr"))?;
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
         let mut child = cmd.spawn()?;
@@ -123,7 +127,15 @@ impl RedisCluster {
                 .first()
                 .and_then(|&p| cli(p, &["CLUSTER", "NODES"]).ok())
                 .map_or(0, |nodes| nodes.lines().filter(|l| l.contains("slave")).count());
-            if ok && replicas_seen == masters * replicas {
+            // Every replica has finished its first sync: from here on it
+            // holds what its master held, less what is still in flight.
+            let synced = cluster.live_ports().iter().all(|&p| {
+                cli(p, &["INFO", "replication"]).is_ok_and(|i| {
+                    i.contains("role:master")
+                        || i.contains("master_link_status:up") && i.contains("master_sync_in_progress:0")
+                })
+            });
+            if ok && synced && replicas_seen == masters * replicas {
                 return Ok(cluster);
             }
             if Instant::now() > deadline {

@@ -278,9 +278,16 @@ impl RedisLedger {
         inv: &::redis::ScriptInvocation<'_>,
         now_ms: i64,
     ) -> Result<T, LedgerError> {
+        let sent = std::time::Instant::now();
         match inv.invoke_async::<T>(&mut self.rt()).await {
             Err(e) if e.code() == Some("RESTARTED") => {
-                self.recover(now_ms).await?;
+                // The grace starts when the restart is seen, not when the
+                // call was made: on a cluster the client retries a call
+                // through a failover for seconds, and a grace counted from
+                // before would be over already, so live holders' leases
+                // would expire before they could take them back.
+                let waited = i64::try_from(sent.elapsed().as_millis()).unwrap_or(i64::MAX);
+                self.recover(now_ms.saturating_add(waited)).await?;
                 inv.invoke_async::<T>(&mut self.rt()).await.map_err(redis_err)
             }
             r => r.map_err(redis_err),
