@@ -153,9 +153,22 @@ async fn a_caller_that_leaves_gives_its_slot_back() {
 #[tokio::test]
 async fn replicas_share_bookings_and_give_backs_through_redis() {
     let redis = cohort_tests::RedisServer::start().unwrap();
+    replicas_share_bookings_and_give_backs(redis.url()).await;
+}
+
+/// The same on a 3-master Redis Cluster (`redis+cluster://`): an
+/// upstream's keys are in one slot, so the scripts run there and the
+/// replicas share one quota as on a single server.
+#[tokio::test]
+async fn replicas_share_bookings_and_give_backs_through_a_redis_cluster() {
+    let cluster = tokio::task::spawn_blocking(|| cohort_tests::RedisCluster::start(3, 0).unwrap()).await.unwrap();
+    replicas_share_bookings_and_give_backs(cluster.url()).await;
+}
+
+async fn replicas_share_bookings_and_give_backs(url: String) {
     let config = limits_config(60, 1_000_000);
     let replica = || async {
-        let store = RedisLimiter::connect(&Secret::new(redis.url()), "share").await.unwrap();
+        let store = RedisLimiter::connect(&Secret::new(url.clone()), "share").await.unwrap();
         Limiter::new(&config, Store::Redis(store), Arc::new(Metrics::default()))
     };
     let (one, two) = (replica().await, replica().await);
@@ -183,7 +196,21 @@ async fn replicas_share_bookings_and_give_backs_through_redis() {
 #[tokio::test]
 async fn local_and_redis_decide_alike() {
     let redis = cohort_tests::RedisServer::start().unwrap();
-    let r = RedisLimiter::connect(&Secret::new(redis.url()), "conformance").await.unwrap();
+    local_and_redis_decide_alike_at(redis.url()).await;
+}
+
+/// The same 600 steps decide alike on a 3-master Redis Cluster
+/// (`redis+cluster://`): every script names its keys, all in the
+/// upstream's slot, so the team shares, borrowing, cuts and pauses hold
+/// there as on one server.
+#[tokio::test]
+async fn local_and_redis_cluster_decide_alike() {
+    let cluster = tokio::task::spawn_blocking(|| cohort_tests::RedisCluster::start(3, 0).unwrap()).await.unwrap();
+    local_and_redis_decide_alike_at(cluster.url()).await;
+}
+
+async fn local_and_redis_decide_alike_at(url: String) {
+    let r = RedisLimiter::connect(&Secret::new(url), "conformance").await.unwrap();
     let local = LocalLimiter::new();
     let teams: Vec<String> = ["a", "b", "c"].iter().map(|t| (*t).to_owned()).collect();
     let spec = UpstreamSpec { rpm: 600, tpm: 60_000, burst: 4, weights: vec![1, 2, 5] };
