@@ -25,6 +25,13 @@
 //! the answers say is durable, as the real worker does). The ledger's
 //! restart guard runs in both.
 //!
+//! A fourth run per size puts the ledger on a Redis Cluster (3 masters, a
+//! replica each, `redis+cluster://`, `cohort_tests::RedisCluster`), beside
+//! the single server: the coordinator's `--journal auto` turns journals on
+//! there (a promoted replica may lack acknowledged writes, so nothing is
+//! ever known durable) and the load generators journal as on a durable
+//! single server.
+//!
 //! A third run per size, durability off, exports the coordinator's spans
 //! (a lease span and a result span per run, the cohort span) over
 //! OTLP/gRPC to a receiver in this process (`cohort_tests::otlp`), to show
@@ -43,7 +50,7 @@ use std::time::{Duration, Instant};
 
 use cohort_proto::v1 as pb;
 use cohort_proto::v1::coordinator_client::CoordinatorClient;
-use cohort_tests::RedisServer;
+use cohort_tests::{RedisCluster, RedisServer};
 use cohort_worker::journal::{Ack, Entry, Journal};
 
 const COHORT: &str = env!("CARGO_BIN_EXE_cohort");
@@ -64,19 +71,53 @@ fn main() {
     // third configuration, durability off, to show what tracing costs.
     let receiver = runtime.block_on(cohort_tests::otlp::Receiver::start());
     for runs in sizes {
-        for (durable, traced) in [(false, false), (true, false), (false, true)] {
-            runtime.block_on(bench(runs, durable, traced.then_some(&receiver)));
+        for (store, traced) in
+            [(Store::Single, false), (Store::SingleEverysec, false), (Store::Single, true), (Store::Cluster, false)]
+        {
+            runtime.block_on(bench(runs, store, traced.then_some(&receiver)));
         }
     }
 }
 
-async fn bench(runs: usize, durable: bool, traced: Option<&cohort_tests::otlp::Receiver>) {
+/// Where the ledger lives in one configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Store {
+    /// One redis-server without an AOF; durability off, no journals.
+    Single,
+    /// One redis-server with `appendfsync everysec`; journals on.
+    SingleEverysec,
+    /// A 3-master Redis Cluster with a replica each; journals on (every
+    /// report stays journalled until the cohort ends).
+    Cluster,
+}
+
+/// The running ledger store of one configuration, stopped on drop.
+enum Running {
+    Server(RedisServer),
+    Cluster(RedisCluster),
+}
+
+impl Running {
+    fn url(&self) -> String {
+        match self {
+            Running::Server(s) => s.url(),
+            Running::Cluster(c) => c.url(),
+        }
+    }
+}
+
+async fn bench(runs: usize, store: Store, traced: Option<&cohort_tests::otlp::Receiver>) {
+    let durable = store != Store::Single;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("cohort");
     write_cohort(&dir, runs / ARMS);
     let frozen = Command::new(COHORT).arg("freeze").arg(&dir).arg("--show").arg("0").output().unwrap();
     assert!(frozen.status.success(), "{}", String::from_utf8_lossy(&frozen.stderr));
-    let redis = if durable { RedisServer::start_everysec() } else { RedisServer::start() }.unwrap();
+    let redis = match store {
+        Store::Single => Running::Server(RedisServer::start().unwrap()),
+        Store::SingleEverysec => Running::Server(RedisServer::start_everysec().unwrap()),
+        Store::Cluster => Running::Cluster(RedisCluster::start(3, 1).unwrap()),
+    };
     let journals = tmp.path().join("journals");
 
     // Seeding, timed on its own: `cohort seed` as the coordinator runs it
@@ -163,10 +204,11 @@ async fn bench(runs: usize, durable: bool, traced: Option<&cohort_tests::otlp::R
         out,
         "cohort of {runs} runs ({} questions x {ARMS} arms), durability {}:",
         runs / ARMS,
-        if durable {
-            "ON (redis appendfsync everysec, workers journal every report batch with fsync)"
-        } else {
-            "OFF (redis without AOF, no journal)"
+        match store {
+            Store::SingleEverysec => "ON (redis appendfsync everysec, workers journal every report batch with fsync)",
+            Store::Single => "OFF (redis without AOF, no journal)",
+            Store::Cluster =>
+                "ON, REDIS CLUSTER (3 masters + 3 replicas, no AOF; workers journal every report batch with fsync)",
         }
     );
     let _ = writeln!(
