@@ -26,7 +26,9 @@ use cohort_worker::{ArmRuntime, RunContext, adapters};
 /// Where a cohort's state lives.
 #[derive(Debug, Clone, clap::Args)]
 pub struct StoreArgs {
-    /// Use the Redis ledger at this URL instead of the embedded store.
+    /// Use the Redis ledger at this URL instead of the embedded store:
+    /// redis://HOST:PORT/ for one server, redis+cluster://HOST:PORT,HOST:PORT
+    /// for a Redis Cluster.
     #[arg(long, env = "COHORT_REDIS_URL")]
     pub redis: Option<String>,
     /// The embedded ledger file (default: DIR/.cohort/ledger.sqlite).
