@@ -288,3 +288,21 @@ fn the_example_config_is_valid() {
     assert_eq!((c.upstreams.len(), c.teams.len(), c.judges.len()), (2, 2, 2));
     assert!(c.strict && c.prices.is_some());
 }
+
+/// `redis_url` takes a Redis Cluster (`redis+cluster://HOST:PORT,...`)
+/// through the same parser as the ledger, and a URL that names neither a
+/// server nor a cluster is refused with a message that does not repeat it
+/// (it may hold a password).
+#[test]
+fn redis_url_names_a_server_or_a_cluster() {
+    let text =
+        |url: &str| config_text("http://127.0.0.1:9/v1", "openai", "m", "m", &format!("redis_url = \"{url}\""), "");
+    let c = parse(&text("redis+cluster://127.0.0.1:7000,127.0.0.1:7001"));
+    assert!(c.redis_url.is_some());
+    let bad = text("redis+cluster://user:hunter2@127.0.0.1");
+    let e = cohort_judge_proxy::config::build_and_validate(&bad, "test.toml", std::path::Path::new("."), &env)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("redis_url") && e.contains("HOST:PORT"), "{e}");
+    assert!(!e.contains("hunter2"), "{e}");
+}
