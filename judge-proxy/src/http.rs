@@ -20,7 +20,6 @@
 //! included.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::future::Future;
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -256,20 +255,26 @@ impl HttpFace {
 
     /// The counters in the Prometheus text format.
     pub(crate) fn render(&self) -> String {
+        use cohort_telemetry::metrics::Exposition;
         let s = &self.stats;
-        let mut out = String::new();
-        let mut metric = |name: &str, kind: &str, v: &AtomicU64| {
-            let v = v.load(Ordering::Relaxed);
-            let _ = writeln!(out, "# TYPE cohort_judge_proxy_http_{name} {kind}\ncohort_judge_proxy_http_{name} {v}");
-        };
-        metric("connections_open", "gauge", &s.connections_open);
-        metric("connections_waited_total", "counter", &s.connections_waited);
-        metric("header_timeouts_total", "counter", &s.header_timeouts);
-        metric("body_timeouts_total", "counter", &s.body_timeouts);
-        metric("too_large_total", "counter", &s.too_large);
-        metric("admission_refused_total", "counter", &s.admission_refused);
-        metric("secrets_scrubbed_total", "counter", &s.secrets_scrubbed);
-        out
+        let load = |v: &AtomicU64| v.load(Ordering::Relaxed);
+        let mut e = Exposition::new();
+        e.gauge(
+            "cohort_judge_proxy_http_connections_open",
+            "connections the HTTP face holds open now",
+            load(&s.connections_open),
+        );
+        for (name, help, v) in [
+            ("connections_waited_total", "times the accept loop stopped at the connection cap", &s.connections_waited),
+            ("header_timeouts_total", "connections closed for headers not read in time", &s.header_timeouts),
+            ("body_timeouts_total", "requests refused (408) for a body not read in time", &s.body_timeouts),
+            ("too_large_total", "requests refused (413) above the body cap", &s.too_large),
+            ("admission_refused_total", "requests refused (429) by a team's admission bucket", &s.admission_refused),
+            ("secrets_scrubbed_total", "replies from which a secret was scrubbed", &s.secrets_scrubbed),
+        ] {
+            e.counter(&format!("cohort_judge_proxy_http_{name}"), help, load(v));
+        }
+        e.finish()
     }
 }
 
