@@ -47,9 +47,25 @@ pub(crate) fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
 }
 
+/// Whether `OTEL_SDK_DISABLED=true` turns every signal off.
+pub(crate) fn sdk_disabled() -> bool {
+    env("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true"))
+}
+
+/// The one-thread runtime an exporter runs on (see the module header),
+/// its thread named `name`.
+pub(crate) fn exporter_runtime(name: &str) -> Result<tokio::runtime::Runtime, TelemetryError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name(name)
+        .enable_all()
+        .build()
+        .map_err(TelemetryError::Runtime)
+}
+
 /// Whether the environment asks for OTLP trace export.
 fn wanted() -> bool {
-    if env("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
+    if sdk_disabled() {
         return false;
     }
     match env("OTEL_TRACES_EXPORTER").map(|v| v.to_ascii_lowercase()) {
@@ -109,12 +125,7 @@ impl TraceExport {
             return Ok(None);
         }
         let protocol = protocol_for("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")?;
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("otlp-export")
-            .enable_all()
-            .build()
-            .map_err(TelemetryError::Runtime)?;
+        let runtime = exporter_runtime("otlp-export")?;
         // tonic's lazy channel starts its worker on the current runtime.
         let exporter = {
             let _entered = runtime.enter();

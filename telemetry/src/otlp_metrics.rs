@@ -28,7 +28,7 @@ use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
 use opentelemetry_sdk::metrics::{PeriodicReader, SdkMeterProvider, Temporality};
 
 use crate::TelemetryError;
-use crate::export::{Protocol, env, protocol_for, resource};
+use crate::export::{Protocol, env, exporter_runtime, protocol_for, resource, sdk_disabled};
 use crate::ops::OpsRole;
 
 /// How long one reading of the role's figures serves every instrument's
@@ -210,19 +210,13 @@ impl MetricsExport {
     /// Starts exporting `role`'s metrics when `OTEL_METRICS_EXPORTER=otlp`
     /// (None otherwise). Called on the role's runtime.
     pub async fn start(service_name: &str, role: Arc<dyn OpsRole>) -> Result<Option<MetricsExport>, TelemetryError> {
-        let wanted = env("OTEL_METRICS_EXPORTER").is_some_and(|v| v.eq_ignore_ascii_case("otlp"))
-            && !env("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let wanted = env("OTEL_METRICS_EXPORTER").is_some_and(|v| v.eq_ignore_ascii_case("otlp")) && !sdk_disabled();
         if !wanted {
             return Ok(None);
         }
         let protocol = protocol_for("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL")?;
         let families = parse_families(&role.metrics().await);
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("otlp-metrics")
-            .enable_all()
-            .build()
-            .map_err(TelemetryError::Runtime)?;
+        let runtime = exporter_runtime("otlp-metrics")?;
         let exporter = {
             let _entered = runtime.enter();
             let built = match protocol {
