@@ -38,7 +38,7 @@ const MAX_FILE_BYTES: u64 = 1 << 20;
 /// never the secret.
 #[derive(Debug, thiserror::Error)]
 pub enum AuthError {
-    #[error("cannot read {what} from {path}: {source}")]
+    #[error("cannot read {what} from {path}")]
     Read {
         what: &'static str,
         path: PathBuf,
