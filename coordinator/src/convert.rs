@@ -69,6 +69,17 @@ pub fn version_from_pb(v: &str) -> Result<Option<String>, Status> {
 mod tests {
     use super::*;
 
+    /// Proves the longest version label `cohort.toml` accepts
+    /// (`pinned_version`, `accepted_versions`) is one a worker may report,
+    /// and a longer one is not: a frozen label can always be observed.
+    #[test]
+    fn the_longest_frozen_version_label_is_accepted_on_the_wire() {
+        let longest = "v".repeat(cohort_core::config::MAX_VERSION_LABEL_BYTES);
+        assert_eq!(version_from_pb(&longest).unwrap().as_deref(), Some(longest.as_str()));
+        let code = version_from_pb(&format!("{longest}v")).unwrap_err().code();
+        assert_eq!(code, tonic::Code::InvalidArgument);
+    }
+
     #[test]
     fn bad_leases_are_invalid_arguments() {
         assert_eq!(lease_ref_from_pb(None).unwrap_err().code(), tonic::Code::InvalidArgument);

@@ -102,6 +102,11 @@ pub struct ServedPlan {
     pub run_timeout_ms: i64,
     /// Arm id -> pinned version label.
     pub pinned_versions: HashMap<String, String>,
+    /// Arm id -> the other labels `cohort.toml` accepts from the start
+    /// (`accepted_versions`; an arm without any may be left out). With the
+    /// pinned label they fill the version cache until the first reconcile
+    /// reads the ledger's, as the ledger was seeded with them.
+    pub accepted_versions: HashMap<String, Vec<String>>,
 }
 
 /// An arm's accepted version labels and whether it is paused.
@@ -121,6 +126,7 @@ impl ServedPlan {
             suffix,
             run_timeout_ms: (config.run_timeout_secs as i64).saturating_mul(1000),
             pinned_versions: config.arms.iter().map(|a| (a.id.clone(), a.pinned_version.clone())).collect(),
+            accepted_versions: config.accepted_versions.iter().map(|(a, v)| (a.clone(), v.clone())).collect(),
         }
     }
 }
@@ -168,7 +174,15 @@ impl CoordinatorService {
         config: CoordinatorConfig,
     ) -> CoordinatorService {
         ledger.set_recovery_grace(config.lease_ttl_ms);
-        let arms = plan.pinned_versions.iter().map(|(a, v)| (a.clone(), (vec![v.clone()], false))).collect();
+        let arms = plan
+            .pinned_versions
+            .iter()
+            .map(|(arm, pinned)| {
+                let mut accepted = vec![pinned.clone()];
+                accepted.extend(plan.accepted_versions.get(arm).into_iter().flatten().cloned());
+                (arm.clone(), (accepted, false))
+            })
+            .collect();
         CoordinatorService {
             ledger,
             clock,
@@ -617,5 +631,50 @@ mod ledger_status_tests {
         assert!(
             status.message().contains("would again: check the redis url") && status.message().contains(": bad url")
         );
+    }
+}
+
+#[cfg(test)]
+mod version_cache_tests {
+    use super::*;
+
+    /// Proves a label `cohort.toml` accepts (`accepted_versions`) does not
+    /// pause its arm even before the first reconcile has read the ledger's
+    /// labels (the cache starts from the plan, as the ledger was seeded),
+    /// and that another label does.
+    #[tokio::test]
+    #[allow(clippy::unwrap_used)] // test code: a failure panics
+    async fn the_version_cache_starts_with_the_accepted_labels_of_the_plan() {
+        use crate::ledger::conformance::{header, order, questions};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.sqlite");
+        let ledger: Arc<dyn Ledger> = Arc::new(crate::ledger::sqlite::SqliteLedger::open(&path).unwrap());
+        let mut header = header();
+        header.arms[0].accepted_versions = vec!["a-1-2026-06-26".into()];
+        ledger.seed(&header, &questions(), &order(), 0).await.unwrap();
+        let plan = ServedPlan {
+            cohort: header.cohort.clone(),
+            manifest_sha256: header.manifest_sha256.clone(),
+            suffix: "Cite sources.".into(),
+            run_timeout_ms: 60_000,
+            pinned_versions: [("a".to_owned(), "a-1".to_owned()), ("b".to_owned(), "b-1".to_owned())].into(),
+            accepted_versions: [("a".to_owned(), vec!["a-1-2026-06-26".to_owned()])].into(),
+        };
+        let clock = Arc::new(crate::clock::ManualClock::at(1_000));
+        let service = CoordinatorService::new(Arc::clone(&ledger), plan, clock, CoordinatorConfig::default());
+        let paused = |arm: &'static str| {
+            let ledger = Arc::clone(&ledger);
+            async move { ledger.status().await.unwrap().arms.into_iter().find(|a| a.id == arm).unwrap().paused }
+        };
+        service.check_version("q1:a:1", "a", Some("a-1-2026-06-26")).await.unwrap();
+        service.check_version("q2:a:1", "a", Some("a-1")).await.unwrap();
+        assert_eq!(paused("a").await, None, "the pinned and the accepted label");
+        service.check_version("q3:a:1", "a", Some("a-1-2026-07-01")).await.unwrap();
+        service.check_version("q1:b:1", "b", Some("a-1-2026-06-26")).await.unwrap();
+        assert_eq!(
+            paused("a").await.as_deref(),
+            Some("version changed: pinned a-1, observed a-1-2026-07-01 on run q3:a:1")
+        );
+        assert!(paused("b").await.is_some(), "another arm's accepted label is not this arm's");
     }
 }

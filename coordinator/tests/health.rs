@@ -29,6 +29,7 @@ async fn the_coordinator_answers_grpc_health_checks() {
         suffix: "Cite sources.".into(),
         run_timeout_ms: 60_000,
         pinned_versions: [("a".to_owned(), "a-1".to_owned()), ("b".to_owned(), "b-1".to_owned())].into(),
+        accepted_versions: Default::default(),
     };
     let service = CoordinatorService::new(ledger, plan, Arc::new(ManualClock::at(T0)), CoordinatorConfig::default());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -34,6 +34,7 @@ async fn runs_not_started_by_the_close_are_not_run() {
         suffix: "Cite sources.".into(),
         run_timeout_ms: 60_000,
         pinned_versions: [("a".to_owned(), "a-1".to_owned()), ("b".to_owned(), "b-1".to_owned())].into(),
+        accepted_versions: Default::default(),
     };
     let config = CoordinatorConfig { reconcile_interval: Duration::from_millis(20), ..CoordinatorConfig::default() };
     let service = CoordinatorService::new(Arc::clone(&ledger), plan, clock.clone(), config);

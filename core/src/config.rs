@@ -141,6 +141,11 @@ impl<'de> Deserialize<'de> for WholeNumber {
 pub const MAX_SECS: u64 = (i64::MAX / 1000) as u64;
 /// The largest backoff in milliseconds: an i64 in the ledger.
 const MAX_MS: u64 = i64::MAX as u64;
+/// The longest version label (`pinned_version`, each of
+/// `accepted_versions`), in bytes: the coordinator refuses a longer
+/// observed label from a worker (`convert::version_from_pb`), so a longer
+/// pinned or accepted one could never be matched.
+pub const MAX_VERSION_LABEL_BYTES: usize = 4096;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -149,6 +154,8 @@ struct RawArm {
     label: Spanned<String>,
     adapter: Spanned<AdapterKind>,
     pinned_version: Option<Spanned<String>>,
+    #[serde(default)]
+    accepted_versions: Vec<Spanned<String>>,
     vendor_lineage: Option<Spanned<String>>,
     concurrency: Option<Spanned<WholeNumber>>,
     #[serde(default)]
@@ -273,6 +280,18 @@ pub struct CohortConfig {
     /// `config_sha256`.
     #[serde(skip_serializing_if = "Publication::is_empty")]
     pub publication: Publication,
+    /// Arm id -> the arm's `accepted_versions`: labels known before
+    /// collection that do not pause it besides `pinned_version` (a dated
+    /// snapshot of the pinned model, a product's release label), in the
+    /// order written, never the pinned label, never twice; arms that list
+    /// none are absent ([`CohortConfig::accepted_versions_of`]). The
+    /// ledger's accepted labels start as the pinned one and these. Kept
+    /// beside the arms, by id, so that `ArmConfig`'s shape (built by hand
+    /// in adapter tests) is unchanged; last in the canonical JSON and
+    /// skipped when empty, so configs frozen before it existed keep their
+    /// `config_sha256`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub accepted_versions: BTreeMap<String, Vec<String>>,
 }
 
 /// The publication fields of seed 004 ("Publication, independence and
@@ -324,6 +343,8 @@ pub struct ArmConfig {
     /// The version or model label the arm is expected to report; a change
     /// pauses the arm.
     pub pinned_version: String,
+    /// (The other labels it may report without pausing, an arm's
+    /// `accepted_versions`, are [`CohortConfig::accepted_versions`].)
     pub vendor_lineage: String,
     /// The most runs of this arm in flight at once.
     pub concurrency: u32,
@@ -340,6 +361,10 @@ pub struct ArmConfig {
     pub controls_not_disabled: Vec<String>,
     /// Adapter settings, as JSON with sorted keys.
     pub settings: serde_json::Value,
+}
+
+fn label_too_long(label: &str) -> String {
+    format!("is {} bytes long, more than the {MAX_VERSION_LABEL_BYTES} a reported version label may have", label.len())
 }
 
 fn is_default_workflow(workflow: &String) -> bool {
@@ -405,6 +430,12 @@ impl CohortConfig {
     pub fn canonical_json(&self) -> String {
         // Serializing plain structs, strings and numbers cannot fail.
         serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// The labels arm `id` accepts from the start besides its
+    /// `pinned_version` (its `accepted_versions`; none for an unknown arm).
+    pub fn accepted_versions_of(&self, id: &str) -> &[String] {
+        self.accepted_versions.get(id).map_or(&[], Vec::as_slice)
     }
 
     /// The arm with id `id`.
@@ -648,7 +679,7 @@ impl Validator<'_> {
         let run_timeout_secs =
             self.whole(raw.run_timeout_secs, "run_timeout_secs", 1, MAX_SECS, DEFAULT_RUN_TIMEOUT_SECS);
         let categories = self.categories(raw.categories);
-        let arms = self.arms(raw.arms);
+        let (arms, accepted_versions) = self.arms(raw.arms);
         let judge = raw.judge.map(|judge| self.judge(judge, &arms));
         let retry = raw.retry.map(|r| self.retry(r.into_inner())).unwrap_or_default();
         let prices = raw.prices.and_then(|p| match p.into_inner().validate(FILE, self.text, "prices.") {
@@ -671,6 +702,7 @@ impl Validator<'_> {
             retry,
             prices,
             publication: raw.publication.map(|p| self.publication(p.into_inner())).unwrap_or_default(),
+            accepted_versions,
         }
     }
 
@@ -763,11 +795,14 @@ impl Validator<'_> {
         out
     }
 
-    fn arms(&mut self, raw: Vec<Spanned<RawArm>>) -> Vec<ArmConfig> {
+    /// The arms, and each arm's `accepted_versions` by arm id (arms with
+    /// none left out).
+    fn arms(&mut self, raw: Vec<Spanned<RawArm>>) -> (Vec<ArmConfig>, BTreeMap<String, Vec<String>>) {
         if raw.is_empty() {
             self.whole_file("arms", "no arms: add at least one [[arms]] table");
         }
         let mut arms: Vec<ArmConfig> = Vec::new();
+        let mut accepted: BTreeMap<String, Vec<String>> = BTreeMap::new();
         // id_key -> (id, line) of the first arm with it.
         let mut first_of: BTreeMap<String, (String, usize)> = BTreeMap::new();
         for (i, arm) in raw.into_iter().enumerate() {
@@ -794,7 +829,14 @@ impl Validator<'_> {
             }
             let label = self.non_empty(arm.label, &field("label"));
             let pinned_version = match arm.pinned_version {
-                Some(v) => self.non_empty(v, &field("pinned_version")),
+                Some(v) => {
+                    let span = v.span();
+                    let v = self.non_empty(v, &field("pinned_version"));
+                    if v.len() > MAX_VERSION_LABEL_BYTES {
+                        self.problem(span, field("pinned_version"), label_too_long(&v));
+                    }
+                    v
+                }
                 None => {
                     self.problem(
                         arm_span.clone(),
@@ -804,6 +846,10 @@ impl Validator<'_> {
                     String::new()
                 }
             };
+            let accepted_versions = self.accepted_versions(arm.accepted_versions, &pinned_version, &field);
+            if !accepted_versions.is_empty() {
+                accepted.insert(id.clone(), accepted_versions);
+            }
             let vendor_lineage = match arm.vendor_lineage {
                 Some(v) => self.non_empty(v, &field("vendor_lineage")),
                 None => {
@@ -847,7 +893,54 @@ impl Validator<'_> {
                 settings,
             });
         }
-        arms
+        (arms, accepted)
+    }
+
+    /// An arm's `accepted_versions`: each label non-blank, without
+    /// surrounding whitespace (labels are compared exactly, and `cohort
+    /// submit` trims what it is given, so such a label could never match),
+    /// at most [`MAX_VERSION_LABEL_BYTES`], not the pinned label (already
+    /// accepted) and not twice.
+    fn accepted_versions(
+        &mut self,
+        raw: Vec<Spanned<String>>,
+        pinned: &str,
+        field: &dyn Fn(&str) -> String,
+    ) -> Vec<String> {
+        let mut out: Vec<String> = Vec::with_capacity(raw.len());
+        // label -> line of its first occurrence.
+        let mut first_at: BTreeMap<String, usize> = BTreeMap::new();
+        for (j, label) in raw.into_iter().enumerate() {
+            let name = field(&format!("accepted_versions[{j}]"));
+            let span = label.span();
+            let label = label.into_inner();
+            let line = crate::error::line_column(self.text, span.start).0;
+            let problem = if label.trim().is_empty() {
+                Some("must not be empty".to_owned())
+            } else if label.trim() != label {
+                Some(format!(
+                    "{label:?} starts or ends with whitespace: labels are compared exactly, so write it as the \
+                     product reports it ({:?})",
+                    label.trim()
+                ))
+            } else if label.len() > MAX_VERSION_LABEL_BYTES {
+                Some(label_too_long(&label))
+            } else if label == pinned {
+                Some(format!("{label:?} is the pinned_version, which is always accepted: remove it here"))
+            } else {
+                first_at
+                    .get(&label)
+                    .map(|first| format!("duplicate accepted version {label:?} (first at line {first})"))
+            };
+            match problem {
+                Some(message) => self.problem(span, name, message),
+                None => {
+                    first_at.insert(label.clone(), line);
+                }
+            }
+            out.push(label);
+        }
+        out
     }
 
     fn judge(&mut self, judge: Spanned<RawJudge>, arms: &[ArmConfig]) -> JudgeConfig {
@@ -1051,6 +1144,87 @@ temperature = 0.0
         let p = problems(&GOOD.replace("pinned_version = \"sim-1\"\n", ""));
         assert_eq!(p.len(), 1);
         assert!(p[0].contains("arms[0].pinned_version") && p[0].contains("cohort.toml:5:"), "{p:?}");
+    }
+
+    /// Proves `accepted_versions` is part of the frozen config, in the
+    /// order written, and that a config without it keeps the canonical
+    /// JSON (hence the `config_sha256`) it had before the field existed.
+    #[test]
+    fn accepted_versions_are_frozen_and_absent_when_empty() {
+        let plain = build_and_validate(GOOD).unwrap();
+        assert!(plain.accepted_versions.is_empty() && plain.accepted_versions_of("a").is_empty());
+        assert!(!plain.canonical_json().contains("accepted_versions"));
+        // The hash GOOD's config had before `accepted_versions` existed.
+        assert_eq!(
+            crate::hash::sha256_hex(plain.canonical_json().as_bytes()),
+            "80f2a2948bf3c0e1cee5994cc4e8ae45a2cadf5504f00125cd058a46418339fc",
+            "{}",
+            plain.canonical_json()
+        );
+        let text = GOOD.replace(
+            "pinned_version = \"sim-1\"\n",
+            "pinned_version = \"sim-1\"\naccepted_versions = [\"sim-1-2026-06-26\", \"sim 1 (engine 7)\"]\n",
+        );
+        let c = build_and_validate(&text).unwrap();
+        assert_eq!(c.accepted_versions_of("a"), ["sim-1-2026-06-26", "sim 1 (engine 7)"]);
+        assert!(
+            c.canonical_json().ends_with(r#","accepted_versions":{"a":["sim-1-2026-06-26","sim 1 (engine 7)"]}}"#),
+            "{}",
+            c.canonical_json()
+        );
+        assert_ne!(c.canonical_json(), plain.canonical_json());
+        let empty =
+            GOOD.replace("pinned_version = \"sim-1\"\n", "pinned_version = \"sim-1\"\naccepted_versions = []\n");
+        assert_eq!(build_and_validate(&empty).unwrap().canonical_json(), plain.canonical_json());
+    }
+
+    /// Proves each accepted label is checked, every problem naming the
+    /// file, the line, the column and the element: blank, surrounding
+    /// whitespace, too long, the pinned label itself, a duplicate (with the
+    /// first one's line); and that pinned_version is capped the same way.
+    #[test]
+    fn bad_accepted_versions_name_file_line_and_field() {
+        let long = "v".repeat(MAX_VERSION_LABEL_BYTES + 1);
+        let text = GOOD.replace(
+            "pinned_version = \"sim-1\"\n",
+            &format!(
+                "pinned_version = \"sim-1\"\naccepted_versions = [\n  \"\",\n  \" x\",\n  \"{long}\",\n  \"sim-1\",\n  \"d\",\n  \"d\",\n]\n"
+            ),
+        );
+        let p = problems(&text);
+        assert_eq!(p.len(), 5, "{p:?}");
+        assert_eq!(p[0], "cohort.toml:11:3: field `arms[0].accepted_versions[0]`: must not be empty");
+        assert!(
+            p[1].starts_with(
+                "cohort.toml:12:3: field `arms[0].accepted_versions[1]`: \" x\" starts or ends with whitespace"
+            ) && p[1].contains("(\"x\")"),
+            "{p:?}"
+        );
+        assert!(
+            p[2].starts_with(
+                "cohort.toml:13:3: field `arms[0].accepted_versions[2]`: is 4097 bytes long, more than the 4096"
+            ),
+            "{p:?}"
+        );
+        assert_eq!(
+            p[3],
+            "cohort.toml:14:3: field `arms[0].accepted_versions[3]`: \"sim-1\" is the pinned_version, which is always \
+             accepted: remove it here"
+        );
+        assert_eq!(
+            p[4],
+            "cohort.toml:16:3: field `arms[0].accepted_versions[5]`: duplicate accepted version \"d\" (first at line 15)"
+        );
+        let p = problems(&GOOD.replace("accepted_versions", "x").replace("\"sim-1\"", &format!("\"{long}\"")));
+        assert!(
+            p.len() == 1 && p[0].starts_with("cohort.toml:9:18: field `arms[0].pinned_version`: is 4097 bytes"),
+            "{p:?}"
+        );
+        let p = problems(
+            &GOOD
+                .replace("pinned_version = \"sim-1\"\n", "pinned_version = \"sim-1\"\naccepted_versions = \"sim-2\"\n"),
+        );
+        assert!(p.len() == 1 && p[0].starts_with("cohort.toml:10:21:"), "a string, not a list: {p:?}");
     }
 
     #[test]

@@ -27,8 +27,8 @@ pub fn header() -> PlanHeader {
         window_ms: 10_000,
         retry: RetryPolicy { max_attempts: 3, initial_backoff_ms: 100, max_backoff_ms: 400, max_total_secs: 3600 },
         arms: vec![
-            ArmPlan { id: "a".into(), concurrency: 2, pinned_version: "a-1".into(), manual: false },
-            ArmPlan { id: "b".into(), concurrency: 1, pinned_version: "b-1".into(), manual: false },
+            ArmPlan { id: "a".into(), concurrency: 2, pinned_version: "a-1".into(), ..ArmPlan::default() },
+            ArmPlan { id: "b".into(), concurrency: 1, pinned_version: "b-1".into(), ..ArmPlan::default() },
         ],
         rounds: 1,
         round_every_ms: 0,
@@ -465,6 +465,52 @@ pub async fn paused_arms_are_skipped_and_resume_is_logged(l: &dyn Ledger) {
     assert!(b_not_run.iter().all(|r| r.reason == CloseReason::ArmPaused.as_str()), "{b_not_run:?}");
 }
 
+/// An arm's accepted labels are seeded from its pinned label and
+/// `cohort.toml`'s `accepted_versions`: a result reporting one of them does
+/// not pause the arm by the rule the coordinator and `cohort submit` apply
+/// to the ledger's labels (`version_pause_reason`), while another label
+/// does; a label accepted on resume is added after the seeded ones.
+pub async fn seeded_accepted_versions_do_not_pause_the_arm(l: &dyn Ledger) {
+    let mut h = header();
+    h.arms[0].accepted_versions = vec!["a-1-2026-06-26".into(), "a 1 (engine 7)".into()];
+    assert_eq!(l.seed(&h, &questions(), &order(), 0).await.unwrap(), SeedOutcome::Seeded);
+    let accepted = |s: &Status, arm: &str| s.arms.iter().find(|a| a.id == arm).unwrap().accepted_versions.clone();
+    let s = l.status().await.unwrap();
+    assert_eq!(accepted(&s, "a"), ["a-1", "a-1-2026-06-26", "a 1 (engine 7)"]);
+    assert_eq!(accepted(&s, "b"), ["b-1"], "an arm without accepted_versions accepts its pinned label only");
+
+    // What the coordinator does with each accepted result's label.
+    let finish_and_check = |g: LeaseGrant, label: &'static str, at: i64| async move {
+        let result = RunResult { observed_version: Some(label.to_owned()), ..completed(at) };
+        assert!(l.finish("w", &lref(&g), &result, at + 1).await.unwrap());
+        let s = l.status().await.unwrap();
+        let arm = s.arms.iter().find(|a| a.id == g.arm_id).unwrap();
+        let reason = version_pause_reason(&g.run_id, "a-1", &arm.accepted_versions, arm.paused.is_some(), Some(label));
+        if let Some(reason) = &reason {
+            l.pause_arm(&g.arm_id, reason, at + 2).await.unwrap();
+        }
+        reason
+    };
+    let mut a_runs = l.lease("w", 8, 100, TTL).await.unwrap().leases.into_iter().filter(|g| g.arm_id == "a");
+    let (first, second) = (a_runs.next().unwrap(), a_runs.next().unwrap());
+    assert_eq!(finish_and_check(first, "a-1-2026-06-26", 110).await, None, "a label frozen as accepted");
+    let s = l.status().await.unwrap();
+    assert_eq!(s.arms.iter().find(|a| a.id == "a").unwrap().paused, None);
+    let reason = finish_and_check(second.clone(), "a-1-2026-07-01", 120).await;
+    assert_eq!(
+        reason.as_deref(),
+        Some(format!("version changed: pinned a-1, observed a-1-2026-07-01 on run {}", second.run_id).as_str())
+    );
+    let s = l.status().await.unwrap();
+    assert_eq!(s.arms.iter().find(|a| a.id == "a").unwrap().paused, reason, "another label pauses the arm");
+    assert!(l.lease("w", 8, 130, TTL).await.unwrap().leases.iter().all(|g| g.arm_id != "a"));
+
+    l.resume_arm("a", "new snapshot checked", Some("a-1-2026-07-01"), 140).await.unwrap();
+    l.resume_arm("a", "again", Some("a-1-2026-06-26"), 150).await.unwrap();
+    let s = l.status().await.unwrap();
+    assert_eq!(accepted(&s, "a"), ["a-1", "a-1-2026-06-26", "a 1 (engine 7)", "a-1-2026-07-01"], "each once");
+}
+
 /// Abort finalises every pending run as not_run(aborted) and stops leasing.
 pub async fn abort_stops_the_cohort(l: &dyn Ledger) {
     seeded(l).await;
@@ -510,7 +556,8 @@ pub async fn window_opens_at_the_first_start(l: &dyn Ledger) {
 /// (cap 2) and manual arm `m` (cap 2), one repeat.
 pub fn manual_header() -> PlanHeader {
     let mut h = header();
-    h.arms[1] = ArmPlan { id: "m".into(), concurrency: 2, pinned_version: "m-1".into(), manual: true };
+    h.arms[1] =
+        ArmPlan { id: "m".into(), concurrency: 2, pinned_version: "m-1".into(), manual: true, ..ArmPlan::default() };
     h
 }
 
@@ -737,7 +784,7 @@ pub async fn auth_error_after_abort_is_final(l: &dyn Ledger) {
 /// 3 rounds opening 1 s apart, each with a 1.5 s window.
 pub fn rounds_header(every_ms: i64) -> PlanHeader {
     let mut h = header();
-    h.arms = vec![ArmPlan { id: "a".into(), concurrency: 100, pinned_version: "a-1".into(), manual: false }];
+    h.arms = vec![ArmPlan { id: "a".into(), concurrency: 100, pinned_version: "a-1".into(), ..ArmPlan::default() }];
     h.window_ms = 1_500;
     h.rounds = 3;
     h.round_every_ms = every_ms;
@@ -840,6 +887,7 @@ macro_rules! conformance_tests {
             window_close_finalises_pending_runs,
             lease_after_the_window_closes_it,
             paused_arms_are_skipped_and_resume_is_logged,
+            seeded_accepted_versions_do_not_pause_the_arm,
             abort_stops_the_cohort,
             no_retry_after_the_cohort_closed,
             window_opens_at_the_first_start,

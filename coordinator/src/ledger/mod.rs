@@ -72,6 +72,7 @@ impl PlanHeader {
                     id: a.id.clone(),
                     concurrency: a.concurrency,
                     pinned_version: a.pinned_version.clone(),
+                    accepted_versions: config.accepted_versions_of(&a.id).to_vec(),
                     manual: a.adapter == cohort_core::config::AdapterKind::Manual,
                 })
                 .collect(),
@@ -116,18 +117,37 @@ impl PlanHeader {
 }
 
 /// One arm as the ledger needs it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ArmPlan {
     pub id: String,
     /// The most runs of this arm leased at once.
     pub concurrency: u32,
     /// The pinned version label: accepted without pausing.
     pub pinned_version: String,
+    /// The other labels `cohort.toml` accepts from the start
+    /// (`accepted_versions`). Skipped when empty, so a plan header seeded
+    /// before the field existed reads, and is written, as it was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accepted_versions: Vec<String>,
     /// Run by a person (`adapter = "manual"`): never granted by
     /// [`Ledger::lease`], only by a [`LeaseScope::Manual`] lease. A ledger
     /// seeded before the flag existed reads as not manual.
     #[serde(default)]
     pub manual: bool,
+}
+
+impl ArmPlan {
+    /// The arm's accepted labels when the ledger is seeded: the pinned one,
+    /// then `accepted_versions` in the order written, each once.
+    pub fn seeded_versions(&self) -> Vec<&str> {
+        let mut versions = vec![self.pinned_version.as_str()];
+        for v in &self.accepted_versions {
+            if !versions.contains(&v.as_str()) {
+                versions.push(v);
+            }
+        }
+        versions
+    }
 }
 
 /// Which runs a lease call may grant. Workers lease automatically; a
@@ -691,6 +711,21 @@ pub fn split_run_id(run_id: &str) -> (&str, &str, u32) {
 mod tests {
     use super::*;
 
+    /// Proves an arm plan without `accepted_versions` reads and writes as
+    /// before the field existed (a stored plan header is unchanged), and
+    /// that the seeded labels are the pinned one, then the config's, each
+    /// once.
+    #[test]
+    fn arm_plan_accepted_versions_are_optional_and_seeded_after_the_pin() {
+        let old = r#"{"id":"a","concurrency":2,"pinned_version":"a-1","manual":false}"#;
+        let arm: ArmPlan = serde_json::from_str(old).expect("an old arm plan parses");
+        assert!(arm.accepted_versions.is_empty());
+        assert_eq!(serde_json::to_string(&arm).unwrap(), old);
+        assert_eq!(arm.seeded_versions(), ["a-1"]);
+        let arm = ArmPlan { accepted_versions: vec!["a-1-2026".into(), "a-1".into(), "a-1-2026".into()], ..arm };
+        assert_eq!(arm.seeded_versions(), ["a-1", "a-1-2026"]);
+    }
+
     /// A plan seeded before the manual flag existed reads as automatic.
     #[test]
     fn arm_plan_without_the_manual_flag_is_automatic() {
@@ -717,5 +752,19 @@ mod tests {
         let plan = PlanHeader::for_cohort(&config, &"a".repeat(64));
         let manual: Vec<(&str, bool)> = plan.arms.iter().map(|a| (a.id.as_str(), a.manual)).collect();
         assert_eq!(manual, vec![("s", false), ("p", true)]);
+    }
+
+    /// Proves the plan carries each arm's `accepted_versions` from
+    /// cohort.toml, and none for an arm that lists none.
+    #[test]
+    fn plan_carries_the_accepted_versions_of_each_arm() {
+        let text = "name = \"demo\"\nseed = 7\n\n[[arms]]\nid = \"s\"\nlabel = \"s\"\nadapter = \"sim\"\n\
+                    pinned_version = \"v\"\naccepted_versions = [\"v-2026\", \"v (7)\"]\nvendor_lineage = \"sco\"\n\n\
+                    [[arms]]\nid = \"p\"\nlabel = \"p\"\nadapter = \"manual\"\npinned_version = \"v\"\n\
+                    vendor_lineage = \"pco\"\n";
+        let config = cohort_core::config::build_and_validate(text).expect("a valid cohort");
+        let plan = PlanHeader::for_cohort(&config, &"a".repeat(64));
+        assert_eq!(plan.arms[0].seeded_versions(), ["v", "v-2026", "v (7)"]);
+        assert!(plan.arms[1].accepted_versions.is_empty());
     }
 }

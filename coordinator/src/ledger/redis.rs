@@ -692,7 +692,7 @@ impl Ledger for RedisLedger {
             .hset(self.key("arms"), "order", serde_json::to_string(&arm_ids).unwrap_or_default())
             .ignore();
         for arm in &header.arms {
-            let versions = serde_json::to_string(&[&arm.pinned_version]).unwrap_or_default();
+            let versions = serde_json::to_string(&arm.seeded_versions()).unwrap_or_default();
             p.hset(self.key("arms"), format!("{}|cap", arm.id), arm.concurrency)
                 .ignore()
                 .hset(self.key("arms"), format!("{}|leased", arm.id), 0)

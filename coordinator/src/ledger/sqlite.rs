@@ -14,7 +14,10 @@
 //!   written as one unit.
 //! - `questions(id, text)` and `arms(id, position, concurrency,
 //!   pinned_version, paused_reason, accepted_versions JSON, held_until_ms)`
-//!   (the hold a provider's Retry-After put on the arm).
+//!   (`accepted_versions` seeded with [`super::ArmPlan::seeded_versions`], the
+//!   pinned label and `cohort.toml`'s `accepted_versions`, then grown by
+//!   each label accepted on resume; `held_until_ms` the hold a provider's
+//!   Retry-After put on the arm).
 //! - `runs`: one row per planned run, keyed by its position in the planned
 //!   order, with its state (`pending`, `leased`, `final`), attempt count
 //!   and how many of those were excused (`auth_error`),
@@ -688,7 +691,7 @@ fn seed(
             )
             .sql()?;
         for (position, arm) in header.arms.iter().enumerate() {
-            let accepted = to_json(&[&arm.pinned_version])?;
+            let accepted = to_json(&arm.seeded_versions())?;
             stmt.execute(params![arm.id, position as i64, arm.concurrency, arm.pinned_version, accepted]).sql()?;
         }
     }

@@ -31,6 +31,7 @@ pub async fn cluster(dir: &Path, lease_ttl_ms: i64) -> Cluster {
         suffix: "Cite sources.".into(),
         run_timeout_ms: 60_000,
         pinned_versions: [("a".to_owned(), "a-1".to_owned()), ("b".to_owned(), "b-1".to_owned())].into(),
+        accepted_versions: Default::default(),
     };
     let config = CoordinatorConfig {
         lease_ttl_ms,

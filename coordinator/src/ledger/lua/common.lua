@@ -49,7 +49,10 @@
 --                        before has every run's hash, which is as good.
 --   P.."attempts:"..id   list: attempt records (JSON), in order
 --   P.."questions"       hash: question_id -> text
---   P.."arms"            hash: ARM|cap, ARM|leased, ARM|paused, ARM|versions,
+--   P.."arms"            hash: ARM|cap, ARM|leased, ARM|paused, ARM|versions
+--                        (JSON list: the pinned label and cohort.toml's
+--                        accepted_versions at seeding, then each label
+--                        accepted on resume, `arm.lua`),
 --                        ARM|manual (present, "1", for a manual arm),
 --                        ARM|hold (ms: no lease before it, from Retry-After)
 --   P.."counts"          hash: o|OUTCOME, c|CLASS, a|ARM|OUTCOME, a|ARM|planned
