@@ -378,3 +378,77 @@ async fn bad_submissions_are_refused_and_write_nothing() {
     }
     assert_eq!(snapshot(&dir).await, before);
 }
+
+/// Proves a label frozen in `accepted_versions` does not pause the manual
+/// arm, while another label does, and that every hint printed then names
+/// the real cohort directory and can be run as printed (issue 19): submit
+/// says the arm is paused and how to resume it (not that `pending` offers
+/// the next run), with the judge hint's whole command inside its
+/// backticks; `cohort status` prints the resume command with the path; and
+/// that command, run as printed, resumes the arm and accepts the label.
+#[tokio::test]
+async fn accepted_versions_do_not_pause_and_pause_hints_name_the_cohort() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir: PathBuf = tmp.path().join("c");
+    write_cohort(&dir);
+    let toml = fs::read_to_string(dir.join("cohort.toml")).unwrap();
+    let toml = toml.replacen(
+        "pinned_version = \"engine-7\"\n",
+        "pinned_version = \"engine-7\"\naccepted_versions = [\"engine 7 (build 2)\"]\n",
+        1,
+    );
+    fs::write(dir.join("cohort.toml"), toml).unwrap();
+    let d = dir.to_str().unwrap();
+    let freeze = cohort(&["freeze", d]);
+    assert!(freeze.status.success(), "{}", text(&freeze));
+    let order = manual_order(&dir);
+    let output = tmp.path().join("output.md");
+    fs::write(&output, "Ice floats because it is less dense than liquid water [1].\n\n1. https://example.org/ice\n")
+        .unwrap();
+    let submit = |run_id: &str, version: &str| {
+        let out = cohort(&["submit", d, run_id, output.to_str().unwrap(), "--version", version, "--no-capture"]);
+        let t = text(&out);
+        assert!(out.status.success(), "{t}");
+        t
+    };
+
+    assert_eq!(pending_json(d)["open"][0]["run_id"], order[0].as_str());
+    let t = submit(&order[0], "engine 7 (build 2)");
+    assert!(!t.contains("PAUSED"), "a label frozen as accepted: {t}");
+    assert!(t.contains(&format!("next: `cohort pending {d}` offers the next due run")), "{t}");
+    assert!(
+        t.contains(&format!(
+            "support is unmeasured until `cohort judge {d} --judge FILE --capture` (its cited sources were not fetched)"
+        )),
+        "the whole command inside the backticks: {t}"
+    );
+
+    assert_eq!(pending_json(d)["open"][0]["run_id"], order[1].as_str());
+    let t = submit(&order[1], "engine-8");
+    assert!(t.contains("arm m is PAUSED: version changed: pinned engine-7, observed engine-8"), "{t}");
+    assert!(!t.contains("offers the next due run"), "the arm is paused: {t}");
+    assert!(t.contains(&format!("next: arm m is paused: `cohort pending {d}` offers none of its runs")), "{t}");
+    let resume = format!("cohort resume {d} --arm m --ack TEXT --accept-version engine-8");
+    assert!(t.contains(&format!("`{resume}`")), "{t}");
+    let listing = pending_json(d);
+    assert!(listing["open"].as_array().unwrap().is_empty(), "a paused arm offers nothing: {listing}");
+
+    let shown = text(&cohort(&["status", d]));
+    assert!(
+        shown.contains(&format!(
+            "resume with: cohort resume {d} --arm m --ack \"why it is fine\" [--accept-version LABEL]"
+        )),
+        "{shown}"
+    );
+    assert!(!shown.contains(" DIR "), "{shown}");
+
+    // The printed command, as printed (the path has no spaces).
+    let args: Vec<&str> = resume.split(' ').skip(1).collect();
+    let resumed = cohort(&args);
+    assert!(resumed.status.success(), "{}", text(&resumed));
+    let status = ledger(&dir).status().await.unwrap();
+    let m = status.arms.iter().find(|a| a.id == "m").unwrap();
+    assert_eq!(m.paused, None);
+    assert_eq!(m.accepted_versions, ["engine-7", "engine 7 (build 2)", "engine-8"]);
+    assert_eq!(pending_json(d)["open"][0]["run_id"], order[2].as_str(), "resumed: the next run is offered");
+}

@@ -554,24 +554,19 @@ async fn submit_run(args: SubmitArgs) -> anyhow::Result<()> {
         observed.as_deref().unwrap_or(cohort_worker::record::NOT_DISCLOSED),
         &record_sha256[..12.min(record_sha256.len())]
     );
-    if let Some(reason) = paused {
-        out.push_str(&format!(
-            "arm {} is PAUSED: {reason}. Check the product's release notes, then `cohort resume {} --arm {} --ack \
-             TEXT --accept-version LABEL`\n",
-            arm.id,
-            args.dir.display(),
-            arm.id
-        ));
+    if let Some(ArmPaused { reason, by_this_run: true }) = &paused {
+        out.push_str(&format!("arm {} is PAUSED: {reason}\n", arm.id));
     }
     if context.judge.is_none() && outcome == cohort_core::taxonomy::Outcome::Completed {
         out.push_str(&format!(
             "claims and deterministic metrics are recorded; support is unmeasured until `cohort judge {} --judge \
-             FILE`{}\n",
+             FILE{}`{}\n",
             args.dir.display(),
-            if context.capturer.is_none() { " --capture (its cited sources were not fetched)" } else { "" }
+            if context.capturer.is_none() { " --capture" } else { "" },
+            if context.capturer.is_none() { " (its cited sources were not fetched)" } else { "" }
         ));
     }
-    out.push_str(&format!("next: `cohort pending {}` offers the next due run\n", args.dir.display()));
+    out.push_str(&next_hint(&args.dir, &arm.id, paused.as_ref(), observed.as_deref()));
     super::emit(&out);
     Ok(())
 }
@@ -688,31 +683,73 @@ async fn lease_of(ledger: &dyn Ledger, frozen: &Frozen, grant: &LeaseGrant) -> p
     }
 }
 
+/// Why an arm is paused after a submission, and whether the submission
+/// paused it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ArmPaused {
+    reason: String,
+    /// Its version label was not one the arm accepts: it paused the arm.
+    by_this_run: bool,
+}
+
 /// Pauses the arm when the submitted label is not one it accepts, by the
 /// coordinator's rule (`ledger::version_pause_reason`) over the ledger's
-/// accepted labels. Returns the reason when it paused the arm.
+/// accepted labels. Returns why the arm is paused now, if it is (by this
+/// submission or already before it).
 async fn check_version(
     ledger: &dyn Ledger,
     run_id: &str,
     arm: &ArmConfig,
     observed: Option<&str>,
-) -> anyhow::Result<Option<String>> {
-    if observed.is_none() {
-        return Ok(None);
-    }
+) -> anyhow::Result<Option<ArmPaused>> {
     let status = ledger.status().await?;
     let Some(state) = status.arms.iter().find(|a| a.id == arm.id) else { return Ok(None) };
+    if let Some(reason) = &state.paused {
+        return Ok(Some(ArmPaused { reason: reason.clone(), by_this_run: false }));
+    }
     let Some(reason) = cohort_coordinator::ledger::version_pause_reason(
         run_id,
         &arm.pinned_version,
         &state.accepted_versions,
-        state.paused.is_some(),
+        false,
         observed,
     ) else {
         return Ok(None);
     };
     ledger.pause_arm(&arm.id, &reason, now_ms()).await?;
-    Ok(Some(reason))
+    Ok(Some(ArmPaused { reason, by_this_run: true }))
+}
+
+/// The last line `cohort submit` prints: the next due run, or, when the
+/// arm is paused (`cohort pending` then offers none of its runs), how to
+/// resume it, with the label this run reported to accept when it paused
+/// the arm.
+fn next_hint(dir: &Path, arm: &str, paused: Option<&ArmPaused>, observed: Option<&str>) -> String {
+    let dir = dir.display();
+    match paused {
+        None => format!("next: `cohort pending {dir}` offers the next due run\n"),
+        Some(ArmPaused { by_this_run: true, .. }) => format!(
+            "next: arm {arm} is paused: `cohort pending {dir}` offers none of its runs until it is resumed. Check \
+             the product's release notes, then accept the new label: `cohort resume {dir} --arm {arm} --ack TEXT \
+             --accept-version {}`\n",
+            shell_quoted(observed.unwrap_or("LABEL"))
+        ),
+        Some(ArmPaused { reason, by_this_run: false }) => format!(
+            "next: arm {arm} is paused ({reason}): `cohort pending {dir}` offers none of its runs until `cohort \
+             resume {dir} --arm {arm} --ack TEXT [--accept-version LABEL]`\n"
+        ),
+    }
+}
+
+/// `text` as one shell word: as it is when it is plain, else in single
+/// quotes (a `'` inside written `'\''`), so a printed command can be
+/// pasted as it stands.
+fn shell_quoted(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'/' | b':' | b'+' | b'='));
+    if plain { text.to_owned() } else { format!("'{}'", text.replace('\'', "'\\''")) }
 }
 
 #[cfg(test)]
@@ -795,5 +832,46 @@ mod tests {
         assert!(!check(2_000, 12_000, true), "ended after the window");
         assert!(!check(2_000, 6_000, true), "ended in the future");
         assert!(parse_time("started", "2026-12-01T10:00:00.250Z").is_ok_and(|ms| ms % 1000 == 250));
+    }
+
+    /// Proves the submit's last line: the next due run when the arm is not
+    /// paused; when the submission paused it, that it is paused and the
+    /// resume command with the cohort's real path and the reported label,
+    /// quoted for the shell; when it was paused already, why and how to
+    /// resume.
+    #[test]
+    fn next_hint_after_a_pause_says_how_to_resume() {
+        let dir = Path::new("/tmp/my cohorts/p");
+        assert_eq!(
+            next_hint(dir, "m", None, Some("v1")),
+            "next: `cohort pending /tmp/my cohorts/p` offers the next due run\n"
+        );
+        let paused = ArmPaused { reason: "version changed".into(), by_this_run: true };
+        let hint = next_hint(dir, "m", Some(&paused), Some("deep-scan 2026.12 (engine 8)"));
+        assert!(hint.starts_with("next: arm m is paused: `cohort pending /tmp/my cohorts/p` offers none"), "{hint}");
+        assert!(
+            hint.ends_with(
+                "`cohort resume /tmp/my cohorts/p --arm m --ack TEXT --accept-version 'deep-scan 2026.12 (engine 8)'`\n"
+            ),
+            "{hint}"
+        );
+        assert!(!hint.contains("offers the next due run"), "{hint}");
+        let before = ArmPaused { reason: "held by the operator".into(), by_this_run: false };
+        let hint = next_hint(dir, "m", Some(&before), None);
+        assert!(
+            hint.contains("arm m is paused (held by the operator)")
+                && hint.contains("cohort resume /tmp/my cohorts/p --arm m"),
+            "{hint}"
+        );
+    }
+
+    /// Proves labels become one shell word: plain ones as they are, others
+    /// single-quoted with a `'` inside closed, escaped and reopened.
+    #[test]
+    fn shell_quoted_labels_paste_as_one_word() {
+        assert_eq!(shell_quoted("o3-deep-research-2025-06-26"), "o3-deep-research-2025-06-26");
+        assert_eq!(shell_quoted("engine 7"), "'engine 7'");
+        assert_eq!(shell_quoted("it's $HOME"), "'it'\\''s $HOME'");
+        assert_eq!(shell_quoted(""), "''");
     }
 }

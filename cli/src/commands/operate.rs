@@ -288,7 +288,7 @@ fn status_text(
         THROUGHPUT_WINDOW_MS / 60_000
     ));
     out.push('\n');
-    out.push_str(&super::table::outcome_table(status));
+    out.push_str(&super::table::outcome_table(status, &frozen.dir));
     if !events.is_empty() {
         out.push_str("\nrecent events (UTC):\n");
         for e in events {

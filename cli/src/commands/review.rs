@@ -90,7 +90,7 @@ pub fn import(args: ImportArgs) -> anyhow::Result<()> {
     for p in &imported.stored {
         text.push_str(&format!("kept: {}\n", p.display()));
     }
-    text.push_str("run `cohort report DIR` for the review metrics\n");
+    text.push_str(&format!("run `cohort report {}` for the review metrics\n", args.dir.display()));
     super::emit(&text);
     Ok(())
 }

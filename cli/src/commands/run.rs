@@ -282,7 +282,7 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
     let status = if was_interrupted { ledger.status().await.unwrap_or(status) } else { status };
 
     let mut out = String::from("\n");
-    out.push_str(&super::table::outcome_table(&status));
+    out.push_str(&super::table::outcome_table(&status, dir));
     if was_interrupted {
         out.push_str("\ninterrupted: state is kept in the ledger; `cohort run` again resumes where this stopped.\n");
     } else if nothing_left_for_workers(&status) {

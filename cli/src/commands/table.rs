@@ -3,12 +3,14 @@
 //! and not-run runs included).
 
 use std::fmt::Write as _;
+use std::path::Path;
 
 use cohort_coordinator::ledger::Status;
 use cohort_core::taxonomy::Outcome;
 
-/// The table of `status`, as text.
-pub fn outcome_table(status: &Status) -> String {
+/// The table of `status`, as text; a paused arm's resume hint names the
+/// cohort directory `dir`, so it can be run as printed.
+pub fn outcome_table(status: &Status, dir: &Path) -> String {
     let mut out = String::new();
     let width = status.arms.iter().map(|a| a.id.len()).max().unwrap_or(3).max(5);
     let _ = write!(out, "{:<width$} {:>8} {:>8}", "arm", "planned", "pending");
@@ -49,7 +51,8 @@ pub fn outcome_table(status: &Status) -> String {
             let _ = writeln!(out, "arm {} is PAUSED: {reason}", arm.id);
             let _ = writeln!(
                 out,
-                "  resume with: cohort resume DIR --arm {} --ack \"why it is fine\" [--accept-version LABEL]",
+                "  resume with: cohort resume {} --arm {} --ack \"why it is fine\" [--accept-version LABEL]",
+                dir.display(),
                 arm.id
             );
         }
