@@ -83,6 +83,31 @@ fn protocol_v1_manifest_has_file_hashes_and_the_v1_order() {
     }
 }
 
+/// Proves the shipped protocol-v1 template does not pause its own arms on
+/// the labels known before collection (issue 19): the Responses arm pins
+/// the dated snapshot the API reports for the alias it requests, the
+/// manual arm pins the label the README's walk-through submits, and both
+/// HTTP arms answer a clarifying question with the suffix by a rule that
+/// asks for a question mark and a clarifying phrase.
+#[test]
+fn protocol_v1_pins_the_labels_its_products_report_and_asks_for_clarifications() {
+    let text = fs::read_to_string(examples().join("protocol-v1/cohort.toml")).unwrap();
+    let config = cohort_core::config::build_and_validate(&text).unwrap();
+    let arm = |id: &str| config.arm(id).unwrap();
+    assert_eq!(arm("chatgpt").pinned_version, "o3-deep-research-2025-06-26");
+    assert_eq!(arm("chatgpt").settings["model"], "o3-deep-research", "the alias is requested");
+    let readme = fs::read_to_string(examples().join("../README.md")).unwrap();
+    let submitted = format!("--version \"{}\"", arm("realityengine").pinned_version);
+    assert!(readme.contains(&submitted), "the README's walk-through submits {submitted}");
+    for id in ["perplexity", "chatgpt"] {
+        let rule = &arm(id).settings["clarification"];
+        assert_eq!(rule["ends_with_question"], true, "{id}: {rule}");
+        assert!(rule["max_chars"].as_u64().is_some_and(|n| n <= 1000), "{id}: {rule}");
+        let phrases: Vec<&str> = rule["phrases"].as_array().unwrap().iter().filter_map(|p| p.as_str()).collect();
+        assert!(phrases.contains(&"could you clarify") && phrases.contains(&"before i begin"), "{id}: {phrases:?}");
+    }
+}
+
 /// Proves freezing an unchanged cohort again verifies it and changes
 /// nothing, byte for byte.
 #[test]
