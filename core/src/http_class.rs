@@ -26,6 +26,7 @@
 
 use serde_json::Value;
 
+use crate::scoring::ApiSpan;
 use crate::taxonomy::AttemptClass;
 
 /// The longest provider text kept in an attempt's detail.
@@ -83,6 +84,11 @@ pub struct OpenAiChatReply {
     pub usage: Option<(u64, u64)>,
     /// Whether the message carries tool calls.
     pub has_tool_calls: bool,
+    /// `message.annotations` of type `url_citation` (chat completions with
+    /// web search): `url_citation.start_index..end_index` of `content`, in
+    /// code points. Read only when `content` is a string (offsets into
+    /// parts would be ambiguous).
+    pub annotations: Vec<ApiSpan>,
 }
 
 /// Reads an OpenAI chat completion body, or says why it is `malformed`.
@@ -90,8 +96,22 @@ pub fn read_openai_chat(body: &Value) -> Result<OpenAiChatReply, (AttemptClass, 
     let malformed = |what: &str| (AttemptClass::Malformed, what.to_owned());
     let choice = body.pointer("/choices/0").ok_or_else(|| malformed("the reply has no choices"))?;
     let message = choice.get("message").ok_or_else(|| malformed("the first choice has no message"))?;
+    let mut annotations = Vec::new();
     let content = match message.get("content") {
-        Some(Value::String(s)) => s.clone(),
+        Some(Value::String(s)) => {
+            for a in message.get("annotations").and_then(Value::as_array).into_iter().flatten() {
+                if a.get("type").and_then(Value::as_str) != Some("url_citation") {
+                    continue;
+                }
+                // Documented nested (`url_citation: {..}`); some compatible
+                // servers put the fields on the annotation itself.
+                let c = a.get("url_citation").unwrap_or(a);
+                if let Some(span) = api_span(c) {
+                    annotations.push(span);
+                }
+            }
+            s.clone()
+        }
         Some(Value::Array(parts)) => {
             parts.iter().filter_map(|p| p.get("text").and_then(Value::as_str)).collect::<Vec<_>>().join("")
         }
@@ -109,8 +129,39 @@ pub fn read_openai_chat(body: &Value) -> Result<OpenAiChatReply, (AttemptClass, 
     });
     let model = body.get("model").and_then(Value::as_str).filter(|m| !m.is_empty()).map(str::to_owned);
     let has_tool_calls = message.get("tool_calls").and_then(Value::as_array).is_some_and(|a| !a.is_empty());
-    Ok(OpenAiChatReply { content, finish_reason, refusal, model, usage, has_tool_calls })
+    Ok(OpenAiChatReply { content, finish_reason, refusal, model, usage, has_tool_calls, annotations })
 }
+
+/// A `url_citation`'s span: `start_index`, `end_index` and `url` (and
+/// `title`), or `None` when one is missing.
+fn api_span(c: &Value) -> Option<ApiSpan> {
+    let index = |k: &str| c.get(k).and_then(Value::as_u64).and_then(|v| usize::try_from(v).ok());
+    let url = c.get("url").and_then(Value::as_str).map(str::trim).filter(|u| !u.is_empty())?;
+    Some(ApiSpan {
+        start: index("start_index")?,
+        end: index("end_index")?,
+        url: url.to_owned(),
+        title: c.get("title").and_then(Value::as_str).map(str::to_owned),
+    })
+}
+
+/// The one rule for an answer cut off by the output cap (SPEC section 6:
+/// never completed): a chat `finish_reason` of `length` (OpenAI, Perplexity,
+/// vLLM, Ollama), `max_tokens` (Anthropic's `stop_reason`, some routers) or
+/// `max_output_tokens`, or a Responses object `incomplete` for
+/// `max_output_tokens`. It is `client_error`: the run is `failed` with its
+/// partial text kept but never scored, because the cap is the cohort's
+/// setting and a retry under the same cap would only spend again.
+/// `http_json` applies it through its `finish_pointer`.
+pub fn cut_off(finish_reason: Option<&str>) -> Option<(AttemptClass, String)> {
+    let reason = finish_reason?.trim();
+    CUT_OFF_REASONS.contains(&reason).then(|| {
+        (AttemptClass::ClientError, format!("the answer was cut off by the output cap (finish reason {reason:?})"))
+    })
+}
+
+/// The finish reasons that mean the output cap cut the answer ([`cut_off`]).
+pub const CUT_OFF_REASONS: [&str; 3] = ["length", "max_tokens", "max_output_tokens"];
 
 /// The class of a well-formed 2xx reply, `None` when it is usable:
 /// `refused` when `finish_reason` is `content_filter` or `refusal`;
@@ -136,21 +187,35 @@ pub struct ResponsesOutput {
     pub text: String,
     pub refusal: Option<String>,
     pub citations: Vec<String>,
+    /// Every `url_citation` annotation, its span moved from its part's
+    /// text to `text` (code points), in order, repeats kept.
+    pub annotations: Vec<ApiSpan>,
 }
 
 /// Reads a Responses object's `output` items ([`ResponsesOutput`]).
 pub fn read_responses_output(items: &[Value]) -> ResponsesOutput {
     let mut out = ResponsesOutput::default();
     let mut refusals = Vec::new();
+    let mut text_chars = 0usize;
     for item in items.iter().filter(|i| i.get("type").and_then(Value::as_str) == Some("message")) {
         let mut message = String::new();
+        let mut message_chars = 0usize;
+        // Where this message's text will start in `text`: after a blank
+        // line when a message came before.
+        let base = text_chars + if out.text.is_empty() { 0 } else { 2 };
         for part in item.get("content").and_then(Value::as_array).into_iter().flatten() {
             match part.get("type").and_then(Value::as_str) {
                 Some("output_text") => {
-                    message.push_str(part.get("text").and_then(Value::as_str).unwrap_or(""));
+                    let part_text = part.get("text").and_then(Value::as_str).unwrap_or("");
+                    let at = base + message_chars;
+                    message.push_str(part_text);
+                    message_chars += part_text.chars().count();
                     for a in part.get("annotations").and_then(Value::as_array).into_iter().flatten() {
                         if a.get("type").and_then(Value::as_str) != Some("url_citation") {
                             continue;
+                        }
+                        if let Some(span) = api_span(a) {
+                            out.annotations.push(ApiSpan { start: at + span.start, end: at + span.end, ..span });
                         }
                         if let Some(url) = a.get("url").and_then(Value::as_str).map(str::trim).filter(|u| !u.is_empty())
                             && !out.citations.iter().any(|c| c == url)
@@ -170,8 +235,10 @@ pub fn read_responses_output(items: &[Value]) -> ResponsesOutput {
         if !message.is_empty() {
             if !out.text.is_empty() {
                 out.text.push_str("\n\n");
+                text_chars += 2;
             }
             out.text.push_str(&message);
+            text_chars += message_chars;
         }
     }
     out.refusal = (!refusals.is_empty()).then(|| refusals.join("\n\n"));
@@ -270,6 +337,41 @@ mod tests {
         assert_eq!(out.text, "One two.\n\nThree.");
         assert_eq!(out.refusal.as_deref(), Some("No."));
         assert_eq!(out.citations, ["https://a.example/"]);
+    }
+
+    /// Annotation spans are offsets into their own part: moved to the
+    /// joined text (parts of a message directly, messages apart by a blank
+    /// line), in code points.
+    #[test]
+    fn responses_annotations_move_to_the_joined_text() {
+        let items: Vec<Value> = serde_json::from_str(
+            r#"[
+              {"type": "message", "content": [
+                {"type": "output_text", "text": "Café rose. ", "annotations": [
+                  {"type": "url_citation", "start_index": 0, "end_index": 10, "url": "https://a.example/", "title": "A"}]},
+                {"type": "output_text", "text": "Tea fell.", "annotations": [
+                  {"type": "url_citation", "start_index": 0, "end_index": 9, "url": "https://b.example/"}]}]},
+              {"type": "message", "content": [{"type": "output_text", "text": "€ held.", "annotations": [
+                  {"type": "url_citation", "start_index": 2, "end_index": 7, "url": "https://c.example/"}]}]}
+            ]"#,
+        )
+        .unwrap();
+        let out = read_responses_output(&items);
+        let chars: Vec<char> = out.text.chars().collect();
+        let spanned: Vec<String> = out.annotations.iter().map(|a| chars[a.start..a.end].iter().collect()).collect();
+        assert_eq!(spanned, ["Café rose.", "Tea fell.", "held."]);
+        assert_eq!(out.annotations[0].title.as_deref(), Some("A"));
+    }
+
+    /// A cut-off answer is `client_error` whatever the API calls it; a
+    /// finished one is not cut off.
+    #[test]
+    fn cut_off_answers_are_client_errors() {
+        for reason in ["length", "max_tokens", "max_output_tokens"] {
+            assert_eq!(cut_off(Some(reason)).unwrap().0, AttemptClass::ClientError, "{reason}");
+        }
+        assert_eq!(cut_off(Some("stop")), None);
+        assert_eq!(cut_off(None), None);
     }
 
     fn class(status: u16, body: &str) -> AttemptClass {

@@ -541,6 +541,55 @@ mod tests {
         assert_eq!(r.openai_body["usage"]["total_tokens"], 12);
     }
 
+    /// The Anthropic Messages answers of the wire corpus
+    /// (`worker/tests/wire/anthropic_messages__*.json`, written from
+    /// Anthropic's documentation): each gets its class, and a usable one its
+    /// text (text blocks joined), served model and usage; a reply cut at
+    /// `max_tokens` is read as far as it goes (the verdict parser leaves the
+    /// claims it did not reach unjudged).
+    #[test]
+    fn anthropic_corpus_bodies_are_read() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../worker/tests/wire");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            if !name.starts_with("anthropic_messages__") || !name.ends_with(".json") {
+                continue;
+            }
+            let case: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            let expect = &case["expect"];
+            let status = case["status"].as_u64().unwrap() as u16;
+            let body = case["body"].to_string();
+            let read = read_answer(
+                &upstream(UpstreamKind::Anthropic),
+                status,
+                &HeaderMap::new(),
+                body.as_bytes(),
+                SystemTime::now(),
+            );
+            let class = expect["class"].as_str().unwrap();
+            match read {
+                Ok(r) => {
+                    assert_eq!(class, "ok", "{name}: read as ok");
+                    assert_eq!(r.content, expect["text"].as_str().unwrap(), "{name}");
+                    assert_eq!(r.served_model.as_deref(), expect["served_model"].as_str(), "{name}");
+                    let usage = r.usage.unwrap();
+                    assert_eq!(
+                        (Some(usage.input), Some(usage.output)),
+                        (expect["input_tokens"].as_u64(), expect["output_tokens"].as_u64()),
+                        "{name}"
+                    );
+                    let verdicts = cohort_core::scoring::parse_verdicts(&r.content, 2).unwrap();
+                    assert!(verdicts[0].line.is_some(), "{name}: claim 1 has its verdict line");
+                }
+                Err(f) => assert_eq!(f.class.as_str(), class, "{name}: {}", f.detail),
+            }
+            seen += 1;
+        }
+        assert!(seen >= 5, "only {seen} Anthropic cases in {}", dir.display());
+    }
+
     #[test]
     fn anthropic_body_moves_system_out_of_messages() {
         let call = ChatCall {

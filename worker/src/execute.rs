@@ -259,6 +259,7 @@ pub async fn record_answer(
             let input = ScoreInput {
                 output: text,
                 system_sources: &response.sources,
+                citations: response.citations.clone(),
                 query_id: &lease.question_id,
                 system: &system,
                 run: facts,
@@ -291,7 +292,8 @@ pub async fn record_answer(
         prompt: lease.prompt.clone(),
         conversation,
         output_sha256,
-        citation_urls: response.citations.clone(),
+        citation_urls: response.citations.urls(),
+        api_citations: response.citations.clone(),
         observed_version,
         pinned_version: arm.config.pinned_version.clone(),
         settings: arm.config.settings.clone(),

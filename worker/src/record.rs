@@ -46,7 +46,14 @@ pub struct RunRecord {
     /// SHA-256 of the raw output in the artifact store; `None` when there
     /// was no output.
     pub output_sha256: Option<String>,
+    /// The cited URLs as the API gave them, in order, each once.
     pub citation_urls: Vec<String>,
+    /// What the API said the output cites, as it said it (a numbered list,
+    /// or annotations with their spans in code points; `none`): scoring
+    /// reads the output with it, inline and again in `cohort judge`
+    /// (since version 5; `none` in older records).
+    #[serde(default)]
+    pub api_citations: cohort_core::scoring::ApiCitations,
     /// The model/version label the system reported, or "not disclosed".
     pub observed_version: String,
     pub pinned_version: String,
@@ -124,8 +131,9 @@ pub struct ManualRun {
 /// The current layout version of [`RunRecord`]. History (docs/records.md):
 /// 1, the first; 2, `system_sources`, `scoring`, `scoring_error`; 3,
 /// `attempts`, `attempts_complete`, times with milliseconds, capture and
-/// system-source publication dates; 4, `manual`.
-pub const RECORD_VERSION: u32 = 4;
+/// system-source publication dates; 4, `manual`; 5, `api_citations`, and
+/// `scoring.report.reasoning` and each reference's `origin`.
+pub const RECORD_VERSION: u32 = 5;
 
 /// One attempt at the run, in the record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use cohort_core::passages::best_passages;
 use cohort_core::scoring::{
-    JudgePlan, ParsedVerdict, ReportFormat, RunFacts, ScoreReport, UnjudgedReason, Verdict, analyse, judge_sentence,
-    plan_judging,
+    ApiCitations, JudgePlan, ParsedVerdict, ReportFormat, RunFacts, ScoreReport, UnjudgedReason, Verdict,
+    analyse_output, judge_sentence, plan_judging,
 };
 use cohort_proto::v1 as pb;
 use cohort_proto::v1::judge_client::JudgeClient;
@@ -194,6 +194,8 @@ pub struct ScoreInput<'a> {
     pub format: Option<ReportFormat>,
     /// Passages the system returned beside its output.
     pub system_sources: &'a [SystemSource],
+    /// What the API said the output cites.
+    pub citations: ApiCitations,
     /// Source text given by the caller per citation index (`cohort score
     /// --snippets`), used before anything else.
     pub given: BTreeMap<u32, Vec<String>>,
@@ -209,8 +211,8 @@ pub async fn score_output(
     capturer: Option<&SourceCapturer>,
     judge: Option<&JudgeEndpoint>,
 ) -> Result<RunScore, cohort_core::scoring::ScoringError> {
-    let ScoreInput { output, format, system_sources, given, query_id, system, run } = input;
-    let mut analysis = analyse(output, format)?;
+    let ScoreInput { output, format, system_sources, citations, given, query_id, system, run } = input;
+    let mut analysis = analyse_output(output, &citations, format)?;
 
     // Evidence per reference: given text first, then the system's own
     // snippets, else a capture.
@@ -486,7 +488,8 @@ pub fn plan_stored_run(
         .ok_or_else(|| ReplanError::MissingOutput { run_id: run_id.clone(), sha256: sha.clone() })?;
     let output = String::from_utf8_lossy(&bytes);
     let drifted = |message: String| ReplanError::Drifted { run_id: run_id.clone(), message };
-    let mut analysis = analyse(&output, scoring.map(|s| s.report.format)).map_err(|e| drifted(e.to_string()))?;
+    let mut analysis = analyse_output(&output, &record.api_citations, scoring.map(|s| s.report.format))
+        .map_err(|e| drifted(e.to_string()))?;
     if let Some(s) = scoring {
         let same = s.report.claims.len() == analysis.claims.len()
             && s.report.claims.iter().zip(&analysis.claims).all(|(a, b)| a.id == b.id && a.text == b.text);

@@ -259,7 +259,7 @@ async fn perplexity_citations_and_search_results() {
         .call(&request(&[("user", "Q?"), ("system_under_test", "Which period?"), ("user", "Cite sources.")]))
         .await;
     assert_eq!(r.class, AttemptClass::Ok, "{}", r.detail);
-    assert_eq!(r.citations, ["https://a.example/1", "https://b.example/2"]);
+    assert_eq!(r.citations.urls(), ["https://a.example/1", "https://b.example/2"]);
     assert_eq!(r.sources.len(), 1);
     assert_eq!(r.sources[0].url, "https://a.example/1");
     assert_eq!(r.sources[0].title.as_deref(), Some("A"));

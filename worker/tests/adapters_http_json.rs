@@ -174,7 +174,7 @@ async fn sync_answer_with_citations_and_a_hostile_prompt() {
     assert_eq!((r.class, r.http_status), (AttemptClass::Ok, 200), "{}", r.detail);
     let Reply::Output(text) = &r.reply else { panic!("{:?}", r.reply) };
     assert!(text.starts_with("Topic 1 was first described"));
-    assert_eq!(r.citations, ["https://example.org/a", "https://news.example/b", "https://plain.example/c"]);
+    assert_eq!(r.citations.urls(), ["https://example.org/a", "https://news.example/b", "https://plain.example/c"]);
     assert_eq!(r.sources.len(), 1);
     assert_eq!(
         (r.sources[0].url.as_str(), r.sources[0].snippet.as_str()),
@@ -207,7 +207,7 @@ async fn job_is_polled_to_completion() {
     let r = adapter(job_settings(&url)).call(&prompt()).await;
     keyless(&r);
     assert_eq!(r.class, AttemptClass::Ok, "{}", r.detail);
-    assert_eq!(r.citations.len(), 3);
+    assert_eq!(r.citations.urls().len(), 3);
     assert_eq!(r.observed_version.as_deref(), Some("re-2.3.1"));
     assert_eq!(r.usage.map(|u| (u.input_tokens, u.output_tokens)), Some((5, 0)));
     let seen = seen.lock().unwrap();

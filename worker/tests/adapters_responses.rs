@@ -202,7 +202,7 @@ async fn completed_response_with_citations() {
     keyless(&r);
     assert_eq!((r.class, r.http_status), (AttemptClass::Ok, 200), "{}", r.detail);
     assert_eq!(r.reply, Reply::Output(format!("{TEXT_A}{TEXT_B}")));
-    assert_eq!(r.citations, ["https://example.org/a", "https://news.example/b"]);
+    assert_eq!(r.citations.urls(), ["https://example.org/a", "https://news.example/b"]);
     assert!(r.sources.is_empty(), "spans are the system's own text: never evidence");
     assert_eq!(r.observed_version.as_deref(), Some("o3-deep-research-2025-06-26"));
     assert_eq!(r.usage.map(|u| (u.input_tokens, u.output_tokens)), Some((1840, 5210)));
@@ -231,7 +231,7 @@ async fn background_response_is_polled_to_completion() {
     let r = adapter(&url, "o3-deep-research", json!({})).call(&prompt()).await;
     keyless(&r);
     assert_eq!(r.class, AttemptClass::Ok, "{}", r.detail);
-    assert_eq!(r.citations.len(), 2);
+    assert_eq!(r.citations.urls().len(), 2);
     assert_eq!(r.observed_version.as_deref(), Some("o3-deep-research-2025-06-26"));
     let seen = seen.lock().unwrap();
     assert_eq!(seen.bodies[0]["background"], true);

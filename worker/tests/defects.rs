@@ -89,7 +89,7 @@ fn answer(run_id: &str) -> AdapterResponse {
         reply: Reply::Output(format!("The answer of {run_id}, with no citations.")),
         observed_version: None,
         usage: None,
-        citations: Vec::new(),
+        citations: cohort_core::scoring::ApiCitations::None,
         sources: Vec::new(),
         retry_after_ms: None,
     }

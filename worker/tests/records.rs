@@ -41,7 +41,7 @@ impl Adapter for Scripted {
             reply,
             observed_version: self.version.clone(),
             usage: None,
-            citations: Vec::new(),
+            citations: cohort_core::scoring::ApiCitations::None,
             sources: Vec::new(),
             retry_after_ms: None,
         };

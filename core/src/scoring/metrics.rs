@@ -177,6 +177,7 @@ mod tests {
             url: Some(format!("https://x.org/{index}")),
             snippets: snippets.iter().map(|s| (*s).to_owned()).collect(),
             as_written: Vec::new(),
+            origin: crate::scoring::ReferenceOrigin::Text,
         }
     }
 

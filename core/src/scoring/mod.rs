@@ -38,6 +38,7 @@ pub(crate) mod references;
 pub mod segment;
 pub mod url;
 pub mod verdicts;
+pub mod wire;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -51,6 +52,7 @@ pub use prompt::{JudgeClaim, judge_prompt};
 pub use segment::split_sentences;
 pub use url::canonicalise;
 pub use verdicts::{ParsedVerdict, UnjudgedReason, Verdict, parse_verdicts};
+pub use wire::{ApiCitations, ApiSource, ApiSpan};
 
 use document::Role;
 use normalise::{Edit, OffsetMap};
@@ -102,6 +104,39 @@ pub struct Reference {
     /// The distinct URLs as written that map to this entry, in order of
     /// first appearance (several when tracking parameters differed).
     pub as_written: Vec<String>,
+    /// Where the entry came from: the text, the API's citations, or both.
+    /// Absent in JSON when it is the text alone (and in records written
+    /// before the API's citations were read).
+    #[serde(default, skip_serializing_if = "ReferenceOrigin::is_text")]
+    pub origin: ReferenceOrigin,
+}
+
+/// Where a reference came from (docs/scoring.md, "API citations").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReferenceOrigin {
+    /// The text's own reference list or links.
+    #[default]
+    Text,
+    /// The API's citations alone (Perplexity's `citations` for a report
+    /// without a list; an annotation over a sentence without a link).
+    Api,
+    /// Both, naming the same canonical URL.
+    Both,
+}
+
+impl ReferenceOrigin {
+    pub fn is_text(&self) -> bool {
+        *self == ReferenceOrigin::Text
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReferenceOrigin::Text => "text",
+            ReferenceOrigin::Api => "api",
+            ReferenceOrigin::Both => "both",
+        }
+    }
 }
 
 /// Everything read from one report's text.
@@ -121,6 +156,9 @@ pub struct Analysis {
     pub normalised_body: Option<String>,
     /// Things the scorer noticed and the reader should know.
     pub warnings: Vec<String>,
+    /// Reasoning blocks (`<think>...</think>`) taken out of the output
+    /// before scoring: recorded, never scored.
+    pub reasoning: Vec<String>,
 }
 
 /// Facts about the run that produced a report, which its text cannot give.
@@ -131,11 +169,46 @@ pub struct RunFacts {
 }
 
 /// Reads one report: the format (detected when `format` is `None`), the
-/// reference table, the claims and the citation counts.
+/// reference table, the claims and the citation counts. The text is all
+/// there is: [`analyse_output`] with no API citations.
 pub fn analyse(text: &str, format: Option<ReportFormat>) -> Result<Analysis, ScoringError> {
-    if text.len() > MAX_REPORT_BYTES {
-        return Err(ScoringError::TooLarge { len: text.len() });
+    analyse_output(text, &ApiCitations::None, format)
+}
+
+/// Reads one raw output with what its API said it cites ([`wire`]): the
+/// one entry of every path that scores a system's answer (inline, `cohort
+/// judge`, `cohort score`). Reasoning blocks are taken out and kept apart;
+/// the reference table comes from the API's citations, reconciled with the
+/// text's own list or links:
+///
+/// - a numbered list (Perplexity's `citations`): `[n]` is the list's
+///   entry `n`; an index the text's own list also gives keeps the API's
+///   URL (with a warning when the two differ); text entries past the list
+///   are kept;
+/// - annotations: the report is read as a Markdown-link report, and each
+///   annotation either is one of its links (same canonical URL inside the
+///   span) or gets a marker at the end of its span, so it reaches the claim
+///   whose sentence holds it.
+pub fn analyse_output(
+    raw: &str,
+    citations: &ApiCitations,
+    format: Option<ReportFormat>,
+) -> Result<Analysis, ScoringError> {
+    if raw.len() > MAX_REPORT_BYTES {
+        return Err(ScoringError::TooLarge { len: raw.len() });
     }
+    let prepared = wire::prepare(raw, citations);
+    let mut analysis = analyse_prepared(&prepared, format);
+    if analysis.normalised_body.is_none() && prepared.body.len() != raw.len() {
+        analysis.normalised_body = Some(prepared.body.clone());
+    }
+    analysis.warnings.extend(prepared.warnings.iter().cloned());
+    analysis.reasoning = prepared.reasoning;
+    Ok(analysis)
+}
+
+fn analyse_prepared(prepared: &wire::Prepared, format: Option<ReportFormat>) -> Analysis {
+    let text = prepared.body.as_str();
     let mut parsed = document::parse(text);
     let texts: Vec<String> = parsed.leaves.iter().map(|leaf| document::leaf_text(text, leaf)).collect();
     document::classify(text, &mut parsed, &texts);
@@ -169,13 +242,19 @@ pub fn analyse(text: &str, format: Option<ReportFormat>) -> Result<Analysis, Sco
     let stray_links =
         body_links.iter().filter(|l| !is_marker_syntax(text.get(l.range.clone()).unwrap_or_default())).count();
     let (numbered_refs, mut warnings) = references::numbered_references(text, &parsed, &texts);
+    let has_list = !numbered_refs.is_empty() || !prepared.list.is_empty();
     let (format, format_detected) = match format {
         Some(format) => (format, false),
-        None => (detect_format(body_marker_spans, stray_links, !numbered_refs.is_empty()), true),
+        // Annotations cite spans of the text, as links do.
+        None if prepared.annotated => (ReportFormat::MarkdownLinks, true),
+        None => (detect_format(body_marker_spans, stray_links, has_list), true),
     };
 
+    let mut annotated_leaves = Vec::new();
+    let mut inserted = 0usize;
     let (edits, references) = match format {
         ReportFormat::Numbered => {
+            let numbered_refs = reconcile_numbered(numbered_refs, &prepared.list, &mut warnings);
             if numbered_refs.is_empty() && body_marker_spans > 0 {
                 warnings.push(
                     "the body cites with [n] markers but no reference list was found: every citation is unresolved"
@@ -192,7 +271,9 @@ pub fn analyse(text: &str, format: Option<ReportFormat>) -> Result<Analysis, Sco
         }
         ReportFormat::MarkdownLinks => {
             warnings.clear();
-            let normalised = normalise::normalise_links(text, &parsed, &roles);
+            let mut normalised = normalise::normalise_links(text, &parsed, &roles);
+            (annotated_leaves, inserted) =
+                normalise::annotate_spans(text, &parsed, &roles, &prepared.spans, &mut normalised, &mut warnings);
             (normalised.edits, normalised.references)
         }
     };
@@ -217,8 +298,8 @@ pub fn analyse(text: &str, format: Option<ReportFormat>) -> Result<Analysis, Sco
     let mut rewritten_text = String::new();
     let mut segment_starts = Vec::new();
     let mut rewritten = vec![false; parsed.leaves.len()];
-    for link in &parsed.links {
-        if let Some(flag) = rewritten.get_mut(link.leaf) {
+    for leaf in parsed.links.iter().map(|l| l.leaf).chain(annotated_leaves) {
+        if let Some(flag) = rewritten.get_mut(leaf) {
             *flag = !edits.is_empty();
         }
     }
@@ -275,19 +356,20 @@ pub fn analyse(text: &str, format: Option<ReportFormat>) -> Result<Analysis, Sco
             });
         }
     }
-    if format == ReportFormat::MarkdownLinks && marker_spans > body_web_links {
-        // Each body web link became exactly one marker; any other marker
-        // was already in the text and now points into the new table.
+    if format == ReportFormat::MarkdownLinks && marker_spans > body_web_links + inserted {
+        // Each body web link became exactly one marker, and each annotation
+        // without one got its own; any other marker was already in the text
+        // and now points into the new table.
         warnings.push(format!(
             "{} bracketed number(s) already in the text are read as markers of the normalised table",
-            marker_spans - body_web_links
+            marker_spans - body_web_links - inserted
         ));
     }
     // Distinct conflicting-evidence pairs: conflict entries citing at least
     // two sources, counted once per distinct set of sources.
     let pairs: BTreeSet<&BTreeSet<u32>> = conflicts.values().filter(|set| set.len() >= 2).collect();
 
-    Ok(Analysis {
+    Analysis {
         format,
         format_detected,
         references,
@@ -298,7 +380,51 @@ pub fn analyse(text: &str, format: Option<ReportFormat>) -> Result<Analysis, Sco
         contradictions_surfaced: u32::try_from(pairs.len()).unwrap_or(u32::MAX),
         normalised_body: body,
         warnings,
-    })
+        reasoning: Vec::new(),
+    }
+}
+
+/// The reference table of a numbered report whose API gave a citation
+/// list: entry `n` of the list is reference `n` (blank entries leave a gap,
+/// so the markers after them still count positions); an entry of the
+/// text's own list with the same index and canonical URL makes it known to
+/// both; one naming another URL yields to the API's, with a warning; text
+/// entries the list does not cover are kept.
+fn reconcile_numbered(text: Vec<Reference>, list: &[ApiSource], warnings: &mut Vec<String>) -> Vec<Reference> {
+    if list.is_empty() {
+        return text;
+    }
+    let mut by_index: BTreeMap<u32, Reference> = text.into_iter().map(|r| (r.index, r)).collect();
+    for (i, source) in list.iter().enumerate() {
+        if source.url.is_empty() {
+            continue;
+        }
+        let Ok(index) = u32::try_from(i + 1) else { break };
+        let canonical = canonicalise(&source.url).unwrap_or_else(|_| source.url.clone());
+        let from_api = Reference {
+            index,
+            title: source.title.clone(),
+            url: Some(canonical.clone()),
+            snippets: Vec::new(),
+            as_written: vec![source.url.clone()],
+            origin: ReferenceOrigin::Api,
+        };
+        let merged = match by_index.remove(&index) {
+            None => from_api,
+            Some(own) if own.url.as_deref() == Some(canonical.as_str()) => {
+                Reference { title: source.title.clone().or(own.title), origin: ReferenceOrigin::Both, ..from_api }
+            }
+            Some(own) => {
+                warnings.push(format!(
+                    "reference [{index}] of the text names {}, the API's citation {index} is {canonical}: the API's is used",
+                    own.url.as_deref().unwrap_or("no URL")
+                ));
+                from_api
+            }
+        };
+        by_index.insert(index, merged);
+    }
+    by_index.into_values().collect()
 }
 
 /// The format of a report whose format was not given (docs/scoring.md,
@@ -431,6 +557,10 @@ pub struct ScoreReport {
     pub claims: Vec<ScoredClaim>,
     pub normalised_body: Option<String>,
     pub warnings: Vec<String>,
+    /// Reasoning blocks taken out of the output before scoring (recorded,
+    /// never scored); absent when there were none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reasoning: Vec<String>,
 }
 
 impl ScoreReport {
@@ -474,6 +604,7 @@ impl ScoreReport {
             claims,
             normalised_body: analysis.normalised_body,
             warnings: analysis.warnings,
+            reasoning: analysis.reasoning,
         }
     }
 }

@@ -16,10 +16,11 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
-use super::Reference;
 use super::document::{LinkKind, LinkSpan, Parsed, Role};
 use super::references::clean_title;
 use super::url::canonicalise;
+use super::wire::ByteSpan;
+use super::{Reference, ReferenceOrigin};
 
 /// One replacement of a byte range of the original text. Edits are sorted
 /// by start and never overlap; an empty range is an insertion.
@@ -73,6 +74,7 @@ pub(crate) fn normalise_links(source: &str, parsed: &Parsed, roles: &[Role]) -> 
                 url: Some(canonical),
                 snippets: Vec::new(),
                 as_written: Vec::new(),
+                origin: ReferenceOrigin::Text,
             });
             titles.push([None, None, None]);
             references.len() - 1
@@ -105,6 +107,115 @@ pub(crate) fn normalise_links(source: &str, parsed: &Parsed, roles: &[Role]) -> 
     }
     edits.sort_by_key(|e| (e.range.start, e.range.end));
     LinkNormalisation { edits, references }
+}
+
+/// Citation annotations of an API over a Markdown-link report (the spans
+/// of [`super::wire::Prepared`]), added to its link normalisation: an
+/// annotation whose span holds a link to the same canonical URL is that
+/// link (the entry is then known to both the text and the API); any other
+/// gets the entry of its URL (a new one after the links' when the text
+/// never links it) and a marker inserted at the end of its span, before
+/// trailing white space and after any link syntax it ends in, so it
+/// belongs to the sentence the span covers. Returns the leaves that got a
+/// marker and the number of markers inserted; a span that holds no body
+/// text is dropped with a warning.
+pub(crate) fn annotate_spans(
+    source: &str,
+    parsed: &Parsed,
+    roles: &[Role],
+    spans: &[ByteSpan],
+    norm: &mut LinkNormalisation,
+    warnings: &mut Vec<String>,
+) -> (Vec<usize>, usize) {
+    let canonical_of = |url: &str| canonicalise(url).unwrap_or_else(|_| url.to_owned());
+    let link_urls: Vec<Option<String>> = parsed
+        .links
+        .iter()
+        .map(|l| (l.kind != LinkKind::Email).then(|| canonicalise(&l.dest).ok()).flatten())
+        .collect();
+    let mut inserts: Vec<(usize, u32, usize)> = Vec::new();
+    for span in spans {
+        let url = canonical_of(&span.url);
+        let covered = parsed.links.iter().zip(&link_urls).any(|(l, u)| {
+            u.as_deref() == Some(url.as_str()) && l.range.start < span.range.end && l.range.end > span.range.start
+        });
+        let slot = match norm.references.iter().position(|r| r.url.as_deref() == Some(url.as_str())) {
+            Some(slot) => slot,
+            None => {
+                norm.references.push(Reference {
+                    index: u32::try_from(norm.references.len() + 1).unwrap_or(u32::MAX),
+                    title: span.title.clone(),
+                    url: Some(url.clone()),
+                    snippets: Vec::new(),
+                    as_written: Vec::new(),
+                    origin: ReferenceOrigin::Api,
+                });
+                norm.references.len() - 1
+            }
+        };
+        let reference = &mut norm.references[slot];
+        if reference.origin == ReferenceOrigin::Text {
+            reference.origin = ReferenceOrigin::Both;
+        }
+        if reference.title.is_none() {
+            reference.title = span.title.clone();
+        }
+        if !reference.as_written.contains(&span.url) {
+            reference.as_written.push(span.url.clone());
+        }
+        if covered {
+            continue;
+        }
+        match insertion_point(source, parsed, roles, span.range.clone()) {
+            Some((at, leaf)) => inserts.push((at, reference.index, leaf)),
+            None => warnings.push(format!(
+                "a citation of {} covers no text of the answer's body (bytes {}..{}): it is not counted",
+                span.url, span.range.start, span.range.end
+            )),
+        }
+    }
+    inserts.sort_unstable();
+    inserts.dedup_by_key(|&mut (at, index, _)| (at, index));
+    let count = inserts.len();
+    let mut leaves: Vec<usize> = inserts.iter().map(|&(_, _, leaf)| leaf).collect();
+    leaves.sort_unstable();
+    leaves.dedup();
+    norm.edits
+        .extend(inserts.into_iter().map(|(at, index, _)| Edit { range: at..at, replacement: format!("[{index}]") }));
+    // Stable: at one offset, an insertion (empty range) before the edit
+    // that starts there, and insertions in index order.
+    norm.edits.sort_by_key(|e| (e.range.start, e.range.end));
+    (leaves, count)
+}
+
+/// Where a span's marker goes: its end, moved back over trailing white
+/// space and out of any link syntax it ends in, inside a segment of a body
+/// leaf (the segment holding it, else the last one ending within the
+/// span). `None` when the span holds no body text.
+fn insertion_point(source: &str, parsed: &Parsed, roles: &[Role], span: Range<usize>) -> Option<(usize, usize)> {
+    let mut at = span.end.min(source.len());
+    while at > span.start {
+        match source[..at].chars().next_back() {
+            Some(c) if c.is_whitespace() => at -= c.len_utf8(),
+            _ => break,
+        }
+    }
+    if let Some(link) = parsed.links.iter().find(|l| l.range.start < at && at < l.range.end) {
+        at = link.range.end;
+    }
+    let body = |i: usize| roles.get(i).is_some_and(|r| r.counts_citations());
+    let mut fallback: Option<(usize, usize)> = None;
+    for (i, leaf) in parsed.leaves.iter().enumerate().filter(|(i, _)| body(*i)) {
+        for segment in &leaf.segments {
+            if segment.start < at && at <= segment.end {
+                return Some((at, i));
+            }
+            if segment.end <= at && segment.end > span.start && fallback.is_none_or(|(end, _)| segment.end > end) {
+                fallback = Some((segment.end, i));
+            }
+        }
+    }
+    fallback
 }
 
 /// `[anchor](dest)` → `anchor` + `suffix`: the syntax before the anchor is

@@ -12,10 +12,10 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-use super::Reference;
 use super::document::{Leaf, LinkKind, Parsed, Role};
 use super::markers::{self, MAX_MARKER_INDEX, SpanKind};
 use super::url::canonicalise;
+use super::{Reference, ReferenceOrigin};
 
 /// One entry while it is being read.
 struct Entry {
@@ -92,6 +92,7 @@ pub(crate) fn numbered_references(source: &str, parsed: &Parsed, texts: &[String
             url: Some(canonicalise(&definition.dest).unwrap_or_else(|_| definition.dest.clone())),
             snippets: Vec::new(),
             as_written: vec![definition.dest.clone()],
+            origin: ReferenceOrigin::Text,
         };
         insert(&mut table, reference, &mut warnings);
     }
@@ -204,7 +205,14 @@ fn entry_reference(source: &str, parsed: &Parsed, entry: &Entry) -> Reference {
         };
         canonicalise(&with_scheme).unwrap_or_else(|_| raw.to_owned())
     });
-    Reference { index: entry.index, title, url, snippets: Vec::new(), as_written: raw_url.into_iter().collect() }
+    Reference {
+        index: entry.index,
+        title,
+        url,
+        snippets: Vec::new(),
+        as_written: raw_url.into_iter().collect(),
+        origin: ReferenceOrigin::Text,
+    }
 }
 
 /// The entry text with URLs removed and separators trimmed, or `None`

@@ -54,7 +54,61 @@ pub(crate) fn split_sentences_with(text: &str, spans: &[Span]) -> Vec<Range<usiz
         start = at;
     }
     push_trimmed(text, start..text.len(), &mut sentences);
+    merge_citation_fragments(text, spans, &mut sentences);
     sentences
+}
+
+/// Joins to the sentence before it a "sentence" that is only a citation
+/// in parentheses, `(source.example[3])`: what a link written after the
+/// full stop becomes (`... finished. ([source.example](https://...))`, the
+/// form OpenAI's search models use), which cites the sentence it follows.
+/// It must hold a marker, open with `(` and close with `)` (a full stop
+/// after it allowed), and hold at most one word besides its markers.
+fn merge_citation_fragments(text: &str, spans: &[Span], sentences: &mut Vec<Range<usize>>) {
+    if sentences.len() < 2 || !spans.iter().any(|s| s.kind == SpanKind::Marker) {
+        return;
+    }
+    let mut merged: Vec<Range<usize>> = Vec::with_capacity(sentences.len());
+    for range in sentences.drain(..) {
+        // UAX #29 does not break after the `)` when text follows on the
+        // line, so the fragment may open the next sentence: only the
+        // fragment moves.
+        let lead = text[range.clone()]
+            .starts_with('(')
+            .then(|| text[range.clone()].find(')'))
+            .flatten()
+            .map(|close| range.start..range.start + close + 1)
+            .filter(|lead| is_citation_fragment(text, spans, lead.clone()));
+        match (merged.last_mut(), lead) {
+            (Some(previous), Some(lead)) if !text[lead.end..range.end].chars().any(char::is_alphanumeric) => {
+                previous.end = range.end;
+            }
+            (Some(previous), Some(lead)) => {
+                previous.end = lead.end;
+                push_trimmed(text, lead.end..range.end, &mut merged);
+            }
+            _ => merged.push(range),
+        }
+    }
+    *sentences = merged;
+}
+
+fn is_citation_fragment(text: &str, spans: &[Span], range: Range<usize>) -> bool {
+    let inside: Vec<&Span> =
+        spans.iter().filter(|s| s.range.start >= range.start && s.range.end <= range.end).collect();
+    if !inside.iter().any(|s| s.kind == SpanKind::Marker) {
+        return false;
+    }
+    let mut rest = String::with_capacity(range.len());
+    let mut at = range.start;
+    for span in inside.iter().filter(|s| s.kind == SpanKind::Marker) {
+        rest.push_str(&text[at..span.range.start]);
+        at = span.range.end;
+    }
+    rest.push_str(&text[at..range.end]);
+    let rest = rest.trim().trim_end_matches('.').trim_end();
+    let Some(inner) = rest.strip_prefix('(').and_then(|r| r.strip_suffix(')')) else { return false };
+    inner.split_whitespace().count() <= 1
 }
 
 /// The UAX #29 sentence boundaries of `text` strictly inside it, exactly
@@ -174,6 +228,24 @@ mod tests {
 
     /// Abbreviations before capitals and numbers do not end sentences;
     /// real sentence ends after them still do.
+    /// A citation in parentheses after the full stop, as a link written
+    /// there becomes once normalised, belongs to the sentence before it;
+    /// a parenthesis of words, or one without a marker, is its own.
+    #[test]
+    fn parenthesised_citations_join_the_sentence_before() {
+        assert_eq!(
+            sentences("The works end in 2026. (Reuters[3]) Prices rose."),
+            ["The works end in 2026. (Reuters[3])", "Prices rose."]
+        );
+        assert_eq!(sentences("The works end in 2026. (news.example[3])"), ["The works end in 2026. (news.example[3])"]);
+        assert_eq!(sentences("It ended.\n(a.example[1][2])."), ["It ended.\n(a.example[1][2])."]);
+        assert_eq!(
+            sentences("It ended. (See the annex [2].) Next one."),
+            ["It ended.", "(See the annex [2].)", "Next one."]
+        );
+        assert_eq!(sentences("It ended. (Annex) Next."), ["It ended.", "(Annex) Next."]);
+    }
+
     #[test]
     fn keeps_abbreviations_together() {
         assert_eq!(

@@ -130,6 +130,11 @@ pub(crate) fn api_key(s: &Settings<'_>, env: impl Fn(&str) -> Option<String>) ->
 }
 
 /// `poll_interval_ms`, else `default`.
+/// How long after the create call the first poll goes: a job that is done
+/// at once is read at once (then the waits double, [`Call::poll`]).
+pub const FIRST_POLL: Duration = Duration::from_millis(250);
+
+/// `poll_interval_ms`: the longest wait between two polls.
 pub(crate) fn poll_interval(s: &Settings<'_>, default: Duration) -> Result<Duration, AdapterError> {
     match s.whole("poll_interval_ms")? {
         None => Ok(default),
@@ -414,8 +419,12 @@ impl Call<'_> {
         }
     }
 
-    /// `GET url` every `interval` until `read` stops it with an answer or
-    /// the budget runs out. A poll that meets an outage (transport error,
+    /// `GET url` until `read` stops it with an answer or the budget runs
+    /// out: the first poll [`FIRST_POLL`] after the create, each wait after
+    /// it twice the one before, up to `max_interval` (the `poll_interval_ms`
+    /// setting), as the OpenAI SDKs back off, so a job that finishes in a
+    /// second is read within one, and a long one costs a poll every
+    /// `max_interval`. A poll that meets an outage (transport error,
     /// 5xx, 429, an empty 502) is polled through at the next interval (a
     /// 429's `Retry-After` lengthening the wait): a long job is not lost to
     /// one bad poll. Any other non-2xx, or a body that is not JSON, ends
@@ -423,12 +432,13 @@ impl Call<'_> {
     pub async fn poll<T>(
         &self,
         url: &str,
-        interval: Duration,
+        max_interval: Duration,
         label: &str,
         mut read: impl FnMut(u16, Value) -> Option<T>,
     ) -> Polled<T> {
         let mut outages = Outages::default();
-        let mut wait = interval;
+        let mut backoff = FIRST_POLL.min(max_interval);
+        let mut wait = backoff;
         loop {
             let left = self.budget.left();
             if left <= wait {
@@ -436,7 +446,8 @@ impl Call<'_> {
                 return Polled::OutOfTime(outages);
             }
             tokio::time::sleep(wait).await;
-            wait = interval;
+            backoff = (backoff * 2).min(max_interval);
+            wait = backoff;
             let (status, headers, body) = match self.exchange(self.client.get(url)).await {
                 Ok(x) => x,
                 Err(r) if r.class == AttemptClass::Timeout => return Polled::OutOfTime(outages),
@@ -516,7 +527,7 @@ pub(crate) fn apply_rule(
     mut response: AdapterResponse,
 ) -> AdapterResponse {
     if let (Some(rule), AttemptClass::Ok, Reply::Output(text)) = (rule, response.class, &response.reply)
-        && rule.matches(text, request.conversation.len(), response.citations.len())
+        && rule.matches(text, request.conversation.len(), response.citations.urls().len())
     {
         response.reply = Reply::Clarification(text.clone());
     }

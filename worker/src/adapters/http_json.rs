@@ -29,7 +29,14 @@
 //!   in the body: the follow-up must carry the exchange;
 //! - `citations_pointer` (optional): an array of URL strings, or of objects
 //!   with `url` (and `title`, `snippet`): the URLs become the citations, and
-//!   entries with snippet text become system sources (never invented);
+//!   entries with snippet text become system sources (never invented).
+//!   The list is numbered: a `[n]` marker in the output is entry `n`
+//!   (1-based), as Perplexity's `citations` are;
+//! - `finish_pointer` (optional): why the answer ended; a string equal to
+//!   one of `cut_off_values` (default `length`, `max_tokens`,
+//!   `max_output_tokens`) means the output cap cut it: `client_error`, so
+//!   the run is `failed` with the partial text kept, never scored (the
+//!   rule of every adapter, [`cohort_core::http_class::cut_off`]);
 //! - `version_pointer`: the observed version; found nothing is "not
 //!   disclosed", never the requested model;
 //! - `usage_input_pointer` / `usage_output_pointer`: token counts.
@@ -37,7 +44,8 @@
 //! Polling (all of `job_id_pointer`, `poll_url`, `status_pointer`,
 //! `done_values` together): the job id is read from the create answer and
 //! put into `poll_url`'s `{{job_id}}` (percent-encoded); the job URL is
-//! fetched with `GET` every `poll_interval_ms` until `status_pointer` reads
+//! fetched with `GET` (first 250 ms after the create, then waits doubling
+//! up to `poll_interval_ms`) until `status_pointer` reads
 //! one of `done_values` (the answer is then read from that body) or one of
 //! `failed_values` (`server_error`: the provider failed its own job, an
 //! outage retried under the cohort's policy). Outages on a poll are
@@ -59,6 +67,7 @@ use super::http::{self, Budget, Call, ClarificationRule, Polled, Secrets, check_
 use super::settings::Settings;
 use super::{Adapter, AdapterError, AdapterRequest, AdapterResponse, Reply, TokenUsage};
 use crate::score::SystemSource;
+use cohort_core::scoring::ApiCitations;
 
 /// The longest one call may take, polling included, by default.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
@@ -66,7 +75,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 /// Time between polls by default.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(2);
 
-const KNOWN_SETTINGS: [&str; 19] = [
+const KNOWN_SETTINGS: [&str; 21] = [
     "url",
     "method",
     "headers",
@@ -86,6 +95,8 @@ const KNOWN_SETTINGS: [&str; 19] = [
     "failed_values",
     "poll_interval_ms",
     "timeout_secs",
+    "finish_pointer",
+    "cut_off_values",
 ];
 
 const PROMPT: &str = "{{prompt}}";
@@ -117,6 +128,10 @@ pub struct HttpJsonAdapter {
     body: Value,
     output_pointer: String,
     citations_pointer: Option<String>,
+    /// Where the answer says why it ended; one of `cut_off_values` there
+    /// means the output cap cut it (`http_class::cut_off`'s rule).
+    finish_pointer: Option<String>,
+    cut_off_values: Vec<String>,
     version_pointer: Option<String>,
     usage_input_pointer: Option<String>,
     usage_output_pointer: Option<String>,
@@ -230,6 +245,14 @@ impl HttpJsonAdapter {
                 interval,
             })
         };
+        let finish_pointer = pointer("finish_pointer")?;
+        let cut_off_values = match s.raw("cut_off_values") {
+            None => cohort_core::http_class::CUT_OFF_REASONS.map(str::to_owned).to_vec(),
+            Some(_) if finish_pointer.is_none() => {
+                return Err(s.bad("cut_off_values", "is used only with finish_pointer"));
+            }
+            Some(_) => s.strings("cut_off_values")?,
+        };
         let client = reqwest::Client::builder()
             .build()
             .map_err(|e| s.bad("url", format!("cannot build the HTTP client: {e}")))?;
@@ -240,6 +263,8 @@ impl HttpJsonAdapter {
             body,
             output_pointer,
             citations_pointer: pointer("citations_pointer")?,
+            finish_pointer: finish_pointer.clone(),
+            cut_off_values,
             version_pointer: pointer("version_pointer")?,
             usage_input_pointer: pointer("usage_input_pointer")?,
             usage_output_pointer: pointer("usage_output_pointer")?,
@@ -306,7 +331,7 @@ impl HttpJsonAdapter {
         });
         match self.citations(body) {
             Ok((citations, sources)) => {
-                r.citations = citations;
+                r.citations = ApiCitations::numbered(citations);
                 r.sources = sources;
             }
             Err(detail) => {
@@ -347,6 +372,15 @@ impl HttpJsonAdapter {
             r.detail = "a 2xx answer with blank output".to_owned();
             return r;
         }
+        let finish = text_at(&self.finish_pointer).and_then(Value::as_str).map(str::trim);
+        if let Some(reason) = finish.filter(|f| self.cut_off_values.iter().any(|v| v == f)) {
+            // The one rule of every adapter (`http_class::cut_off`): failed,
+            // the partial text kept, never scored.
+            r.class = AttemptClass::ClientError;
+            r.detail = format!("the answer was cut off by the output cap (finish_pointer reads {reason:?})");
+            r.reply = Reply::Output(text.to_owned());
+            return r;
+        }
         r.reply = if text_at(&self.clarification_pointer) == Some(&Value::Bool(true)) {
             Reply::Clarification(text.to_owned())
         } else {
@@ -355,9 +389,12 @@ impl HttpJsonAdapter {
         r
     }
 
-    /// The citation URLs and the system sources with text, or why the
-    /// configured pointer's value is not a citation list.
-    fn citations(&self, body: &Value) -> Result<(Vec<String>, Vec<SystemSource>), String> {
+    /// The citation list (URL and title per entry, in order: `[n]` markers
+    /// index it 1-based, so no entry is dropped or merged) and the system
+    /// sources with text, or why the configured pointer's value is not a
+    /// citation list.
+    #[allow(clippy::type_complexity)]
+    fn citations(&self, body: &Value) -> Result<(Vec<(String, Option<String>)>, Vec<SystemSource>), String> {
         let Some(pointer) = &self.citations_pointer else { return Ok((Vec::new(), Vec::new())) };
         let items = match body.pointer(pointer) {
             None | Some(Value::Null) => return Ok((Vec::new(), Vec::new())),
@@ -374,7 +411,10 @@ impl HttpJsonAdapter {
                 Value::Object(_) => text(item, "url"),
                 _ => None,
             };
-            let Some(url) = url else { continue };
+            let Some(url) = url else {
+                urls.push((String::new(), None));
+                continue;
+            };
             if let Some(snippet) = text(item, "snippet") {
                 sources.push(SystemSource {
                     url: url.clone(),
@@ -383,9 +423,7 @@ impl HttpJsonAdapter {
                     published_at: text(item, "date"),
                 });
             }
-            if !urls.contains(&url) {
-                urls.push(url);
-            }
+            urls.push((url, text(item, "title")));
         }
         Ok((urls, sources))
     }

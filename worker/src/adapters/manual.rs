@@ -279,7 +279,7 @@ impl Submission {
             usage: self.usage,
             // A UI gives no citation list beside its text: the citations
             // are the ones the output itself carries (scoring reads them).
-            citations: Vec::new(),
+            citations: cohort_core::scoring::ApiCitations::None,
             sources: Vec::new(),
             retry_after_ms: None,
         };

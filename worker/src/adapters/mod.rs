@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use cohort_core::config::{AdapterKind, ArmConfig};
+use cohort_core::scoring::ApiCitations;
 use cohort_core::taxonomy::AttemptClass;
 use serde::{Deserialize, Serialize};
 
@@ -65,8 +66,11 @@ pub struct AdapterResponse {
     /// disclosed none (recorded as "not disclosed", never a marketing name).
     pub observed_version: Option<String>,
     pub usage: Option<TokenUsage>,
-    /// Citation URLs the system returned beside its text, if any.
-    pub citations: Vec<String>,
+    /// What the API says the text cites (Perplexity's numbered
+    /// `citations`, Responses and chat `url_citation` annotations,
+    /// `http_json`'s `citations_pointer`): the scorer's reference table
+    /// comes from it ([`cohort_core::scoring::wire`]).
+    pub citations: ApiCitations,
     /// Source passages the system returned beside its text (e.g.
     /// Perplexity's `search_results`): used as evidence, recorded as such.
     pub sources: Vec<crate::score::SystemSource>,
@@ -88,7 +92,7 @@ impl AdapterResponse {
             reply: Reply::Nothing,
             observed_version: None,
             usage: None,
-            citations: Vec::new(),
+            citations: ApiCitations::None,
             sources: Vec::new(),
             retry_after_ms: None,
         }

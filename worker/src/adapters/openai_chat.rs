@@ -45,6 +45,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use cohort_core::config::ArmConfig;
 use cohort_core::http_class;
+use cohort_core::scoring::{ApiCitations, wire};
 use cohort_core::taxonomy::AttemptClass;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
@@ -158,16 +159,29 @@ impl OpenAiChatAdapter {
             Ok(r) => r,
             Err((class, detail)) => return http::failure(class, status, detail),
         };
-        // A research system's answer is its text: tool calls alone are not one.
-        let verdict = http_class::reply_class(reply.finish_reason.as_deref(), &reply.content, false);
+        // A research system's answer is its text: tool calls alone are not
+        // one, and neither is a reasoning block with nothing after it.
+        let answer_blank = reply.content.trim().is_empty()
+            || wire::prepare(&reply.content, &ApiCitations::None).body.trim().is_empty();
+        let verdict = http_class::reply_class(reply.finish_reason.as_deref(), &reply.content, false)
+            .or_else(|| http_class::cut_off(reply.finish_reason.as_deref()))
+            .or_else(|| {
+                answer_blank.then(|| (AttemptClass::EmptyContent, "only a reasoning block, no answer".to_owned()))
+            });
         let (class, detail, text) = match verdict {
             None => (AttemptClass::Ok, String::new(), Some(reply.content)),
             Some((AttemptClass::Refused, detail)) => {
                 let text = if reply.content.trim().is_empty() { reply.refusal } else { Some(reply.content) };
                 (AttemptClass::Refused, detail, text.filter(|t| !t.trim().is_empty()))
             }
+            // Cut off: failed, the partial text kept (never scored).
+            Some((AttemptClass::ClientError, detail)) => {
+                (AttemptClass::ClientError, detail, Some(reply.content).filter(|t| !t.trim().is_empty()))
+            }
             Some((class, detail)) => (class, detail, None),
         };
+        let citations =
+            if reply.annotations.is_empty() { citation_list(&parsed) } else { ApiCitations::spans(reply.annotations) };
         AdapterResponse {
             class,
             http_status: status,
@@ -175,7 +189,7 @@ impl OpenAiChatAdapter {
             reply: text.map_or(Reply::Nothing, Reply::Output),
             observed_version: reply.model,
             usage: reply.usage.map(|(input_tokens, output_tokens)| TokenUsage { input_tokens, output_tokens }),
-            citations: citations(&parsed),
+            citations,
             sources: search_results(&parsed),
             retry_after_ms: None,
         }
@@ -209,17 +223,31 @@ impl Adapter for OpenAiChatAdapter {
     }
 }
 
-/// Perplexity's top-level `citations`: the URL strings, in order.
-fn citations(body: &Value) -> Vec<String> {
-    body.get("citations")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .map(str::trim)
-        .filter(|u| !u.is_empty())
-        .map(str::to_owned)
-        .collect()
+/// Perplexity's numbered citations: the top-level `citations` (URL
+/// strings) that its `[n]` markers index 1-based, else `search_results`
+/// (its newer field, in the same order, with titles). Every entry keeps its
+/// place, so the markers after a blank one still point right.
+fn citation_list(body: &Value) -> ApiCitations {
+    let list = |key: &str| body.get(key).and_then(Value::as_array).filter(|a| !a.is_empty());
+    if let Some(urls) = list("citations") {
+        return ApiCitations::numbered(urls.iter().map(|u| match u {
+            Value::String(u) => (u.clone(), None),
+            // Some compatible servers send objects here.
+            other => (
+                other.get("url").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                other.get("title").and_then(Value::as_str).map(str::to_owned),
+            ),
+        }));
+    }
+    match list("search_results") {
+        Some(results) => ApiCitations::numbered(results.iter().map(|r| {
+            (
+                r.get("url").and_then(Value::as_str).unwrap_or_default().to_owned(),
+                r.get("title").and_then(Value::as_str).map(str::to_owned),
+            )
+        })),
+        None => ApiCitations::None,
+    }
 }
 
 /// Perplexity's `search_results` that carry text in `snippet`; entries

@@ -8,7 +8,9 @@
 //! state and sends exactly what the record keeps; `previous_response_id`
 //! is not used). With `background: true` the create call answers at once
 //! with `status: queued`, and the adapter polls `GET {base_url}/responses/{id}`
-//! every `poll_interval_ms` until a terminal status, within the call's
+//! until a terminal status (the first poll 250 ms after the create, then
+//! waits doubling up to `poll_interval_ms`, as the OpenAI SDKs back off:
+//! a response done in a second is read within one), within the call's
 //! budget: `timeout_secs` or the run's deadline, whichever comes first.
 //! When the budget runs out the attempt is a `timeout` whose detail names
 //! the response id (so the record says which response was abandoned), and
@@ -56,7 +58,7 @@
 //! | `api_key_env` | none | the environment variable holding the key (bearer) |
 //! | `tools` | `[{ type = "web_search_preview" }]` | the tools sent, as given; a bare name `"x"` is `{ type = "x" }` |
 //! | `background` | true for a model whose name contains `deep-research`, else false | create in background mode and poll |
-//! | `poll_interval_ms` | 5000 | time between polls (at least 10) |
+//! | `poll_interval_ms` | 5000 | the longest wait between polls (at least 10); the first poll goes 250 ms after the create, and the waits double up to this |
 //! | `timeout_secs` | 3600 | the longest one call may take, polling included |
 //! | `max_output_tokens` | unset | sent as `max_output_tokens` |
 //! | `reasoning_effort` | unset | sent as `reasoning.effort` (`minimal`, `low`, `medium`, `high`) |
@@ -80,7 +82,7 @@ use super::{Adapter, AdapterError, AdapterRequest, AdapterResponse, Reply, Token
 /// research takes minutes to tens of minutes.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3600);
 
-/// Time between polls by default.
+/// The longest wait between polls by default.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(5);
 
 const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -306,7 +308,7 @@ impl OpenAiResponsesAdapter {
             reply: text.map_or(Reply::Nothing, Reply::Output),
             observed_version: observed_version.map(str::to_owned),
             usage,
-            citations: read.citations,
+            citations: cohort_core::scoring::ApiCitations::spans(read.annotations),
             sources: Vec::new(),
             retry_after_ms: None,
         }

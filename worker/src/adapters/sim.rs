@@ -188,7 +188,7 @@ impl Adapter for SimAdapter {
                 ),
                 observed_version: Some(version),
                 usage: Some(TokenUsage { input_tokens: 80, output_tokens: 20 }),
-                citations: Vec::new(),
+                citations: cohort_core::scoring::ApiCitations::None,
                 sources: Vec::new(),
                 retry_after_ms: None,
             };
@@ -202,7 +202,8 @@ impl Adapter for SimAdapter {
             usage: Some(TokenUsage { input_tokens, output_tokens: report.len() as u64 / 4 + 1 }),
             reply: Reply::Output(report),
             observed_version: Some(version),
-            citations,
+            // The simulated API numbers its citations as its report does.
+            citations: cohort_core::scoring::ApiCitations::numbered(citations.into_iter().map(|u| (u, None))),
             sources,
             retry_after_ms: None,
         }
