@@ -21,6 +21,9 @@ pub struct SimCohort<'a> {
     /// The sim arm's concurrency.
     pub concurrency: u32,
     pub judge_model: &'a str,
+    /// The judge's `provider`: `mock` (the mock provider behind a proxy),
+    /// or `sim` (the proxy's built-in SIMULATED judge).
+    pub judge_provider: &'a str,
     /// The judge's `batch_size`; the config's default when `None`.
     pub batch_size: Option<u32>,
 }
@@ -36,6 +39,7 @@ impl<'a> SimCohort<'a> {
             window_hours: None,
             concurrency: 4,
             judge_model: "judge-1",
+            judge_provider: "mock",
             batch_size: None,
         }
     }
@@ -57,8 +61,8 @@ impl<'a> SimCohort<'a> {
         toml.push_str(&format!(
             "\n[[arms]]\nid = \"sim\"\nlabel = \"Sim\"\nadapter = \"sim\"\npinned_version = \"sim-1\"\nvendor_lineage = \"cohort-sim\"\n\
              concurrency = {}\nsettings = {{ unsupported_claim_rate = 0.3 }}\n\n\
-             [judge]\nprovider = \"mock\"\nmodel = \"{}\"\nvendor_lineage = \"mock-judges\"\ntemperature = 0.0\n",
-            self.concurrency, self.judge_model
+             [judge]\nprovider = \"{}\"\nmodel = \"{}\"\nvendor_lineage = \"mock-judges\"\ntemperature = 0.0\n",
+            self.concurrency, self.judge_provider, self.judge_model
         ));
         if let Some(batch) = self.batch_size {
             toml.push_str(&format!("batch_size = {batch}\n"));

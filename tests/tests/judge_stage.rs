@@ -117,6 +117,44 @@ fn claims_sent(out: &str) -> u64 {
     out[..at].rsplit(' ').next().unwrap().parse().unwrap()
 }
 
+/// Proves `cohort judge` needs no judge file for a cohort frozen with the
+/// built-in SIMULATED judge (`[judge] provider = "sim"`): it starts the
+/// proxy's sim judge in process, as `cohort run` does, says so, and fills
+/// in every judgeable claim; a proxy-served judge of another name then
+/// opens the same pass (the proxy's name for a judge is recorded, not
+/// compared) and finds nothing left to send; and a cohort whose judge is
+/// not built in is refused (exit 2) naming `--judge FILE`.
+#[test]
+fn judge_without_a_file_uses_the_built_in_sim_judge_and_a_served_one_fills_the_same_pass() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("cohort");
+    SimCohort { judge_provider: "sim", batch_size: Some(4), ..SimCohort::new("simstage", 5, 4) }.write(&dir).unwrap();
+    collect_with_judge_down(tmp.path(), &dir);
+    let out = cohort(&["judge", dir.to_str().unwrap()]).output().unwrap();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(said.contains("SIMULATED"), "{said}");
+    let after = pass_claims(&dir, "default");
+    assert!(!after.is_empty() && after.values().all(|(v, _)| v == "yes" || v == "no"), "{after:?}");
+    assert!(after.values().any(|(v, _)| v == "yes"), "the sim judge says YES to supported claims: {after:?}");
+
+    let (_mock, _proxy, grpc, _mock_base) = start_judge(tmp.path(), &[], None);
+    let jf = judge_file(&tmp.path().join("judge.toml"), &grpc);
+    let out = cohort(&["judge", dir.to_str().unwrap(), "--judge", jf.to_str().unwrap()]).output().unwrap();
+    let served = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{served}");
+    assert_eq!(claims_sent(&served), 0, "{served}");
+    assert_eq!(pass_claims(&dir, "default"), after, "nothing changed");
+
+    let plain = tmp.path().join("mock-judged");
+    write_cohort(&plain, "judge-1", 2);
+    collect_with_judge_down(tmp.path(), &plain);
+    let out = cohort(&["judge", plain.to_str().unwrap()]).output().unwrap();
+    let refused = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{refused}");
+    assert!(refused.contains("--judge FILE") && refused.contains("mock"), "{refused}");
+}
+
 /// Proves the stage: collected with the judge down, every cited claim is
 /// unjudged(provider_error) in the pass; `cohort judge` fills in every
 /// judgeable claim with verdicts that follow the evidence; run again, it

@@ -66,7 +66,8 @@ pub enum PassKind {
 /// The judge of a pass.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PassJudge {
-    /// The judge's name in the judge proxy (the judge file's `judge`).
+    /// The judge's name in the judge proxy that made the pass (the judge
+    /// file's `judge`): recorded, not part of the pass's identity.
     pub proxy_judge: String,
     /// The model the cohort's frozen `[judge] model` asks for.
     pub requested_model: String,
@@ -119,7 +120,11 @@ impl PassConfig {
         differ("members", format!("{:?}", self.members), format!("{:?}", other.members));
         match (&self.judge, &other.judge) {
             (Some(a), Some(b)) => {
-                differ("judge.proxy_judge", format!("{:?}", a.proxy_judge), format!("{:?}", b.proxy_judge));
+                // The proxy's own name for the judge is recorded, not
+                // compared: the frozen judge is what the pass measures, and
+                // one frozen judge may be served under another name later
+                // (the built-in sim judge in process, a shared proxy's
+                // `[[judges]] name`).
                 differ("judge.requested_model", format!("{:?}", a.requested_model), format!("{:?}", b.requested_model));
                 differ(
                     "judge.served_model_expected",

@@ -58,8 +58,10 @@ pub struct JudgeArgs {
     /// The cohort directory.
     pub dir: PathBuf,
     /// The judge proxy to use (the same file as `cohort run --judge`: url,
-    /// judge, key_env or key_file, deadline_secs).
-    #[arg(long, value_name = "FILE", required_unless_present = "ensemble", conflicts_with = "ensemble")]
+    /// judge, key_env or key_file, deadline_secs). Without it, a cohort
+    /// whose `[judge] provider` is "sim" is judged by the proxy's built-in
+    /// SIMULATED judge, in this process, as `cohort run` does.
+    #[arg(long, value_name = "FILE", conflicts_with = "ensemble")]
     pub judge: Option<PathBuf>,
     /// The pass to fill in (created on first use, write-once
     /// configuration).
@@ -150,8 +152,32 @@ async fn judge_stage(args: &JudgeArgs) -> Result<u8, Stop> {
             config.name
         )));
     };
-    let judge_file = args.judge.as_deref().ok_or_else(|| refused(anyhow::anyhow!("--judge FILE is required")))?;
-    let endpoint = JudgeEndpoint::from_file(judge_file).map_err(refused)?;
+    // The built-in sim judge lives as long as this stage: stopped on return.
+    let (_stop_proxy, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let endpoint = match args.judge.as_deref() {
+        Some(file) => JudgeEndpoint::from_file(file).map_err(refused)?,
+        None => {
+            let Some(proxy) = local::builtin_sim_judge(config).map_err(refused)? else {
+                return Err(refused(anyhow::anyhow!(
+                    "--judge FILE is required: the cohort's judge ({} {:?}) is reached through a judge proxy; only \
+                     [judge] provider = \"sim\" is judged in this process without one",
+                    frozen_judge.provider,
+                    frozen_judge.model
+                )));
+            };
+            let stopped = async move {
+                let _ = stop_rx.await;
+            };
+            let (endpoint, _task) =
+                local::start_judge_proxy(proxy.config, &proxy.origin, &frozen, stopped).await.map_err(refused)?;
+            super::emit(&format!(
+                "judge {:?} is SIMULATED (the judge proxy's built-in sim judge, running in this process at {}): its \
+                 verdicts exercise the pipeline and measure nothing about real support\n",
+                endpoint.judge, endpoint.url
+            ));
+            endpoint
+        }
+    };
     let pass_config = judge_pass_config(&args.pass, &endpoint, &frozen_judge);
     // An existing pass of another configuration is refused now, before
     // anything is sent.

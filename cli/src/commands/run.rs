@@ -25,7 +25,6 @@ use cohort_core::config::CohortConfig;
 use cohort_core::manifest;
 use cohort_core::taxonomy::Outcome;
 use cohort_judge_proxy::ProxyConfig;
-use cohort_judge_proxy::config::BuiltinSimJudge;
 use cohort_worker::WorkerConfig;
 use cohort_worker::score::JudgeEndpoint;
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
@@ -116,7 +115,7 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
     let mut proxy_task = None;
     if let Some(proxy) = in_process_judge(args, config)? {
         let (endpoint, task) =
-            start_judge_proxy(proxy.config, &proxy.origin, &frozen, stopped(stop_rx.clone())).await?;
+            local::start_judge_proxy(proxy.config, &proxy.origin, &frozen, stopped(stop_rx.clone())).await?;
         let line = if proxy.simulated {
             format!(
                 "judge {:?} is SIMULATED (the judge proxy's built-in sim judge, running in this process at {}): \
@@ -400,84 +399,19 @@ fn runs_left(arm: &cohort_coordinator::ledger::ArmStatus) -> u64 {
     arm.planned.saturating_sub(arm.by_outcome.values().sum::<u64>())
 }
 
-/// The `[judge] provider` that names the judge proxy's SIMULATED judge.
-const SIM_JUDGE_PROVIDER: &str = "sim";
-
-/// A judge proxy to start in this process.
-struct InProcessJudge {
-    config: ProxyConfig,
-    /// Where its config came from, for messages.
-    origin: String,
-    simulated: bool,
-}
-
 /// The proxy `cohort run` starts itself, if any: the one of
 /// `--judge-proxy-config`, else (no `--judge` either) the built-in
 /// SIMULATED one when the cohort's `[judge] provider` is "sim".
-fn in_process_judge(args: &RunArgs, cohort: &CohortConfig) -> anyhow::Result<Option<InProcessJudge>> {
+fn in_process_judge(args: &RunArgs, cohort: &CohortConfig) -> anyhow::Result<Option<local::InProcessJudge>> {
     if let Some(path) = &args.judge_proxy_config {
         let config = ProxyConfig::load(path)?;
         let simulated = !config.simulated_upstreams().is_empty();
-        return Ok(Some(InProcessJudge { config, origin: path.display().to_string(), simulated }));
+        return Ok(Some(local::InProcessJudge { config, origin: path.display().to_string(), simulated }));
     }
-    let Some(judge) =
-        cohort.judge.as_ref().filter(|j| args.scoring.judge.is_none() && j.provider == SIM_JUDGE_PROVIDER)
-    else {
+    if args.scoring.judge.is_some() {
         return Ok(None);
-    };
-    let sim = BuiltinSimJudge {
-        name: judge.model.clone(),
-        model: judge.model.clone(),
-        served_model: judge.served_model.clone(),
-        batch_size: judge.batch_size,
-        // The cohort's catalog prices the sim judge only if it lists the
-        // model (normally not: cost unknown, never invented).
-        prices: cohort.prices.clone(),
-    };
-    let key = cohort_judge_proxy::secret::Secret::new(random_team_key()?);
-    let config = ProxyConfig::builtin_sim(sim, key);
-    Ok(Some(InProcessJudge { config, origin: "the built-in sim judge".to_owned(), simulated: true }))
-}
-
-/// A fresh team key for a proxy that lives and dies with this process and
-/// listens on loopback only: 32 random bytes, hex.
-fn random_team_key() -> anyhow::Result<String> {
-    use std::io::Read as _;
-    let mut bytes = [0u8; 32];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .context("cannot read /dev/urandom for the in-process judge proxy's team key")?;
-    Ok(hex::encode(bytes))
-}
-
-/// Starts the judge proxy of `config` (from `origin`) on loopback ports, in
-/// this process, and says how workers reach it: its first team's key, and
-/// the judge whose model is the cohort's `[judge] model` (or the only
-/// judge).
-async fn start_judge_proxy(
-    config: ProxyConfig,
-    origin: &str,
-    frozen: &local::Frozen,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> anyhow::Result<(JudgeEndpoint, tokio::task::JoinHandle<Result<(), cohort_judge_proxy::error::ProxyError>>)> {
-    let team = config.teams.first().ok_or_else(|| anyhow::anyhow!("{origin}: the judge proxy needs a team"))?;
-    let wanted = frozen.cohort.config.judge.as_ref().map(|j| j.model.as_str());
-    let judge = match (wanted, config.judges.as_slice()) {
-        (_, [only]) => only,
-        (Some(model), judges) => judges
-            .iter()
-            .find(|j| j.model == model)
-            .ok_or_else(|| anyhow::anyhow!("{origin}: no judge with model {model:?} (the cohort's [judge] model)"))?,
-        (None, _) => anyhow::bail!("{origin}: several judges and the cohort names none"),
-    };
-    let endpoint_parts = (judge.name.clone(), team.key.expose().to_owned());
-    let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.context("cannot bind a loopback port")?;
-    let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.context("cannot bind a loopback port")?;
-    let url = format!("http://{}", grpc.local_addr()?);
-    let listeners = cohort_judge_proxy::Listeners { grpc, http };
-    let task = tokio::spawn(cohort_judge_proxy::run(config, listeners, shutdown));
-    let endpoint = JudgeEndpoint::new(url, endpoint_parts.0, endpoint_parts.1, Duration::from_secs(300));
-    Ok((endpoint, task))
+    }
+    local::builtin_sim_judge(cohort)
 }
 
 #[cfg(test)]
