@@ -134,6 +134,12 @@ pub(crate) fn api_key(s: &Settings<'_>, env: impl Fn(&str) -> Option<String>) ->
 /// at once is read at once (then the waits double, [`Call::poll`]).
 pub const FIRST_POLL: Duration = Duration::from_millis(250);
 
+/// The waits before each poll: [`FIRST_POLL`], then each twice the one
+/// before, up to `max` (and `max` from then on).
+pub(crate) fn poll_waits(max: Duration) -> impl Iterator<Item = Duration> {
+    std::iter::successors(Some(FIRST_POLL.min(max)), move |w| Some((*w * 2).min(max)))
+}
+
 /// `poll_interval_ms`: the longest wait between two polls.
 pub(crate) fn poll_interval(s: &Settings<'_>, default: Duration) -> Result<Duration, AdapterError> {
     match s.whole("poll_interval_ms")? {
@@ -437,8 +443,8 @@ impl Call<'_> {
         mut read: impl FnMut(u16, Value) -> Option<T>,
     ) -> Polled<T> {
         let mut outages = Outages::default();
-        let mut backoff = FIRST_POLL.min(max_interval);
-        let mut wait = backoff;
+        let mut waits = poll_waits(max_interval);
+        let mut wait = waits.next().unwrap_or(max_interval);
         loop {
             let left = self.budget.left();
             if left <= wait {
@@ -446,8 +452,7 @@ impl Call<'_> {
                 return Polled::OutOfTime(outages);
             }
             tokio::time::sleep(wait).await;
-            backoff = (backoff * 2).min(max_interval);
-            wait = backoff;
+            wait = waits.next().unwrap_or(max_interval);
             let (status, headers, body) = match self.exchange(self.client.get(url)).await {
                 Ok(x) => x,
                 Err(r) if r.class == AttemptClass::Timeout => return Polled::OutOfTime(outages),
@@ -539,6 +544,20 @@ mod tests {
     #![allow(clippy::unwrap_used)] // test code: a failure panics
 
     use super::*;
+
+    /// A job done at once is read 250 ms after the create (a Responses run
+    /// that completes after one poll is over well within 2 s); the waits
+    /// then double up to the setting, and a setting below 250 ms is every
+    /// wait.
+    #[test]
+    fn polls_start_soon_and_back_off_to_the_interval() {
+        let ms = |max: u64, n: usize| -> Vec<u128> {
+            poll_waits(Duration::from_millis(max)).take(n).map(|d| d.as_millis()).collect()
+        };
+        assert_eq!(ms(5000, 7), [250, 500, 1000, 2000, 4000, 5000, 5000]);
+        assert_eq!(ms(2000, 5), [250, 500, 1000, 2000, 2000]);
+        assert_eq!(ms(10, 3), [10, 10, 10]);
+    }
 
     fn rule() -> ClarificationRule {
         ClarificationRule { max_chars: 200, ends_with_question: true, phrases: Vec::new() }
