@@ -390,4 +390,3 @@ pub async fn start_judge_proxy(
     let endpoint = JudgeEndpoint::new(url, endpoint_parts.0, endpoint_parts.1, Duration::from_secs(300));
     Ok((endpoint, task))
 }
-
