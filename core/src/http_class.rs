@@ -272,6 +272,29 @@ pub fn responses_failed_class(code: &str, message: &str) -> AttemptClass {
     }
 }
 
+/// The provider's Retry-After, the one parser of the worker's adapters and
+/// the judge proxy: `retry-after-ms` (OpenAI's, in milliseconds, fractions
+/// allowed) first, then `Retry-After` as seconds (fractions allowed) or an
+/// HTTP date (RFC 9110 10.2.3), measured from `now` (a date in the past is
+/// zero). Negative, non-finite or unreadable values are no Retry-After.
+/// Callers hand over the header values as text (trimmed here).
+pub fn retry_after(
+    retry_after_ms: Option<&str>,
+    retry_after: Option<&str>,
+    now: std::time::SystemTime,
+) -> Option<std::time::Duration> {
+    use std::time::Duration;
+    if let Some(ms) = retry_after_ms.and_then(|v| v.trim().parse::<f64>().ok()).filter(|m| m.is_finite() && *m >= 0.0) {
+        return Some(Duration::from_micros((ms * 1000.0) as u64));
+    }
+    let value = retry_after?.trim();
+    if let Ok(secs) = value.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_millis((secs * 1000.0) as u64));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
 /// `text` cut to [`MAX_DETAIL_CHARS`] characters, with `…` when cut.
 pub fn truncate_detail(text: &str) -> String {
     if text.chars().count() <= MAX_DETAIL_CHARS {
@@ -361,6 +384,23 @@ mod tests {
         let spanned: Vec<String> = out.annotations.iter().map(|a| chars[a.start..a.end].iter().collect()).collect();
         assert_eq!(spanned, ["Café rose.", "Tea fell.", "held."]);
         assert_eq!(out.annotations[0].title.as_deref(), Some("A"));
+    }
+
+    /// The one Retry-After parser: milliseconds first, then seconds or an
+    /// HTTP date from `now`; what cannot be a wait is none.
+    #[test]
+    fn retry_after_forms() {
+        use std::time::{Duration, SystemTime};
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        assert_eq!(retry_after(Some(" 1500.5 "), Some("9"), now), Some(Duration::from_micros(1_500_500)));
+        assert_eq!(retry_after(None, Some("2.5"), now), Some(Duration::from_millis(2500)));
+        let date = httpdate::fmt_http_date(now + Duration::from_secs(7));
+        assert_eq!(retry_after(None, Some(&date), now), Some(Duration::from_secs(7)));
+        let past = httpdate::fmt_http_date(now - Duration::from_secs(7));
+        assert_eq!(retry_after(None, Some(&past), now), Some(Duration::ZERO));
+        assert_eq!(retry_after(Some("-1"), Some("-3"), now), None);
+        assert_eq!(retry_after(Some("NaN"), Some("soon"), now), None);
+        assert_eq!(retry_after(None, None, now), None);
     }
 
     /// A cut-off answer is `client_error` whatever the API calls it; a

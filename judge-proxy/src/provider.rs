@@ -434,20 +434,11 @@ pub fn classify_error(status: u16, body: &[u8]) -> AttemptFailure {
 
 /// The provider's Retry-After: `retry-after-ms` (OpenAI) first, then
 /// `Retry-After` as seconds or as an HTTP date (RFC 9110 10.2.3).
+/// (The one parser, [`http_class::retry_after`], shared with the worker's
+/// adapters.)
 pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
-    if let Some(ms) =
-        headers.get("retry-after-ms").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse::<f64>().ok())
-        && ms.is_finite()
-        && ms >= 0.0
-    {
-        return Some(Duration::from_micros((ms * 1000.0) as u64));
-    }
-    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?.trim();
-    if let Ok(secs) = value.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_millis((secs * 1000.0) as u64));
-    }
-    let at = httpdate::parse_http_date(value).ok()?;
-    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+    let text = |name| headers.get(name).and_then(|v: &reqwest::header::HeaderValue| v.to_str().ok());
+    http_class::retry_after(text("retry-after-ms"), text(reqwest::header::RETRY_AFTER.as_str()), now)
 }
 
 #[cfg(test)]

@@ -338,7 +338,7 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
                     (granted == 0 && !cohort_done)
                         .then(|| Duration::from_millis(u64::from(response.retry_after_ms.max(10))))
                 }
-                Err(status) if retryable(&status) => {
+                Err(status) if is_outage(&status) => {
                     let delay = backoff.next().unwrap_or(Duration::from_secs(2));
                     debug!(error = %status.message(), ?delay, "lease failed; the coordinator may be away");
                     Some(delay)
@@ -1105,7 +1105,7 @@ where
     loop {
         match f().await {
             Ok(r) => return Ok(r.into_inner()),
-            Err(s) if retryable(&s) => {
+            Err(s) if is_outage(&s) => {
                 let delay = backoff.next().unwrap_or(Duration::from_secs(2));
                 debug!(error = %cohort_core::http_class::error_chain(&s), ?delay, "coordinator unavailable; retrying");
                 tokio::time::sleep(delay).await;
@@ -1115,9 +1115,11 @@ where
     }
 }
 
-/// Whether a failed call to the coordinator is an outage, worth calling
-/// again: the statuses a coordinator that is away, restarting or busy
-/// answers (`Unavailable`, which it also answers for a transient ledger
+/// Whether a failed gRPC call (to the coordinator, or to the judge proxy)
+/// is an outage, worth calling again: the one rule of every gRPC client in
+/// cohort (the worker's lease loop, heartbeats and reports; the judge
+/// pre-flight of `cohort run` and `cohort judge`). The statuses a server
+/// that is away, restarting or busy answers (`Unavailable`, which it also answers for a transient ledger
 /// error; `DeadlineExceeded`; `ResourceExhausted`; `Aborted`; `Cancelled`,
 /// which tonic gives a call whose timeout expired), and any status made on
 /// this side of the wire from a broken connection (it carries the transport
@@ -1128,7 +1130,7 @@ where
 /// `FailedPrecondition`, ...) is not retried, and neither is a TLS
 /// handshake the coordinator refused (no or an unknown client certificate,
 /// a server certificate that does not verify): configuration, not outage.
-fn retryable(status: &tonic::Status) -> bool {
+pub fn is_outage(status: &tonic::Status) -> bool {
     use std::error::Error as _;
     (status.source().is_some() && !cohort_auth::is_tls_refusal(status))
         || matches!(
@@ -1184,7 +1186,7 @@ async fn heartbeat_loop(
                     }
                 }
             }
-            Err(e) if retryable(&e) => debug!(error = %e.message(), "heartbeat failed; the coordinator may be away"),
+            Err(e) if is_outage(&e) => debug!(error = %e.message(), "heartbeat failed; the coordinator may be away"),
             Err(e) => {
                 let _ = fatal.send(refusal("Heartbeat", &e));
                 return;
@@ -1209,7 +1211,7 @@ mod tests {
             tonic::Status::resource_exhausted("busy"),
             tonic::Status::cancelled("timeout expired"),
         ] {
-            assert!(retryable(&s), "{s:?}");
+            assert!(is_outage(&s), "{s:?}");
         }
         for s in [
             tonic::Status::internal("WRONGTYPE Operation against a key holding the wrong kind of value"),
@@ -1218,11 +1220,11 @@ mod tests {
             tonic::Status::unknown("a coordinator's own unknown answer"),
             tonic::Status::unimplemented("no such call"),
         ] {
-            assert!(!retryable(&s), "{s:?}");
+            assert!(!is_outage(&s), "{s:?}");
         }
         let reset = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "connection reset by peer");
         let broken = tonic::Status::from_error(Box::new(reset));
-        assert!(retryable(&broken), "{broken:?}");
+        assert!(is_outage(&broken), "{broken:?}");
     }
 
     /// Proves that the error naming a refused call says the call, the code

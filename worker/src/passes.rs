@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use cohort_artifacts::files::{temporary_sibling, write_once_io};
-use cohort_core::scoring::{UnjudgedReason, judge_sentence};
+use cohort_core::scoring::{UnjudgedReason, Verdict, judge_sentence};
 use serde::{Deserialize, Serialize};
 
 use crate::record::{RunRecord, rfc3339_ms};
@@ -528,10 +528,17 @@ impl PassRun {
                 _ => None,
             };
             let served = trace.and_then(|t| t.get("judge_model")).and_then(|v| v.as_str()).map(str::to_owned);
+            let verdict = match c.verdict {
+                Some(VerdictLabel::Yes) => Some(Verdict::Yes),
+                Some(VerdictLabel::No) => Some(Verdict::No),
+                _ => None,
+            };
+            let mismatch = verdict.is_some_and(|v| {
+                let checked = crate::score::served_model_rule(v, served.as_deref(), strict.then_some(expected_served));
+                checked == Verdict::Unjudged(UnjudgedReason::ModelMismatch)
+            });
             let claim = match (c.verdict, trace) {
-                (Some(VerdictLabel::Yes | VerdictLabel::No), Some(_))
-                    if strict && served.as_deref() != Some(expected_served) =>
-                {
+                (Some(VerdictLabel::Yes | VerdictLabel::No), Some(_)) if mismatch => {
                     PassClaim { judge_model: served, ..PassClaim::unjudged(c.id, UnjudgedReason::ModelMismatch) }
                 }
                 (Some(label @ (VerdictLabel::Yes | VerdictLabel::No)), Some(t)) => {

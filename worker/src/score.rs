@@ -260,35 +260,20 @@ pub async fn score_output(
             None => {}
             Some(endpoint) => {
                 let claims: Vec<pb::Claim> = to_judge.iter().map(|(_, c)| c.clone()).collect();
-                match judge_claims(endpoint, claims, query_id, system).await {
-                    Ok(reply) => {
-                        for v in &reply.verdicts {
-                            let Ok(i) = v.claim_id.parse::<usize>() else { continue };
-                            if i < verdicts.len() {
-                                verdicts[i] = Some(parsed_verdict(v));
-                            }
-                            if let Ok(trace) = serde_json::from_str::<serde_json::Value>(&v.trace_record_json) {
-                                judge_traces.push(trace);
-                            }
-                        }
-                        // A claim the proxy did not answer for stays unjudged.
-                        for (i, _) in &to_judge {
-                            if verdicts[*i].is_none() {
-                                verdicts[*i] = Some(unjudged(UnjudgedReason::ProviderError));
-                            }
-                        }
-                        judge_summary = Some(summary_from_pb(&reply));
-                    }
-                    Err(status) => {
-                        for (i, _) in &to_judge {
-                            verdicts[*i] = Some(unjudged(UnjudgedReason::ProviderError));
-                        }
-                        judge_summary = Some(JudgeSummary {
-                            error: Some(format!("judge proxy: {:?}: {}", status.code(), status.message())),
-                            ..JudgeSummary::default()
-                        });
-                    }
+                let result = judge_claims(endpoint, claims.clone(), query_id, system).await;
+                // The record keeps the verdicts as the proxy gave them; the
+                // pass applies the served-model rule (`PassRun::from_record`).
+                for ((i, _), answer) in to_judge.iter().zip(apply_reply(&claims, &result, None)) {
+                    verdicts[*i] = Some(answer.verdict);
+                    judge_traces.extend(answer.trace);
                 }
+                judge_summary = Some(match &result {
+                    Ok(reply) => summary_from_pb(reply),
+                    Err(status) => JudgeSummary {
+                        error: Some(format!("judge proxy: {:?}: {}", status.code(), status.message())),
+                        ..JudgeSummary::default()
+                    },
+                });
             }
         }
     }
@@ -299,6 +284,79 @@ pub async fn score_output(
         judge: judge_summary,
         judge_traces,
     })
+}
+
+/// One sent claim's answer from the judge proxy ([`apply_reply`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimAnswer {
+    pub verdict: ParsedVerdict,
+    /// The model that served this claim's verdict, when the proxy named one.
+    pub served_model: Option<String>,
+    /// The claim's seed-000 trace record (sent for every YES/NO).
+    pub trace: Option<serde_json::Value>,
+}
+
+/// The one reading of a judge call's result, for the inline path's request
+/// and each batch of `cohort judge` alike; one answer per claim of `sent`,
+/// in order:
+///
+/// - a claim the reply answers gets its verdict, served model and trace;
+///   one it does not answer is `unjudged(provider_error)`;
+/// - a failed call leaves every claim unjudged: `deadline` when the call's
+///   deadline passed (`DeadlineExceeded`: the proxy's permit wait or the
+///   judging deadline), else `provider_error` (every other code, the
+///   outages of [`crate::is_outage`] included: nothing was judged);
+/// - with `strict_served`, the served-model rule ([`served_model_rule`]).
+pub fn apply_reply(
+    sent: &[pb::Claim],
+    result: &Result<pb::JudgeResponse, tonic::Status>,
+    strict_served: Option<&str>,
+) -> Vec<ClaimAnswer> {
+    let failed = |reason| ClaimAnswer { verdict: unjudged(reason), served_model: None, trace: None };
+    match result {
+        Err(status) => {
+            let reason = if status.code() == tonic::Code::DeadlineExceeded {
+                UnjudgedReason::Deadline
+            } else {
+                UnjudgedReason::ProviderError
+            };
+            sent.iter().map(|_| failed(reason)).collect()
+        }
+        Ok(reply) => {
+            let by_id: std::collections::HashMap<&str, &pb::ClaimVerdict> =
+                reply.verdicts.iter().map(|v| (v.claim_id.as_str(), v)).collect();
+            sent.iter()
+                .map(|claim| match by_id.get(claim.claim_id.as_str()) {
+                    None => failed(UnjudgedReason::ProviderError),
+                    Some(v) => {
+                        let parsed = parsed_verdict(v);
+                        let served = (!v.served_model.is_empty()).then(|| v.served_model.clone());
+                        let verdict = served_model_rule(parsed.verdict, served.as_deref(), strict_served);
+                        let judged = matches!(verdict, Verdict::Yes | Verdict::No);
+                        let trace = judged.then(|| serde_json::from_str(&v.trace_record_json).ok()).flatten();
+                        ClaimAnswer {
+                            verdict: ParsedVerdict { verdict, line: parsed.line },
+                            served_model: served,
+                            trace,
+                        }
+                    }
+                })
+                .collect()
+        }
+    }
+}
+
+/// The served-model rule, the one copy (the stage, and the inline verdicts
+/// as they go into a pass): with `strict_served`, a YES/NO served by any
+/// other model, or by one the proxy did not name, is
+/// `unjudged(model_mismatch)`; without it, the verdict stands.
+pub fn served_model_rule(verdict: Verdict, served: Option<&str>, strict_served: Option<&str>) -> Verdict {
+    match (verdict, strict_served) {
+        (Verdict::Yes | Verdict::No, Some(expected)) if served != Some(expected) => {
+            Verdict::Unjudged(UnjudgedReason::ModelMismatch)
+        }
+        (v, _) => v,
+    }
 }
 
 /// Where each reference's evidence comes from, before any capture.
@@ -654,5 +712,78 @@ fn summary_from_pb(reply: &pb::JudgeResponse) -> JudgeSummary {
             .collect(),
         error: None,
         simulated: reply.simulated,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // test code: a failure panics
+
+    use super::*;
+
+    fn sent(ids: &[&str]) -> Vec<pb::Claim> {
+        ids.iter().map(|id| pb::Claim { claim_id: (*id).to_owned(), ..pb::Claim::default() }).collect()
+    }
+
+    fn verdict(id: &str, v: pb::Verdict, served: &str) -> pb::ClaimVerdict {
+        pb::ClaimVerdict {
+            claim_id: id.to_owned(),
+            verdict: v as i32,
+            served_model: served.to_owned(),
+            trace_record_json: format!(r#"{{"claim": "{id}"}}"#),
+            ..pb::ClaimVerdict::default()
+        }
+    }
+
+    fn reasons(answers: &[ClaimAnswer]) -> Vec<Verdict> {
+        answers.iter().map(|a| a.verdict.verdict).collect()
+    }
+
+    /// Proves the one reading of a judge call's result (issue 22: the
+    /// inline path said `provider_error` where `cohort judge` said
+    /// `deadline`): a call whose deadline passed leaves its claims
+    /// `unjudged(deadline)` on both paths; any other failure, an outage
+    /// included, `provider_error`; a claim the reply leaves out is
+    /// `provider_error`.
+    #[test]
+    fn a_failed_call_and_a_missing_answer_are_unjudged_with_one_rule() {
+        let claims = sent(&["0", "1"]);
+        let late = apply_reply(&claims, &Err(tonic::Status::deadline_exceeded("permit deadline")), None);
+        assert_eq!(reasons(&late), [Verdict::Unjudged(UnjudgedReason::Deadline); 2]);
+        for status in [tonic::Status::unavailable("down"), tonic::Status::resource_exhausted("no permit")] {
+            let down = apply_reply(&claims, &Err(status), None);
+            assert_eq!(reasons(&down), [Verdict::Unjudged(UnjudgedReason::ProviderError); 2]);
+        }
+        let reply = pb::JudgeResponse { verdicts: vec![verdict("1", pb::Verdict::Yes, "j-1")], ..Default::default() };
+        let partial = apply_reply(&claims, &Ok(reply), None);
+        assert_eq!(reasons(&partial), [Verdict::Unjudged(UnjudgedReason::ProviderError), Verdict::Yes]);
+        assert!(partial[0].trace.is_none() && partial[1].trace.is_some());
+        assert_eq!(partial[1].served_model.as_deref(), Some("j-1"));
+    }
+
+    /// Proves the served-model rule is one rule (issue 22: `cohort judge`
+    /// applied it always, the inline pass only under `strict`): with a
+    /// strict model, a YES/NO served by another model or by none named is
+    /// `model_mismatch` and keeps no trace; without one, verdicts stand.
+    #[test]
+    fn the_served_model_rule_is_applied_only_when_strict() {
+        let claims = sent(&["a", "b", "c"]);
+        let reply = pb::JudgeResponse {
+            verdicts: vec![
+                verdict("a", pb::Verdict::Yes, "j-1"),
+                verdict("b", pb::Verdict::No, "j-2"),
+                verdict("c", pb::Verdict::Yes, ""),
+            ],
+            ..Default::default()
+        };
+        let strict = apply_reply(&claims, &Ok(reply.clone()), Some("j-1"));
+        let mismatch = Verdict::Unjudged(UnjudgedReason::ModelMismatch);
+        assert_eq!(reasons(&strict), [Verdict::Yes, mismatch, mismatch]);
+        assert!(strict[1].trace.is_none() && strict[2].trace.is_none());
+        let lax = apply_reply(&claims, &Ok(reply), None);
+        assert_eq!(reasons(&lax), [Verdict::Yes, Verdict::No, Verdict::Yes]);
+        assert_eq!(served_model_rule(Verdict::No, Some("x"), Some("j-1")), mismatch);
+        let unjudged = Verdict::Unjudged(UnjudgedReason::Unparseable);
+        assert_eq!(served_model_rule(unjudged, Some("x"), Some("j-1")), unjudged);
     }
 }

@@ -340,10 +340,7 @@ pub(crate) async fn preflight(
     frozen: &cohort_core::config::JudgeConfig,
 ) -> Result<pb::DescribeJudgeResponse, PreflightFailure> {
     let refused = |error: anyhow::Error| PreflightFailure { outage: false, error };
-    let status_failure = |what: &str, s: tonic::Status| PreflightFailure {
-        outage: matches!(s.code(), tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled),
-        error: status_error_of(endpoint, what, s),
-    };
+    let status_failure = |what: &str, s: tonic::Status| preflight_failure(endpoint, what, s);
     let described = score::describe_judge(endpoint).await.map_err(|s| status_failure("DescribeJudge", s))?;
     if !described.vendor_lineage.is_empty() && described.vendor_lineage != frozen.vendor_lineage {
         return Err(refused(anyhow::anyhow!(
@@ -402,6 +399,15 @@ pub(crate) async fn preflight(
     }
 }
 
+/// A pre-flight call that failed with `s`: an outage by the one rule of
+/// every gRPC client ([`cohort_worker::is_outage`]: the proxy away, busy,
+/// or out of permits in time, `ResourceExhausted`), which `cohort run`
+/// collects through and `cohort judge` exits 3 on; anything else (a wrong
+/// key, no such judge) a refusal, exit 2.
+fn preflight_failure(endpoint: &JudgeEndpoint, what: &str, s: tonic::Status) -> PreflightFailure {
+    PreflightFailure { outage: cohort_worker::is_outage(&s), error: status_error_of(endpoint, what, s) }
+}
+
 /// The pre-flight's message for a gRPC status from the proxy.
 fn status_error_of(endpoint: &JudgeEndpoint, what: &str, s: tonic::Status) -> anyhow::Error {
     match s.code() {
@@ -416,7 +422,13 @@ fn status_error_of(endpoint: &JudgeEndpoint, what: &str, s: tonic::Status) -> an
             endpoint.judge,
             s.message()
         ),
-        tonic::Code::Unavailable | tonic::Code::DeadlineExceeded | tonic::Code::Cancelled => anyhow::anyhow!(
+        tonic::Code::ResourceExhausted => anyhow::anyhow!(
+            "the judge proxy at {} had no permit for the team in time ({what}: {}): the shared quota is busy; \
+             nothing was written",
+            endpoint.url,
+            s.message()
+        ),
+        _ if cohort_worker::is_outage(&s) => anyhow::anyhow!(
             "the judge proxy at {} is not reachable ({what}: {}): start it, or fix `url` in the judge file; \
              nothing was sent or written",
             endpoint.url,
@@ -480,31 +492,14 @@ async fn judge_run(stage: &Stage<'_>, run_id: &str, record_sha256: &str) -> anyh
     for chunk in to_send.chunks(batch) {
         tally.sent += chunk.len() as u64;
         tally.calls += 1;
-        match score::judge_claims(endpoint, chunk.to_vec(), &record.question_id, &plan.system).await {
-            Ok(reply) => {
-                let answered: HashMap<&str, &pb::ClaimVerdict> =
-                    reply.verdicts.iter().map(|v| (v.claim_id.as_str(), v)).collect();
-                for c in chunk {
-                    let Ok(id) = c.claim_id.parse::<u32>() else { continue };
-                    claims.push(match answered.get(c.claim_id.as_str()) {
-                        Some(v) => pass_claim(id, v, expected_served),
-                        None => (PassClaim::unjudged(id, UnjudgedReason::ProviderError), None),
-                    });
-                }
-            }
-            Err(status) => {
-                let reason = if status.code() == tonic::Code::DeadlineExceeded {
-                    UnjudgedReason::Deadline
-                } else {
-                    UnjudgedReason::ProviderError
-                };
-                tracing::warn!(run_id, error = %status.message(), "judge call failed; its claims stay unjudged");
-                for c in chunk {
-                    if let Ok(id) = c.claim_id.parse::<u32>() {
-                        claims.push((PassClaim::unjudged(id, reason), None));
-                    }
-                }
-            }
+        let result = score::judge_claims(endpoint, chunk.to_vec(), &record.question_id, &plan.system).await;
+        if let Err(status) = &result {
+            tracing::warn!(run_id, error = %status.message(), "judge call failed; its claims stay unjudged");
+        }
+        let strict = pass.config().judge.as_ref().is_some_and(|j| j.strict).then_some(expected_served);
+        for (c, answer) in chunk.iter().zip(score::apply_reply(chunk, &result, strict)) {
+            let Ok(id) = c.claim_id.parse::<u32>() else { continue };
+            claims.push(pass_claim(id, answer));
         }
     }
     claims.sort_by_key(|(c, _)| c.claim_id);
@@ -535,30 +530,22 @@ async fn judge_run(stage: &Stage<'_>, run_id: &str, record_sha256: &str) -> anyh
     Ok(tally)
 }
 
-/// A wire verdict as a pass claim, strict on the served model whatever
-/// the proxy's own mode: a YES/NO from another model is model_mismatch.
-fn pass_claim(id: u32, v: &pb::ClaimVerdict, expected_served: &str) -> (PassClaim, Option<serde_json::Value>) {
-    let parsed = score::parsed_verdict(v);
-    let served = (!v.served_model.is_empty()).then(|| v.served_model.clone());
-    let verdict = match parsed.verdict {
-        Verdict::Yes | Verdict::No if served.as_deref() != Some(expected_served) => {
-            Verdict::Unjudged(UnjudgedReason::ModelMismatch)
-        }
-        other => other,
-    };
-    match verdict {
-        Verdict::Yes | Verdict::No => {
-            let trace = serde_json::from_str(&v.trace_record_json).ok();
+/// A claim's answer ([`score::apply_reply`], which applied the pass's
+/// served-model rule) as a pass claim, with its trace for a YES/NO.
+fn pass_claim(id: u32, answer: score::ClaimAnswer) -> (PassClaim, Option<serde_json::Value>) {
+    let score::ClaimAnswer { verdict, served_model, trace } = answer;
+    match verdict.verdict {
+        v @ (Verdict::Yes | Verdict::No) => {
             let claim = PassClaim {
                 claim_id: id,
-                verdict: if verdict == Verdict::Yes { PassVerdict::Yes } else { PassVerdict::No },
+                verdict: if v == Verdict::Yes { PassVerdict::Yes } else { PassVerdict::No },
                 unjudged_reason: None,
-                judge_model: served,
-                judge_line: parsed.line,
+                judge_model: served_model,
+                judge_line: verdict.line,
             };
             (claim, trace)
         }
-        Verdict::Unjudged(reason) => (PassClaim { judge_model: served, ..PassClaim::unjudged(id, reason) }, None),
+        Verdict::Unjudged(reason) => (PassClaim { judge_model: served_model, ..PassClaim::unjudged(id, reason) }, None),
     }
 }
 
@@ -849,4 +836,34 @@ fn judge_pass_config(name: &str, endpoint: &JudgeEndpoint, frozen: &cohort_core:
             strict: true,
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Proves the pre-flight classes a failed call with the workers' rule
+    /// (issue 22: it knew only Unavailable, DeadlineExceeded and
+    /// Cancelled, so a proxy out of permits in time, `ResourceExhausted`,
+    /// stopped `cohort run` with exit 2 as if the judge were wrong): an
+    /// outage goes on, a refusal stops, each message saying which.
+    #[test]
+    fn the_preflight_classes_outages_as_the_workers_do() {
+        let endpoint =
+            JudgeEndpoint::new("http://127.0.0.1:9".into(), "j".into(), "k".into(), std::time::Duration::from_secs(1));
+        for s in [
+            tonic::Status::resource_exhausted("permit deadline passed"),
+            tonic::Status::unavailable("connection refused"),
+            tonic::Status::deadline_exceeded("slow"),
+            tonic::Status::aborted("restarting"),
+        ] {
+            let f = preflight_failure(&endpoint, "the probe call", s.clone());
+            assert!(f.outage, "{s:?}: {:#}", f.error);
+        }
+        let f = preflight_failure(&endpoint, "the probe call", tonic::Status::resource_exhausted("busy"));
+        assert!(format!("{:#}", f.error).contains("no permit"), "{:#}", f.error);
+        for s in [tonic::Status::unauthenticated("key"), tonic::Status::not_found("no judge j")] {
+            assert!(!preflight_failure(&endpoint, "DescribeJudge", s.clone()).outage, "{s:?}");
+        }
+    }
 }

@@ -39,29 +39,7 @@ pub fn run(args: JudgeProxyArgs) -> anyhow::Result<()> {
         let grpc = tokio::net::TcpListener::bind(grpc).await.with_context(|| format!("cannot listen on {grpc}"))?;
         let http = tokio::net::TcpListener::bind(http).await.with_context(|| format!("cannot listen on {http}"))?;
         super::emit(&format!("judge proxy listening: grpc={} http={}\n", grpc.local_addr()?, http.local_addr()?));
-        cohort_judge_proxy::run(config, Listeners { grpc, http }, shutdown_signal()).await?;
+        cohort_judge_proxy::run(config, Listeners { grpc, http }, super::local::shutdown_signal()).await?;
         Ok(())
     })
-}
-
-/// Ctrl-C, or SIGTERM where there is one (Kubernetes stops pods with it).
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-                return;
-            }
-        };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }

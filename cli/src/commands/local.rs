@@ -268,7 +268,8 @@ pub fn set_judge(context: &mut RunContext, judge: JudgeEndpoint, scoring: &Scori
     Ok(())
 }
 
-/// Resolves on Ctrl-C or SIGTERM.
+/// Resolves on Ctrl-C or SIGTERM (Kubernetes stops pods with it): the one
+/// shutdown signal of every command that runs until stopped.
 pub async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;

@@ -261,18 +261,10 @@ impl Scrub for Secrets {
 }
 
 /// `retry-after-ms`, else `Retry-After` (seconds or an HTTP date).
+/// (The one parser, [`http_class::retry_after`].)
 pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
-    if let Some(ms) = text("retry-after-ms").and_then(|v| v.parse::<f64>().ok()).filter(|m| m.is_finite() && *m >= 0.0)
-    {
-        return Some(Duration::from_micros((ms * 1000.0) as u64));
-    }
-    let value = text("retry-after")?;
-    if let Ok(secs) = value.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_millis((secs * 1000.0) as u64));
-    }
-    let at = httpdate::parse_http_date(value).ok()?;
-    Some(at.duration_since(std::time::SystemTime::now()).unwrap_or(Duration::ZERO))
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    http_class::retry_after(text("retry-after-ms"), text("retry-after"), std::time::SystemTime::now())
 }
 
 /// `detail` with the provider's retry time appended, when it gave one
