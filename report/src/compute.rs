@@ -3,17 +3,11 @@
 //! the paired comparisons. Pure: a [`Gathered`] in, a [`Summary`] out, so
 //! `cohort verify` recomputes exactly what `cohort report` wrote.
 //!
-//! Definitions (docs/report.md has them for readers):
-//! - completion = completed / planned (all attempts; every outcome stays in
-//!   the denominator);
-//! - support = YES / judged over cited claims (seed 000 3.2; unjudged claims
-//!   count in neither direction);
-//! - resolution = (citations - unresolved) / citations;
-//! - micro pools the runs; macro averages each question's rate with equal
-//!   weight over the questions where it is defined;
-//! - a paired comparison of arms a and b (one workflow) uses the questions
-//!   where both completed at least one run; completion is compared over
-//!   every question.
+//! Each rate is what its [`RateKind`] says (its fraction of the counts, its
+//! pooling, when it cannot be measured, how arms are compared on it);
+//! docs/report.md has the definitions for readers. This module only sums
+//! the counts per (arm, question), builds every kind's estimand and
+//! evaluates them all on one set of bootstrap draws.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -21,17 +15,13 @@ use cohort_core::stats::{self, ClusterBootstrap, Estimand, Interval};
 
 use crate::gather::{FrozenCohort, Gathered, rfc3339_ms};
 use crate::model::*;
+use crate::rates::{PairScope, Pooling, Tally};
 
 /// Per (arm, question): the sums the rates are made of.
-#[derive(Debug, Clone, Default)]
-struct Cell {
-    counts: Counts,
-    claims: ClaimCounts,
-    citations: CitationCounts,
-}
+type Cell = Tally;
 
-impl Cell {
-    fn add(&mut self, other: &Cell) {
+impl Tally {
+    fn add(&mut self, other: &Tally) {
         let (c, o) = (&mut self.counts, &other.counts);
         c.planned += o.planned;
         c.attempted += o.attempted;
@@ -94,54 +84,39 @@ impl Cell {
     }
 }
 
-/// The rate kinds, in the order they are computed and shown.
-const RATE_KINDS: [&str; 5] = ["completion", "support_micro", "support_macro", "resolution_micro", "resolution_macro"];
-
-/// Per-question (numerator, denominator) of each base ratio.
-fn base_vectors(cells: &[Cell]) -> [(Vec<f64>, Vec<f64>); 3] {
-    let f = |get: &dyn Fn(&Cell) -> (u64, u64)| -> (Vec<f64>, Vec<f64>) {
-        cells.iter().map(get).map(|(n, d)| (n as f64, d as f64)).unzip()
-    };
-    [
-        f(&|c| (c.counts.completed, c.counts.planned)),
-        f(&|c| (c.claims.supported, c.claims.judged)),
-        f(&|c| (c.citations.total - c.citations.unresolved.min(c.citations.total), c.citations.total)),
-    ]
+/// Per-question (numerator, denominator) of a kind's fraction.
+fn per_question(kind: RateKind, cells: &[Cell]) -> (Vec<f64>, Vec<f64>) {
+    cells.iter().map(|c| kind.fraction(c)).map(|(n, d)| (n as f64, d as f64)).unzip()
 }
 
-/// The five estimands of a set of cells (one per question, zeros outside),
-/// in [`RATE_KINDS`] order.
+/// A kind's estimand from its per-question fractions.
+fn estimand_of(kind: RateKind, (num, den): (Vec<f64>, Vec<f64>)) -> Estimand {
+    match kind.pooling() {
+        Pooling::Micro => Estimand::ratio(num, den),
+        Pooling::Macro => Estimand::macro_rate(&num, &den),
+    }
+}
+
+/// The estimands of a set of cells (one per question, zeros outside), one
+/// per kind in [`RateKind::ALL`] order, so kind `k`'s is at `k.index()`.
 fn rate_estimands(cells: &[Cell]) -> Vec<Estimand> {
-    let [completion, support, resolution] = base_vectors(cells);
-    let support_macro = Estimand::macro_rate(&support.0, &support.1);
-    let resolution_macro = Estimand::macro_rate(&resolution.0, &resolution.1);
-    vec![
-        Estimand::ratio(completion.0, completion.1),
-        Estimand::ratio(support.0, support.1),
-        support_macro,
-        Estimand::ratio(resolution.0, resolution.1),
-        resolution_macro,
-    ]
+    RateKind::ALL.into_iter().map(|kind| estimand_of(kind, per_question(kind, cells))).collect()
 }
 
 /// A rate from its estimand's point value, its interval and its status.
-fn rate(kind: &str, total: &Cell, estimand: &Estimand, interval: &Interval) -> Rate {
-    let (numerator, denominator, questions) = match kind {
-        "completion" => (total.counts.completed as f64, total.counts.planned as f64, None),
-        "support_micro" => (total.claims.supported as f64, total.claims.judged as f64, None),
-        "resolution_micro" => {
-            let t = &total.citations;
-            ((t.total - t.unresolved.min(t.total)) as f64, t.total as f64, None)
+fn rate(kind: RateKind, total: &Cell, estimand: &Estimand, interval: &Interval) -> Rate {
+    let (numerator, denominator, questions) = match (kind.pooling(), estimand) {
+        (Pooling::Micro, _) => {
+            let (n, d) = kind.fraction(total);
+            (n as f64, d as f64, None)
         }
-        _ => match estimand {
-            Estimand::Ratio { num, den } => {
-                let q = den.iter().filter(|d| **d > 0.0).count() as u64;
-                (num.iter().sum(), den.iter().sum(), Some(q))
-            }
-            Estimand::Difference(..) => (0.0, 0.0, None),
-        },
+        (Pooling::Macro, Estimand::Ratio { num, den }) => {
+            let q = den.iter().filter(|d| **d > 0.0).count() as u64;
+            (num.iter().sum(), den.iter().sum(), Some(q))
+        }
+        (Pooling::Macro, Estimand::Difference(..)) => (0.0, 0.0, None),
     };
-    let (status, reason) = rate_status(kind, total);
+    let (status, reason) = kind.status(total);
     let value = if status == RateStatus::Measured { estimand.point() } else { None };
     Rate {
         value,
@@ -153,43 +128,6 @@ fn rate(kind: &str, total: &Cell, estimand: &Estimand, interval: &Interval) -> R
         status: if value.is_none() && status == RateStatus::Measured { RateStatus::NotApplicable } else { status },
         reason,
         questions,
-    }
-}
-
-/// Whether a rate can be measured for these totals, and if not, why.
-fn rate_status(kind: &str, t: &Cell) -> (RateStatus, Option<String>) {
-    let unscored = t.counts.completed.saturating_sub(t.counts.scored);
-    match kind {
-        "completion" if t.counts.planned == 0 => (RateStatus::NotApplicable, Some("no planned runs".into())),
-        "completion" => (RateStatus::Measured, None),
-        k if k.starts_with("support") => {
-            if t.claims.cited == 0 && unscored > 0 {
-                (RateStatus::Unmeasured, Some(format!("{unscored} completed output(s) were not scored")))
-            } else if t.claims.cited == 0 {
-                (RateStatus::NotApplicable, Some("no cited claims".into()))
-            } else if t.claims.judged == 0 {
-                let reasons: Vec<String> = t.claims.unjudged.iter().map(|(r, n)| format!("{n} {r}")).collect();
-                (
-                    RateStatus::Unmeasured,
-                    Some(format!(
-                        "no claim was judged ({} cited claims unjudged: {})",
-                        t.claims.cited,
-                        reasons.join(", ")
-                    )),
-                )
-            } else {
-                (RateStatus::Measured, None)
-            }
-        }
-        _ => {
-            if t.citations.total == 0 && unscored > 0 {
-                (RateStatus::Unmeasured, Some(format!("{unscored} completed output(s) were not scored")))
-            } else if t.citations.total == 0 {
-                (RateStatus::NotApplicable, Some("no citations".into()))
-            } else {
-                (RateStatus::Measured, None)
-            }
-        }
     }
 }
 
@@ -237,7 +175,8 @@ pub fn summarise(frozen: &FrozenCohort, gathered: &Gathered, draws: u32) -> Summ
         }
     }
 
-    // Estimands: per arm (5), per arm x category (5 each), comparisons (3).
+    // Estimands: per arm (one per kind), per arm x category (one per kind
+    // each), per comparison (one per compared kind).
     let mut estimands: Vec<Estimand> = Vec::new();
     let mut arm_slots = Vec::new();
     for arm_cells in &cells {
@@ -260,34 +199,40 @@ pub fn summarise(frozen: &FrozenCohort, gathered: &Gathered, draws: u32) -> Summ
     for &(a, b) in &pairs {
         let paired: Vec<bool> =
             (0..n_q).map(|q| cells[a][q].counts.completed > 0 && cells[b][q].counts.completed > 0).collect();
-        let [ca, sa, ra] = base_vectors(&cells[a]);
-        let [cb, sb, rb] = base_vectors(&cells[b]);
         let mask = |v: (Vec<f64>, Vec<f64>)| -> (Vec<f64>, Vec<f64>) {
             v.0.iter().zip(&v.1).zip(&paired).map(|((n, d), p)| if *p { (*n, *d) } else { (0.0, 0.0) }).unzip()
         };
-        let (sa, sb, ra, rb) = (mask(sa), mask(sb), mask(ra), mask(rb));
+        // Questions where both sides are defined.
         let pair_questions = |x: &(Vec<f64>, Vec<f64>), y: &(Vec<f64>, Vec<f64>)| {
             x.1.iter().zip(&y.1).filter(|(p, q)| **p > 0.0 && **q > 0.0).count() as u64
         };
-        let counts = [n_q as u64, pair_questions(&sa, &sb), pair_questions(&ra, &rb)];
-        pair_slots.push((estimands.len(), paired.iter().filter(|p| **p).count() as u64, counts));
-        estimands.push(Estimand::difference(Estimand::ratio(ca.0, ca.1), Estimand::ratio(cb.0, cb.1)));
-        estimands.push(Estimand::difference(Estimand::ratio(sa.0, sa.1), Estimand::ratio(sb.0, sb.1)));
-        estimands.push(Estimand::difference(Estimand::ratio(ra.0, ra.1), Estimand::ratio(rb.0, rb.1)));
+        // Per compared kind: (kind, its estimand's slot, its questions).
+        let mut compared_slots = Vec::new();
+        for kind in RateKind::ALL {
+            let Some(compared) = kind.comparison() else { continue };
+            let (x, y) = (per_question(kind, &cells[a]), per_question(kind, &cells[b]));
+            let (x, y, over) = match compared.over {
+                PairScope::AllQuestions => (x, y, n_q as u64),
+                PairScope::CompletedPairs => {
+                    let (x, y) = (mask(x), mask(y));
+                    let over = pair_questions(&x, &y);
+                    (x, y, over)
+                }
+            };
+            compared_slots.push((kind, estimands.len(), over));
+            estimands.push(Estimand::difference(estimand_of(kind, x), estimand_of(kind, y)));
+        }
+        pair_slots.push((paired.iter().filter(|p| **p).count() as u64, compared_slots));
     }
     let bootstrap = ClusterBootstrap { clusters: n_q, draws, seed: stats::BOOTSTRAP_SEED };
     let intervals =
         if n_q == 0 { vec![empty_interval(draws); estimands.len()] } else { bootstrap.intervals(&estimands) };
 
     let rates_of = |start: usize, total: &Cell| {
-        let r = |i: usize| rate(RATE_KINDS[i], total, &estimands[start + i], &intervals[start + i]);
-        Rates {
-            completion: r(0),
-            support_micro: r(1),
-            support_macro: r(2),
-            resolution_micro: r(3),
-            resolution_macro: r(4),
-        }
+        Rates::from_fn(|kind| {
+            let slot = start + kind.index();
+            rate(kind, total, &estimands[slot], &intervals[slot])
+        })
     };
     let total_of = |cs: &[Cell]| {
         let mut t = Cell::default();
@@ -345,22 +290,24 @@ pub fn summarise(frozen: &FrozenCohort, gathered: &Gathered, draws: u32) -> Summ
     let comparisons = pairs
         .iter()
         .zip(&pair_slots)
-        .map(|(&(a, b), (slot, completed_pairs, counts))| {
+        .map(|(&(a, b), (completed_pairs, compared_slots))| {
             let (ida, idb) = (&config.arms[a].id, &config.arms[b].id);
-            let diff = |i: usize, metric: &str, questions: u64| {
-                difference(ida, idb, metric, &estimands[slot + i], &intervals[slot + i], questions, *completed_pairs)
-            };
+            let differences = compared_slots
+                .iter()
+                .map(|&(kind, slot, questions)| {
+                    let (e, iv) = (&estimands[slot], &intervals[slot]);
+                    (kind, difference(ida, idb, kind.measure_label(), e, iv, questions, *completed_pairs))
+                })
+                .collect();
             Comparison {
                 workflow: config.arms[a].workflow.clone(),
                 a: ida.clone(),
                 b: idb.clone(),
                 completed_pairs: *completed_pairs,
                 questions: n_q as u64,
-                a_completion: arms[a].rates.completion.clone(),
-                b_completion: arms[b].rates.completion.clone(),
-                completion: diff(0, "completion (all attempts)", counts[0]),
-                support_micro: diff(1, "support", counts[1]),
-                resolution_micro: diff(2, "resolution", counts[2]),
+                a_completion: arms[a].rates[RateKind::Completion].clone(),
+                b_completion: arms[b].rates[RateKind::Completion].clone(),
+                differences,
             }
         })
         .collect();
@@ -515,14 +462,19 @@ fn difference(
             if questions == 0 { "at least one arm" } else { "one arm" }
         ),
         (Some(v), Some(lo), Some(hi)) if lo <= 0.0 && hi >= 0.0 => format!(
-            "{a} and {b} cannot be told apart on {metric}: the difference {v:+.4} has a 95% interval [{lo:+.4}, {hi:+.4}] that contains 0"
+            "{a} and {b} cannot be told apart on {metric}: the difference {} has a 95% interval [{}, {}] that contains 0",
+            Signed(v),
+            Signed(lo),
+            Signed(hi)
         ),
         (Some(v), Some(lo), Some(hi)) => format!(
-            "{a} is {} than {b} on {metric} by {:.4} (95% interval [{lo:+.4}, {hi:+.4}], over {questions} question(s))",
+            "{a} is {} than {b} on {metric} by {} (95% interval [{}, {}], over {questions} question(s))",
             if v > 0.0 { "higher" } else { "lower" },
-            v.abs()
+            Fixed(v.abs()),
+            Signed(lo),
+            Signed(hi)
         ),
-        (Some(v), ..) => format!("{metric}: difference {v:+.4}; no interval (no bootstrap draw defined it)"),
+        (Some(v), ..) => format!("{metric}: difference {}; no interval (no bootstrap draw defined it)", Signed(v)),
     };
     Difference {
         value,

@@ -21,8 +21,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::{self, Display, Write};
 
 use crate::model::{
-    ArmSummary, Comparison, Counts, Difference, DrillDown, NOT_APPLICABLE, Rate, RateStatus, Rates, RunView, Summary,
-    TimeCost, UNMEASURED,
+    ArmSummary, Comparison, Counts, Difference, DrillDown, Rate, RateKind, RateStatus, Rates, RunView, Summary,
+    TimeCost,
 };
 
 /// Renders the page. `plots` are (file name, SVG text) as
@@ -94,29 +94,6 @@ impl Display for IdSafe<'_> {
             }
         }
         Ok(())
-    }
-}
-
-/// A rate or difference value: always 4 decimals.
-struct Fixed(f64);
-
-impl Display for Fixed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:.4}", self.0)
-    }
-}
-
-/// A numerator or denominator: whole when whole (counts), else 4 decimals
-/// (macro numerators are sums of per-question rates).
-struct Num(f64);
-
-impl Display for Num {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.fract() == 0.0 && self.0.abs() < 1e15 {
-            write!(f, "{:.0}", self.0)
-        } else {
-            write!(f, "{:.4}", self.0)
-        }
     }
 }
 
@@ -193,9 +170,6 @@ pub(crate) fn by_workflow(arms: &[ArmSummary]) -> Vec<(&str, Vec<&ArmSummary>)> 
 /// A column of the counts tables: its header and its field.
 type CountColumn = (&'static str, fn(&Counts) -> u64);
 
-/// A column of the rates tables: its header and its rate.
-type RateColumn = (&'static str, fn(&Rates) -> &Rate);
-
 const COUNT_COLUMNS: [CountColumn; 11] = [
     ("planned", |c| c.planned),
     ("attempted", |c| c.attempted),
@@ -208,14 +182,6 @@ const COUNT_COLUMNS: [CountColumn; 11] = [
     ("pending", |c| c.pending),
     ("scored", |c| c.scored),
     ("judged_runs", |c| c.judged_runs),
-];
-
-const RATE_COLUMNS: [RateColumn; 5] = [
-    ("completion", |r| &r.completion),
-    ("support (micro)", |r| &r.support_micro),
-    ("support (macro)", |r| &r.support_macro),
-    ("resolution (micro)", |r| &r.resolution_micro),
-    ("resolution (macro)", |r| &r.resolution_macro),
 ];
 
 const SECTIONS: [(&str, &str); 12] = [
@@ -689,17 +655,17 @@ impl Page<'_> {
         self.out.push_str("<thead><tr><th>");
         self.out.push_str(first);
         self.out.push_str("</th>");
-        for (name, _) in RATE_COLUMNS {
+        for kind in RateKind::ALL {
             self.out.push_str("<th class=\"num\">");
-            self.out.push_str(name);
+            self.out.push_str(kind.label());
             self.out.push_str("</th>");
         }
         self.out.push_str("</tr></thead>\n");
     }
 
     fn rates_cells(&mut self, rates: &Rates) -> fmt::Result {
-        for (_, pick) in RATE_COLUMNS {
-            self.rate_cell(pick(rates))?;
+        for (_, rate) in rates.iter() {
+            self.rate_cell(rate)?;
         }
         Ok(())
     }
@@ -786,8 +752,8 @@ impl Page<'_> {
                     "<div class=\"scroll\"><table class=\"category\">\n<thead><tr><th>category</th>\
                      <th class=\"num\">planned</th><th class=\"num\">completed</th><th class=\"num\">scored</th>",
                 );
-                for (name, _) in RATE_COLUMNS {
-                    write!(self.out, "<th class=\"num\">{name}</th>")?;
+                for kind in RateKind::ALL {
+                    write!(self.out, "<th class=\"num\">{}</th>", kind.label())?;
                 }
                 self.out.push_str("</tr></thead>\n<tbody>\n");
                 for category in &arm.categories {
@@ -851,23 +817,23 @@ impl Page<'_> {
              <th>measure</th><th class=\"num\">a − b</th><th class=\"num\">95% interval</th>\
              <th class=\"num\">questions</th><th class=\"num\">undefined draws</th><th>statement</th></tr></thead>\n<tbody>\n",
         );
-        self.difference("completion (all questions, all attempts)", &c.completion)?;
-        self.difference("support, micro (completed pairs)", &c.support_micro)?;
-        self.difference("resolution, micro (completed pairs)", &c.resolution_micro)?;
+        for (kind, d) in c.differences.iter() {
+            self.difference(kind.comparison().map_or(kind.label(), |compared| compared.html_label), d)?;
+        }
         self.out.push_str("</tbody></table></div>\n</div>\n");
         Ok(())
     }
 
     fn difference(&mut self, measure: &str, d: &Difference) -> fmt::Result {
         write!(self.out, "<tr><td>{measure}</td><td class=\"num\">")?;
-        match d.value {
-            Some(value) if value.is_finite() => write!(self.out, "{:+.4}", value)?,
-            _ => self.out.push_str("<span class=\"nd\">undefined</span>"),
+        match d.value_text() {
+            Some(value) => self.out.push_str(&value),
+            None => write!(self.out, "<span class=\"nd\">{}</span>", d.display_value())?,
         }
         self.out.push_str("</td><td class=\"num\">");
-        match (d.ci_low, d.ci_high) {
-            (Some(low), Some(high)) => write!(self.out, "[{:+.4}, {:+.4}]", low, high)?,
-            _ => self.out.push_str("<span class=\"nd\">no interval</span>"),
+        match d.interval_text() {
+            Some(interval) => self.out.push_str(&interval),
+            None => self.out.push_str("<span class=\"nd\">no interval</span>"),
         }
         writeln!(
             self.out,
@@ -1236,22 +1202,17 @@ impl Page<'_> {
 }
 
 fn write_rate_cell(out: &mut String, rate: &Rate) -> fmt::Result {
-    let (class, words) = match rate.status {
-        RateStatus::Measured => ("num rate", None),
-        RateStatus::NotApplicable => ("num rate na", Some(NOT_APPLICABLE)),
-        RateStatus::Unmeasured => ("num rate unm", Some(UNMEASURED)),
+    let class = match rate.status {
+        RateStatus::Measured => "num rate",
+        RateStatus::NotApplicable => "num rate na",
+        RateStatus::Unmeasured => "num rate unm",
     };
-    write!(out, "<td class=\"{class}\">")?;
-    match (words, rate.value) {
-        (Some(words), _) => write!(out, "<span class=\"v\">{words}</span>")?,
-        (None, Some(value)) if value.is_finite() => write!(out, "<span class=\"v\">{}</span>", Fixed(value))?,
-        (None, _) => out.push_str("<span class=\"v\">no value</span>"),
-    }
-    write!(out, "<span class=\"den\">{} / {}</span>", Num(rate.numerator), Num(rate.denominator))?;
-    if words.is_none() {
-        match (rate.ci_low, rate.ci_high) {
-            (Some(low), Some(high)) => write!(out, "<span class=\"ci\">[{}, {}]</span>", Fixed(low), Fixed(high))?,
-            _ => out.push_str("<span class=\"ci\">no interval</span>"),
+    write!(out, "<td class=\"{class}\"><span class=\"v\">{}</span>", Esc(&rate.display_value()))?;
+    write!(out, "<span class=\"den\">{}</span>", Esc(&rate.display_fraction()))?;
+    if rate.status == RateStatus::Measured {
+        match rate.interval_text() {
+            Some(interval) => write!(out, "<span class=\"ci\">{interval}</span>")?,
+            None => out.push_str("<span class=\"ci\">no interval</span>"),
         }
         if rate.undefined_draws > 0 {
             write!(out, "<span class=\"why\">{} undefined draws left out</span>", rate.undefined_draws)?;
@@ -1395,6 +1356,15 @@ pub mod testing {
         }
     }
 
+    /// Rates by kind; a kind the fixture does not set is not applicable.
+    fn rates(set: &[(RateKind, Rate)]) -> Rates {
+        Rates::from_fn(|kind| {
+            set.iter()
+                .find(|(k, _)| *k == kind)
+                .map_or_else(|| not_applicable("not in the fixture"), |(_, rate)| rate.clone())
+        })
+    }
+
     fn with_questions(mut rate: Rate, questions: u64) -> Rate {
         rate.questions = Some(questions);
         rate
@@ -1435,13 +1405,7 @@ pub mod testing {
                     counts: Counts::default(),
                     claims: ClaimCounts::default(),
                     citations: CitationCounts::default(),
-                    rates: Rates {
-                        completion: not_applicable("no planned runs"),
-                        support_micro: not_applicable("no planned runs"),
-                        support_macro: not_applicable("no planned runs"),
-                        resolution_micro: not_applicable("no planned runs"),
-                        resolution_macro: not_applicable("no planned runs"),
-                    },
+                    rates: Rates::from_fn(|_| not_applicable("no planned runs")),
                 },
             ],
             counts,
@@ -1580,27 +1544,28 @@ pub mod testing {
 
     /// The hand-built report: summary, runs and drill-downs.
     pub fn fixture() -> (Summary, Vec<RunView>, BTreeMap<String, DrillDown>) {
-        let alpha_rates = Rates {
-            completion: measured(3.0, 4.0, 0.5, 1.0),
-            support_micro: measured(9.0, 12.0, 0.6, 0.9),
-            support_macro: with_questions(measured(1.5, 2.0, 0.55, 0.95), 2),
-            resolution_micro: measured(16.0, 18.0, 0.8, 0.97),
-            resolution_macro: with_questions(measured(1.8, 2.0, 0.82, 0.98), 2),
-        };
-        let beta_rates = Rates {
-            completion: measured(2.0, 4.0, 0.1, 0.8),
-            support_micro: unmeasured(10.0, "every cited claim is unjudged (source_unavailable)"),
-            support_macro: unmeasured(2.0, "every cited claim is unjudged (source_unavailable)"),
-            resolution_micro: measured(7.0, 10.0, 0.4, 0.9),
-            resolution_macro: with_questions(measured(1.4, 2.0, 0.45, 0.92), 2),
-        };
-        let gamma_rates = Rates {
-            completion: measured(1.0, 2.0, 0.0, 1.0),
-            support_micro: not_applicable("no cited claims"),
-            support_macro: not_applicable("no cited claims"),
-            resolution_micro: not_applicable("no citations"),
-            resolution_macro: not_applicable("no citations"),
-        };
+        use RateKind::*;
+        let alpha_rates = rates(&[
+            (Completion, measured(3.0, 4.0, 0.5, 1.0)),
+            (SupportMicro, measured(9.0, 12.0, 0.6, 0.9)),
+            (SupportMacro, with_questions(measured(1.5, 2.0, 0.55, 0.95), 2)),
+            (ResolutionMicro, measured(16.0, 18.0, 0.8, 0.97)),
+            (ResolutionMacro, with_questions(measured(1.8, 2.0, 0.82, 0.98), 2)),
+        ]);
+        let beta_rates = rates(&[
+            (Completion, measured(2.0, 4.0, 0.1, 0.8)),
+            (SupportMicro, unmeasured(10.0, "every cited claim is unjudged (source_unavailable)")),
+            (SupportMacro, unmeasured(2.0, "every cited claim is unjudged (source_unavailable)")),
+            (ResolutionMicro, measured(7.0, 10.0, 0.4, 0.9)),
+            (ResolutionMacro, with_questions(measured(1.4, 2.0, 0.45, 0.92), 2)),
+        ]);
+        let gamma_rates = rates(&[
+            (Completion, measured(1.0, 2.0, 0.0, 1.0)),
+            (SupportMicro, not_applicable("no cited claims")),
+            (SupportMacro, not_applicable("no cited claims")),
+            (ResolutionMicro, not_applicable("no citations")),
+            (ResolutionMacro, not_applicable("no citations")),
+        ]);
         let summary = Summary {
             kind: "cohort-report".into(),
             report_format: REPORT_FORMAT,
@@ -1678,30 +1643,43 @@ pub mod testing {
                 questions: 2,
                 a_completion: measured(3.0, 4.0, 0.5, 1.0),
                 b_completion: measured(2.0, 4.0, 0.1, 0.8),
-                completion: Difference {
-                    value: Some(0.25),
-                    ci_low: Some(0.05),
-                    ci_high: Some(0.45),
-                    undefined_draws: 0,
-                    questions: 2,
-                    statement: STATEMENT.into(),
-                },
-                support_micro: Difference {
-                    value: None,
-                    ci_low: None,
-                    ci_high: None,
-                    undefined_draws: 10_000,
-                    questions: 0,
-                    statement: "undefined: beta-sim has no judged claim".into(),
-                },
-                resolution_micro: Difference {
-                    value: Some(0.19),
-                    ci_low: Some(-0.1),
-                    ci_high: Some(0.4),
-                    undefined_draws: 12,
-                    questions: 2,
-                    statement: "alpha and beta-sim cannot be told apart: the interval contains 0".into(),
-                },
+                differences: [
+                    (
+                        Completion,
+                        Difference {
+                            value: Some(0.25),
+                            ci_low: Some(0.05),
+                            ci_high: Some(0.45),
+                            undefined_draws: 0,
+                            questions: 2,
+                            statement: STATEMENT.into(),
+                        },
+                    ),
+                    (
+                        SupportMicro,
+                        Difference {
+                            value: None,
+                            ci_low: None,
+                            ci_high: None,
+                            undefined_draws: 10_000,
+                            questions: 0,
+                            statement: "undefined: beta-sim has no judged claim".into(),
+                        },
+                    ),
+                    (
+                        ResolutionMicro,
+                        Difference {
+                            value: Some(0.19),
+                            ci_low: Some(-0.1),
+                            ci_high: Some(0.4),
+                            undefined_draws: 12,
+                            questions: 2,
+                            statement: "alpha and beta-sim cannot be told apart: the interval contains 0".into(),
+                        },
+                    ),
+                ]
+                .into_iter()
+                .collect(),
             }],
             attempts_by_class: BTreeMap::from([
                 (ALPHA.into(), BTreeMap::from([("completed".into(), 3), ("refused".into(), 2)])),

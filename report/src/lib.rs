@@ -7,7 +7,8 @@
 //! record) into a [`model::RunView`] and streams claims and traces to
 //! their files; [`compute::summarise`] turns the runs into the numbers
 //! ([`model::Summary`], with `cohort_core::stats` for the intervals); the
-//! writers render them ([`markdown`], [`html`], [`plots`], [`write`]);
+//! writers render them ([`markdown`], [`html`], [`plots`], [`write`]),
+//! every rate as [`rates::RateKind`] defines it;
 //! [`verify`] recomputes a written report and names what differs.
 //!
 //! Architecture Invariant: a report folder is never modified. It is built
@@ -22,6 +23,7 @@ pub mod html;
 pub mod markdown;
 pub mod model;
 pub mod plots;
+pub mod rates;
 pub mod review;
 pub mod verify;
 pub mod write;

@@ -7,6 +7,7 @@
 use std::fmt::Write as _;
 
 use crate::model::*;
+use crate::rates::Pooling;
 
 const NOT_DECLARED: &str = "not declared";
 
@@ -149,15 +150,12 @@ fn render(o: &mut String, s: &Summary) -> std::fmt::Result {
         )?;
         writeln!(o, "| difference (a - b) | value | 95% CI | questions |")?;
         writeln!(o, "|---|---:|---:|---:|")?;
-        for (name, d) in [
-            ("completion (all attempts)", &c.completion),
-            ("support (micro, completed pairs)", &c.support_micro),
-            ("resolution (micro, completed pairs)", &c.resolution_micro),
-        ] {
+        for (kind, d) in c.differences.iter() {
+            let name = kind.comparison().map_or(kind.label(), |compared| compared.markdown_label);
             writeln!(o, "| {name} | {} | {} | {} |", d.display_value(), d.display_interval(), d.questions)?;
         }
         writeln!(o)?;
-        for d in [&c.completion, &c.support_micro, &c.resolution_micro] {
+        for (_, d) in c.differences.iter() {
             writeln!(o, "- {}", d.statement)?;
         }
         writeln!(o)?;
@@ -389,42 +387,44 @@ fn counts_row(o: &mut String, name: &str, c: &Counts) -> std::fmt::Result {
     )
 }
 
+/// One row per ratio: its micro rate, and its macro rate when it has one.
 fn rates_rows(o: &mut String, name: &str, r: &Rates) -> std::fmt::Result {
-    let macro_fraction = |m: &Rate| format!("{} ({})", m.display_fraction(), m.questions.unwrap_or(0));
-    writeln!(
-        o,
-        "| {name} | completion (all attempts) | {} | {} | {} | | | |",
-        r.completion.display_value(),
-        r.completion.display_fraction(),
-        r.completion.display_interval()
-    )?;
-    for (label, micro, mac) in
-        [("support", &r.support_micro, &r.support_macro), ("resolution", &r.resolution_micro, &r.resolution_macro)]
-    {
-        writeln!(
+    for kind in RateKind::ALL.into_iter().filter(|k| k.pooling() == Pooling::Micro) {
+        let micro = &r[kind];
+        write!(
             o,
-            "| {name} | {label} | {} | {} | {} | {} | {} | {} |",
+            "| {name} | {} | {} | {} | {} |",
+            kind.measure_label(),
             micro.display_value(),
             micro.display_fraction(),
-            micro.display_interval(),
-            mac.display_value(),
-            macro_fraction(mac),
-            mac.display_interval()
+            micro.display_interval()
         )?;
+        match kind.macro_kind() {
+            Some(macro_kind) => {
+                let m = &r[macro_kind];
+                writeln!(
+                    o,
+                    " {} | {} ({}) | {} |",
+                    m.display_value(),
+                    m.display_fraction(),
+                    m.questions.unwrap_or(0),
+                    m.display_interval()
+                )?;
+            }
+            None => writeln!(o, " | | |")?,
+        }
     }
     Ok(())
 }
 
+/// Why a micro rate has no value, per arm (a macro rate's reason is its
+/// micro rate's).
 fn rate_reasons(o: &mut String, s: &Summary, workflow: &str) -> std::fmt::Result {
     let mut any = false;
     for arm in s.arms.iter().filter(|a| a.workflow == workflow) {
-        for (name, r) in [
-            ("completion", &arm.rates.completion),
-            ("support", &arm.rates.support_micro),
-            ("resolution", &arm.rates.resolution_micro),
-        ] {
+        for (kind, r) in arm.rates.iter().filter(|(k, _)| k.pooling() == Pooling::Micro) {
             if let Some(reason) = &r.reason {
-                writeln!(o, "- {} {name}: {} ({reason})", arm.id, r.display_value())?;
+                writeln!(o, "- {} {}: {} ({reason})", arm.id, kind.measure(), r.display_value())?;
                 any = true;
             }
         }

@@ -8,11 +8,18 @@
 //! denominator, and a rate that cannot be computed says why
 //! ([`RateStatus::NotApplicable`] when there is nothing to measure,
 //! [`RateStatus::Unmeasured`] when there was something but it was not
-//! measured); neither is ever shown as 0 or 100%.
+//! measured); neither is ever shown as 0 or 100%. The rates themselves,
+//! and how they read as text, are defined in [`crate::rates`] and
+//! re-exported here.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+
+pub use crate::rates::{
+    Compared, Count, Difference, Differences, Fixed, NO_VALUE, NOT_APPLICABLE, PairScope, Pooling, Rate, RateKind,
+    RateStatus, Rates, Reading, Signed, UNDEFINED, UNMEASURED,
+};
 
 /// The layout version of `summary.json`; bumped when a field changes meaning.
 pub const REPORT_FORMAT: u32 = 1;
@@ -226,49 +233,6 @@ pub struct CitationCounts {
     pub contradictions_surfaced: u64,
 }
 
-/// Whether a rate has a value, and if not, why not.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RateStatus {
-    Measured,
-    /// Nothing to measure (no planned runs, no cited claims, no citations).
-    NotApplicable,
-    /// Something to measure, nothing measured (every claim unjudged).
-    Unmeasured,
-}
-
-/// One rate with its denominator and interval.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Rate {
-    pub value: Option<f64>,
-    pub numerator: f64,
-    pub denominator: f64,
-    pub ci_low: Option<f64>,
-    pub ci_high: Option<f64>,
-    /// Bootstrap draws in which the rate was undefined (left out of the
-    /// interval).
-    pub undefined_draws: u32,
-    pub status: RateStatus,
-    /// Why the value is missing, in words.
-    pub reason: Option<String>,
-    /// For macro rates: how many questions contributed.
-    pub questions: Option<u64>,
-}
-
-/// The rates of an arm (or of an arm within a category).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Rates {
-    /// completed / planned: the all-attempt completion rate.
-    pub completion: Rate,
-    /// YES / judged claims, pooled (seed 000 section 3.2).
-    pub support_micro: Rate,
-    /// The mean over questions of each question's support rate.
-    pub support_macro: Rate,
-    /// (citations - unresolved) / citations, pooled.
-    pub resolution_micro: Rate,
-    pub resolution_macro: Rate,
-}
-
 /// Elapsed time and cost, described (never ranked).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TimeCost {
@@ -310,20 +274,6 @@ pub struct CategorySummary {
     pub rates: Rates,
 }
 
-/// A difference a - b with its interval, over the paired questions.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Difference {
-    pub value: Option<f64>,
-    pub ci_low: Option<f64>,
-    pub ci_high: Option<f64>,
-    pub undefined_draws: u32,
-    /// Questions that contributed (both sides defined).
-    pub questions: u64,
-    /// The plain statement: which is higher, or that they cannot be told
-    /// apart (the interval contains 0), or why it is undefined.
-    pub statement: String,
-}
-
 /// Two arms of one workflow, compared on the questions both completed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
@@ -337,12 +287,11 @@ pub struct Comparison {
     /// The all-attempt completion rates, beside the paired figures.
     pub a_completion: Rate,
     pub b_completion: Rate,
-    /// Completion difference over all questions (all attempts).
-    pub completion: Difference,
-    /// Support (micro) difference over the completed pairs.
-    pub support_micro: Difference,
-    /// Resolution (micro) difference over the completed pairs.
-    pub resolution_micro: Difference,
+    /// One difference per compared rate ([`RateKind::comparison`]), fields
+    /// of the comparison in `summary.json` (`completion`, `support_micro`,
+    /// `resolution_micro`).
+    #[serde(flatten)]
+    pub differences: Differences,
 }
 
 /// A file of the report folder.
@@ -450,56 +399,6 @@ pub struct DrillAttempt {
     pub started_at: Option<String>,
     pub ended_at: Option<String>,
     pub worker: String,
-}
-
-// === how a rate reads: the one place for "not applicable" and "unmeasured" ===
-
-/// Shown for a rate with nothing to measure (zero claims, zero pairs).
-pub const NOT_APPLICABLE: &str = "not applicable";
-/// Shown for a rate with something to measure that was not measured.
-pub const UNMEASURED: &str = "n/a (unmeasured)";
-
-impl Rate {
-    /// The value to four decimals, or why there is none; never 0 or 100%
-    /// for a missing value.
-    pub fn display_value(&self) -> String {
-        match (self.status, self.value) {
-            (RateStatus::Measured, Some(v)) => format!("{v:.4}"),
-            (RateStatus::Unmeasured, _) => UNMEASURED.to_owned(),
-            _ => NOT_APPLICABLE.to_owned(),
-        }
-    }
-
-    /// `numerator / denominator`, integers shown as integers.
-    pub fn display_fraction(&self) -> String {
-        format!("{} / {}", display_number(self.numerator), display_number(self.denominator))
-    }
-
-    /// `[low, high]`, or a dash when there is no interval.
-    pub fn display_interval(&self) -> String {
-        match (self.ci_low, self.ci_high) {
-            (Some(lo), Some(hi)) => format!("[{lo:.4}, {hi:.4}]"),
-            _ => "-".to_owned(),
-        }
-    }
-}
-
-impl Difference {
-    pub fn display_value(&self) -> String {
-        self.value.map_or_else(|| "undefined".to_owned(), |v| format!("{v:+.4}"))
-    }
-
-    pub fn display_interval(&self) -> String {
-        match (self.ci_low, self.ci_high) {
-            (Some(lo), Some(hi)) => format!("[{lo:+.4}, {hi:+.4}]"),
-            _ => "-".to_owned(),
-        }
-    }
-}
-
-/// A count as an integer, a fractional sum (macro numerators) to 4 places.
-pub fn display_number(x: f64) -> String {
-    if x.fract() == 0.0 && x.abs() < 1e15 { format!("{}", x as i64) } else { format!("{x:.4}") }
 }
 
 /// An arm's name as shown: its id, with SIMULATED when it is simulated.

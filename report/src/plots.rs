@@ -23,7 +23,7 @@ use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::model::{ArmSummary, Counts, NOT_APPLICABLE, Rate, RateStatus, Rates, Summary, UNMEASURED};
+use crate::model::{ArmSummary, Count, Counts, Fixed, Rate, RateKind, Reading, Summary};
 
 /// File names of the plots, in the order [`render_plots`] returns them.
 pub const RATES_SVG: &str = "rates.svg";
@@ -148,17 +148,9 @@ fn row_label(labels: &[String], y: f64) -> String {
     labels.get(from_top.floor() as usize).cloned().unwrap_or_default()
 }
 
-/// A panel of the rates plot: its title and its rate.
-type RateKind = (&'static str, fn(&Rates) -> &Rate);
-
-fn rate_kinds() -> [RateKind; 5] {
-    [
-        ("completion: completed / planned (all attempts)", |rates| &rates.completion),
-        ("support (micro): YES / judged claims, pooled", |rates| &rates.support_micro),
-        ("support (macro): mean over questions", |rates| &rates.support_macro),
-        ("resolution (micro): resolved / citations, pooled", |rates| &rates.resolution_micro),
-        ("resolution (macro): mean over questions", |rates| &rates.resolution_macro),
-    ]
+/// A panel of the rates plot: its title.
+fn panel_title(kind: RateKind) -> String {
+    format!("{}: {}", kind.label(), kind.estimand())
 }
 
 /// What to draw for one rate.
@@ -168,24 +160,22 @@ enum Mark {
     Words(&'static str),
 }
 
+/// A rate's reading ([`Rate::reading`]) as a mark: words are written, not
+/// drawn.
 fn mark(rate: &Rate) -> Mark {
-    match (rate.status, rate.value) {
-        (RateStatus::NotApplicable, _) => Mark::Words(NOT_APPLICABLE),
-        (RateStatus::Unmeasured, _) => Mark::Words(UNMEASURED),
-        (RateStatus::Measured, Some(value)) if value.is_finite() => match (rate.ci_low, rate.ci_high) {
+    match rate.reading() {
+        Reading::Words(words) => Mark::Words(words),
+        Reading::Value(value) => match (rate.ci_low, rate.ci_high) {
             (Some(low), Some(high)) if low.is_finite() && high.is_finite() => Mark::Interval { value, low, high },
             _ => Mark::Point { value },
         },
-        // A measured rate without a finite value is a writer bug upstream;
-        // it is shown as such rather than drawn.
-        (RateStatus::Measured, _) => Mark::Words("no value"),
     }
 }
 
 fn rates_svg(arms: &[&ArmSummary], labels: &[String]) -> Result<String, PlotError> {
     const PLOT: &str = RATES_SVG;
     let n = arms.len().max(1);
-    let kinds = rate_kinds();
+    let kinds = RateKind::ALL;
     let panel_height = 70 + ROW * n as u32;
     let height = 40 + panel_height * kinds.len() as u32;
     let label_area = label_width(labels);
@@ -199,9 +189,9 @@ fn rates_svg(arms: &[&ArmSummary], labels: &[String]) -> Result<String, PlotErro
         let panels = root.split_evenly((kinds.len(), 1));
         let value_style = (FONT, 12).into_font().color(&BLACK);
         let words_style = (FONT, 12).into_font().color(&RGBColor(90, 90, 90));
-        for (panel, (title, pick)) in panels.iter().zip(kinds) {
+        for (panel, kind) in panels.iter().zip(kinds) {
             let mut chart = ChartBuilder::on(panel)
-                .caption(title, (FONT, 14))
+                .caption(panel_title(kind), (FONT, 14))
                 .margin(6)
                 .margin_right(24)
                 .x_label_area_size(28)
@@ -229,7 +219,7 @@ fn rates_svg(arms: &[&ArmSummary], labels: &[String]) -> Result<String, PlotErro
             }
             for (i, arm) in arms.iter().enumerate() {
                 let y = row_y(n, i);
-                let rate = pick(&arm.rates);
+                let rate = &arm.rates[kind];
                 let color = arm_color(i);
                 let (text, at, style) = match mark(rate) {
                     Mark::Interval { value, low, high } => {
@@ -272,10 +262,10 @@ fn rates_svg(arms: &[&ArmSummary], labels: &[String]) -> Result<String, PlotErro
 }
 
 fn value_text(value: f64, rate: &Rate) -> String {
-    format!("{value:.4} ({}/{})", trim_number(rate.numerator), trim_number(rate.denominator))
+    format!("{} ({}/{})", Fixed(value), Count::short(rate.numerator), Count::short(rate.denominator))
 }
 
-/// Counts are whole numbers stored as f64; macro numerators are not.
+/// An axis label: counts are whole numbers stored as f64.
 fn trim_number(value: f64) -> String {
     if value.fract() == 0.0 && value.abs() < 1e15 { format!("{value:.0}") } else { format!("{value:.2}") }
 }
@@ -606,13 +596,13 @@ mod tests {
         let measured = summary
             .arms
             .iter()
-            .flat_map(|arm| rate_kinds().map(|(_, pick)| pick(&arm.rates).clone()))
+            .flat_map(|arm| arm.rates.iter().map(|(_, rate)| rate.clone()))
             .filter(|rate| matches!(mark(rate), Mark::Interval { .. }))
             .count();
         let figures = summary
             .arms
             .iter()
-            .flat_map(|arm| rate_kinds().map(|(_, pick)| pick(&arm.rates).clone()))
+            .flat_map(|arm| arm.rates.iter().map(|(_, rate)| rate.clone()))
             .filter_map(|rate| match mark(&rate) {
                 Mark::Interval { value, .. } => Some(value_text(value, &rate)),
                 _ => None,

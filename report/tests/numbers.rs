@@ -18,7 +18,7 @@ use cohort_coordinator::ledger::sqlite::SqliteLedger;
 use cohort_coordinator::ledger::{AttemptRecord, LeaseRef, Ledger, PlanHeader, RunResult};
 use cohort_core::scoring::{ParsedVerdict, RunFacts, ScoreReport, UnjudgedReason, Verdict, analyse};
 use cohort_core::taxonomy::{AttemptClass, Outcome};
-use cohort_report::model::{RateStatus, Summary};
+use cohort_report::model::{RateKind, RateStatus, Summary};
 use cohort_report::{FrozenCohort, ReportError, ReportOptions, write_report};
 use serde_json::json;
 
@@ -222,37 +222,37 @@ async fn every_denominator_and_status_is_as_computed_by_hand() {
     assert_eq!((a.claims.extracted, a.claims.cited, a.claims.judged, a.claims.supported), (5, 5, 3, 2));
     assert_eq!(a.claims.unjudged.get("provider_error"), Some(&2));
     // A failed run lowers completion: 3 / 4.
-    assert_eq!(a.rates.completion.value, Some(0.75));
-    assert_eq!((a.rates.completion.numerator, a.rates.completion.denominator), (3.0, 4.0));
-    assert_eq!(a.rates.support_micro.value, Some(2.0 / 3.0));
-    assert_eq!((a.rates.support_micro.numerator, a.rates.support_micro.denominator), (2.0, 3.0));
+    assert_eq!(a.rates[RateKind::Completion].value, Some(0.75));
+    assert_eq!((a.rates[RateKind::Completion].numerator, a.rates[RateKind::Completion].denominator), (3.0, 4.0));
+    assert_eq!(a.rates[RateKind::SupportMicro].value, Some(2.0 / 3.0));
+    assert_eq!((a.rates[RateKind::SupportMicro].numerator, a.rates[RateKind::SupportMicro].denominator), (2.0, 3.0));
     // Macro: only q1 has judged claims.
-    assert_eq!(a.rates.support_macro.value, Some(2.0 / 3.0));
-    assert_eq!(a.rates.support_macro.questions, Some(1));
+    assert_eq!(a.rates[RateKind::SupportMacro].value, Some(2.0 / 3.0));
+    assert_eq!(a.rates[RateKind::SupportMacro].questions, Some(1));
     // Zero claims: not applicable, never 100% or 0.
     let tech = a.categories.iter().find(|c| c.category == "technology").unwrap();
-    assert_eq!(tech.rates.support_micro.status, RateStatus::NotApplicable);
-    assert_eq!(tech.rates.support_micro.value, None);
-    assert_eq!(tech.rates.resolution_micro.status, RateStatus::NotApplicable);
-    assert_eq!(tech.rates.completion.value, Some(1.0));
+    assert_eq!(tech.rates[RateKind::SupportMicro].status, RateStatus::NotApplicable);
+    assert_eq!(tech.rates[RateKind::SupportMicro].value, None);
+    assert_eq!(tech.rates[RateKind::ResolutionMicro].status, RateStatus::NotApplicable);
+    assert_eq!(tech.rates[RateKind::Completion].value, Some(1.0));
     // Every citation resolves: 5 markers, reference [1] present.
-    assert_eq!(a.rates.resolution_micro.value, Some(1.0));
+    assert_eq!(a.rates[RateKind::ResolutionMicro].value, Some(1.0));
     assert_eq!(a.citations.total, 5);
 
     let b = arm(s, "b");
     assert_eq!((b.counts.planned, b.counts.attempted, b.counts.completed, b.counts.not_run), (4, 3, 3, 1));
     assert_eq!((b.claims.judged, b.claims.supported), (4, 2));
-    assert_eq!(b.rates.support_micro.value, Some(0.5));
+    assert_eq!(b.rates[RateKind::SupportMicro].value, Some(0.5));
     // Macro: q1 1/1, q2 1/2, q3 0/1 -> (1 + 0.5 + 0) / 3.
-    assert_eq!(b.rates.support_macro.value, Some(0.5));
-    assert_eq!(b.rates.support_macro.questions, Some(3));
+    assert_eq!(b.rates[RateKind::SupportMacro].value, Some(0.5));
+    assert_eq!(b.rates[RateKind::SupportMacro].questions, Some(3));
 
     // A judge that failed on everything: unmeasured, never 0.
     let c = arm(s, "c");
-    assert_eq!(c.rates.support_micro.status, RateStatus::Unmeasured);
-    assert_eq!(c.rates.support_micro.value, None);
-    assert_eq!(c.rates.support_macro.status, RateStatus::Unmeasured);
-    assert!(c.rates.support_micro.reason.as_deref().unwrap().contains("provider_error"));
+    assert_eq!(c.rates[RateKind::SupportMicro].status, RateStatus::Unmeasured);
+    assert_eq!(c.rates[RateKind::SupportMicro].value, None);
+    assert_eq!(c.rates[RateKind::SupportMacro].status, RateStatus::Unmeasured);
+    assert!(c.rates[RateKind::SupportMicro].reason.as_deref().unwrap().contains("provider_error"));
 
     // Only a and b share a workflow: one comparison, over the questions
     // both completed (q1, q2: a failed q3, b never ran q4).
@@ -260,13 +260,14 @@ async fn every_denominator_and_status_is_as_computed_by_hand() {
     let cmp = &s.comparisons[0];
     assert_eq!((cmp.a.as_str(), cmp.b.as_str(), cmp.completed_pairs, cmp.questions), ("a", "b", 2, 4));
     // Support over the pairs: a 2/3 (q1; q2 has no claims), b 2/3 (q1 1/1, q2 1/2).
-    assert!(cmp.support_micro.value.unwrap().abs() < 1e-15);
-    assert!(cmp.support_micro.statement.contains("cannot be told apart"), "{}", cmp.support_micro.statement);
+    let support = cmp.differences.get(RateKind::SupportMicro).unwrap();
+    assert!(support.value.unwrap().abs() < 1e-15);
+    assert!(support.statement.contains("cannot be told apart"), "{}", support.statement);
     // Completion over all questions: 3/4 vs 3/4.
-    assert_eq!(cmp.completion.value, Some(0.0));
+    assert_eq!(cmp.differences.get(RateKind::Completion).unwrap().value, Some(0.0));
     assert_eq!(cmp.a_completion.value, Some(0.75));
     // Intervals exist and bracket the point values.
-    let r = &b.rates.support_micro;
+    let r = &b.rates[RateKind::SupportMicro];
     assert!(r.ci_low.unwrap() <= r.value.unwrap() && r.value.unwrap() <= r.ci_high.unwrap());
 
     // Method and publication blocks.
@@ -402,10 +403,10 @@ async fn a_report_from_a_pass_counts_only_the_pass_verdicts() {
     // q1:a:1's inline YES, YES, NO do not count: the pass never judged it.
     assert_eq!((a.claims.judged, a.claims.supported), (2, 1));
     assert_eq!(a.claims.unjudged.get("not_sent"), Some(&3));
-    assert_eq!(a.rates.support_micro.value, Some(0.5));
+    assert_eq!(a.rates[RateKind::SupportMicro].value, Some(0.5));
     let b = arm(s, "b");
     assert_eq!(b.claims.judged, 0);
-    assert_eq!(b.rates.support_micro.status, RateStatus::Unmeasured);
+    assert_eq!(b.rates[RateKind::SupportMicro].status, RateStatus::Unmeasured);
     let traces = fs::read_to_string(written.path.join("judge_traces.jsonl")).unwrap();
     assert_eq!(traces.lines().count(), 1 + 2);
     // Verify re-reads the pass the report names.

@@ -96,25 +96,28 @@ async fn open(
 /// One line per arm: the numbers a reader looks for first.
 pub fn headline(s: &cohort_report::model::Summary) -> String {
     let mut out = String::new();
+    use cohort_report::model::RateKind;
     for arm in &s.arms {
-        let r = &arm.rates;
+        let (support, resolution) = (&arm.rates[RateKind::SupportMicro], &arm.rates[RateKind::ResolutionMicro]);
         out.push_str(&format!(
             "{:<24} completed {}/{}  support {} ({}) {}  resolution {} ({})\n",
             cohort_report::model::arm_display(&arm.id, arm.simulated),
             arm.counts.completed,
             arm.counts.planned,
-            r.support_micro.display_value(),
-            r.support_micro.display_fraction(),
-            r.support_micro.display_interval(),
-            r.resolution_micro.display_value(),
-            r.resolution_micro.display_fraction(),
+            support.display_value(),
+            support.display_fraction(),
+            support.display_interval(),
+            resolution.display_value(),
+            resolution.display_fraction(),
         ));
     }
     for c in &s.comparisons {
-        out.push_str(&format!(
-            "{} vs {} ({} completed pairs): {}\n",
-            c.a, c.b, c.completed_pairs, c.support_micro.statement
-        ));
+        if let Some(support) = c.differences.get(RateKind::SupportMicro) {
+            out.push_str(&format!(
+                "{} vs {} ({} completed pairs): {}\n",
+                c.a, c.b, c.completed_pairs, support.statement
+            ));
+        }
     }
     if s.simulated.judge || !s.simulated.arms.is_empty() {
         out.push_str(
