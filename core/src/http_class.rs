@@ -16,7 +16,10 @@
 //!   `malformed` ([`parse_json`], [`read_openai_chat`]);
 //! - a well-formed 2xx that refused (`finish_reason` `content_filter`, or a
 //!   `refusal` field) is `refused`; one with no text is `empty_content`
-//!   ([`reply_class`]);
+//!   ([`reply_class`]); one the output cap cut (`finish_reason` `length`,
+//!   `max_tokens`, `max_output_tokens`) is `client_error` ([`cut_off`],
+//!   applied by the worker's adapters: a judge reply cut short is read as
+//!   far as it goes);
 //! - an OpenAI Responses object: its text, refusals and citations are read
 //!   by [`read_responses_output`], and a `failed` one's error code is
 //!   classed by [`responses_failed_class`].

@@ -427,3 +427,39 @@ async fn a_silent_server_is_timeout() {
     assert_eq!((r.class, r.http_status), (AttemptClass::Timeout, 0), "{}", r.detail);
     assert!(r.detail.contains("timeout_secs (0.3 s)"), "{}", r.detail);
 }
+
+/// Proves the numbered citation list keeps every position (the answer's
+/// `[2]` is the list's second entry even after a repeated URL), a
+/// `finish_pointer` reading a cut-off reason makes the answer
+/// `client_error` with its partial text kept (the one rule of every
+/// adapter), `cut_off_values` replaces the default reasons and needs
+/// `finish_pointer`, and a reply that is only a reasoning block is
+/// `empty_content`.
+#[test]
+fn cut_off_answers_fail_and_citations_keep_their_positions() {
+    let mut settings = sync_settings("http://127.0.0.1:9");
+    settings["finish_pointer"] = json!("/result/finish");
+    let a = adapter(settings.clone());
+    let mut body = json!({"result": result()});
+    let r = a.read_answer(200, &body);
+    assert_eq!(r.class, AttemptClass::Ok, "{}", r.detail);
+    let cohort_core::scoring::ApiCitations::Numbered { list } = &r.citations else { panic!("{:?}", r.citations) };
+    assert_eq!(list.len(), 4, "every entry keeps its place");
+    assert_eq!(list[1].url, "https://news.example/b");
+    body["result"]["finish"] = json!("length");
+    let r = a.read_answer(200, &body);
+    assert_eq!(r.class, AttemptClass::ClientError, "{}", r.detail);
+    assert!(matches!(&r.reply, Reply::Output(t) if t.starts_with("Topic 1")), "{:?}", r.reply);
+    settings["cut_off_values"] = json!(["truncated"]);
+    let custom = adapter(settings.clone());
+    assert_eq!(custom.read_answer(200, &body).class, AttemptClass::Ok);
+    body["result"]["finish"] = json!("truncated");
+    assert_eq!(custom.read_answer(200, &body).class, AttemptClass::ClientError);
+    let mut orphan = sync_settings("http://127.0.0.1:9");
+    orphan["cut_off_values"] = json!(["x"]);
+    let e = HttpJsonAdapter::with_env(&arm(orphan), env).unwrap_err().to_string();
+    assert!(e.contains("cut_off_values") && e.contains("finish_pointer"), "{e}");
+    body["result"]["finish"] = json!("stop");
+    body["result"]["answer"] = json!("<think>\nLet me search for this.\n</think>\n");
+    assert_eq!(a.read_answer(200, &body).class, AttemptClass::EmptyContent);
+}

@@ -139,6 +139,22 @@ pub(crate) fn annotate_spans(
         let covered = parsed.links.iter().zip(&link_urls).any(|(l, u)| {
             u.as_deref() == Some(url.as_str()) && l.range.start < span.range.end && l.range.end > span.range.start
         });
+        // A span with no body text to mark adds nothing to the table: a
+        // reference cited by no marker would count as a source of nothing.
+        let at = if covered {
+            None
+        } else {
+            match insertion_point(source, parsed, roles, span.range.clone()) {
+                Some(at) => Some(at),
+                None => {
+                    warnings.push(format!(
+                        "a citation of {} covers no text of the answer's body (bytes {}..{}): it is not counted",
+                        span.url, span.range.start, span.range.end
+                    ));
+                    continue;
+                }
+            }
+        };
         let slot = match norm.references.iter().position(|r| r.url.as_deref() == Some(url.as_str())) {
             Some(slot) => slot,
             None => {
@@ -163,15 +179,8 @@ pub(crate) fn annotate_spans(
         if !reference.as_written.contains(&span.url) {
             reference.as_written.push(span.url.clone());
         }
-        if covered {
-            continue;
-        }
-        match insertion_point(source, parsed, roles, span.range.clone()) {
-            Some((at, leaf)) => inserts.push((at, reference.index, leaf)),
-            None => warnings.push(format!(
-                "a citation of {} covers no text of the answer's body (bytes {}..{}): it is not counted",
-                span.url, span.range.start, span.range.end
-            )),
+        if let Some((at, leaf)) = at {
+            inserts.push((at, reference.index, leaf));
         }
     }
     inserts.sort_unstable();

@@ -226,8 +226,6 @@ mod tests {
         split_sentences(text).into_iter().map(|r| &text[r]).collect()
     }
 
-    /// Abbreviations before capitals and numbers do not end sentences;
-    /// real sentence ends after them still do.
     /// A citation in parentheses after the full stop, as a link written
     /// there becomes once normalised, belongs to the sentence before it;
     /// a parenthesis of words, or one without a marker, is its own.
@@ -246,6 +244,8 @@ mod tests {
         assert_eq!(sentences("It ended. (Annex) Next."), ["It ended.", "(Annex) Next."]);
     }
 
+    /// Abbreviations before capitals and numbers do not end sentences;
+    /// real sentence ends after them still do.
     #[test]
     fn keeps_abbreviations_together() {
         assert_eq!(

@@ -83,13 +83,14 @@ impl ApiCitations {
         if list.iter().all(|s| s.url.is_empty()) { ApiCitations::None } else { ApiCitations::Numbered { list } }
     }
 
-    /// Annotations; spans without a URL or with `end < start` are dropped.
+    /// Annotations; spans without a URL (or with one over
+    /// [`MAX_URL_BYTES`]) or with `end < start` are dropped.
     pub fn spans(spans: impl IntoIterator<Item = ApiSpan>) -> ApiCitations {
         let spans: Vec<ApiSpan> = spans
             .into_iter()
-            .filter(|s| !s.url.trim().is_empty() && s.end >= s.start)
-            .take(MAX_API_CITATIONS)
             .map(|s| ApiSpan { url: clip_url(s.url.trim()), title: clean(s.title), ..s })
+            .filter(|s| !s.url.is_empty() && s.end >= s.start)
+            .take(MAX_API_CITATIONS)
             .collect();
         if spans.is_empty() { ApiCitations::None } else { ApiCitations::Spans { spans } }
     }
@@ -422,5 +423,19 @@ mod tests {
         assert_eq!(a.reasoning.len(), 1);
         let body = a.normalised_body.as_deref().unwrap();
         assert_eq!(&body[a.claims[0].offset..a.claims[0].offset + 5], "Sales");
+    }
+
+    /// A span that covers no body text (a code block) is not counted: a
+    /// warning says so, and the table gets no entry that nothing cites.
+    #[test]
+    fn a_span_without_body_text_adds_no_reference() {
+        let raw = "Sales grew 5% this year.\n\n```\ncode here\n```\n";
+        let start = raw[..raw.find("code here").unwrap()].chars().count();
+        let spans = ApiCitations::spans([span(start, start + 9, "https://code.example/")]);
+        let a = crate::scoring::analyse_output(raw, &spans, None).unwrap();
+        assert!(a.references.is_empty(), "{:?}", a.references);
+        assert!(a.warnings.iter().any(|w| w.contains("code.example")), "{:?}", a.warnings);
+        let long = ApiCitations::spans([span(0, 5, &format!("https://x.example/{}", "a".repeat(MAX_URL_BYTES)))]);
+        assert_eq!(long, ApiCitations::None, "an over-long URL is no citation");
     }
 }

@@ -129,7 +129,6 @@ pub(crate) fn api_key(s: &Settings<'_>, env: impl Fn(&str) -> Option<String>) ->
     }
 }
 
-/// `poll_interval_ms`, else `default`.
 /// How long after the create call the first poll goes: a job that is done
 /// at once is read at once (then the waits double, [`Call::poll`]).
 pub const FIRST_POLL: Duration = Duration::from_millis(250);
@@ -140,7 +139,7 @@ pub(crate) fn poll_waits(max: Duration) -> impl Iterator<Item = Duration> {
     std::iter::successors(Some(FIRST_POLL.min(max)), move |w| Some((*w * 2).min(max)))
 }
 
-/// `poll_interval_ms`: the longest wait between two polls.
+/// `poll_interval_ms`, else `default`: the longest wait between two polls.
 pub(crate) fn poll_interval(s: &Settings<'_>, default: Duration) -> Result<Duration, AdapterError> {
     match s.whole("poll_interval_ms")? {
         None => Ok(default),

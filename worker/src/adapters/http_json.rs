@@ -372,6 +372,13 @@ impl HttpJsonAdapter {
             r.detail = "a 2xx answer with blank output".to_owned();
             return r;
         }
+        // A reasoning block with nothing after it is no answer (as in
+        // `openai_chat`): the block is the model's, not the report.
+        if cohort_core::scoring::wire::prepare(text, &ApiCitations::None).body.trim().is_empty() {
+            r.class = AttemptClass::EmptyContent;
+            r.detail = "only a reasoning block, no answer".to_owned();
+            return r;
+        }
         let finish = text_at(&self.finish_pointer).and_then(Value::as_str).map(str::trim);
         if let Some(reason) = finish.filter(|f| self.cut_off_values.iter().any(|v| v == f)) {
             // The one rule of every adapter (`http_class::cut_off`): failed,

@@ -13,11 +13,17 @@
 //! blank is `empty_content`; `finish_reason: content_filter` or a
 //! `refusal` field is `refused`, its text kept); the body's `model` as the
 //! observed version (never the requested model: no `model`, no version);
-//! `usage.prompt_tokens` / `completion_tokens`; Perplexity's top-level
-//! `citations` (URLs) and `search_results` entries that carry `snippet`
-//! text (as system sources, with their `date` as the source's publication
-//! date when given; entries without text are skipped, never given
-//! invented text). A clarification is reported only under a configured
+//! `usage.prompt_tokens` / `completion_tokens`; what the API says the
+//! answer cites ([`ApiCitations`]): the message's `url_citation`
+//! annotations (spans of `content`, in code points: OpenAI's search
+//! models), else Perplexity's top-level `citations`, which its `[n]`
+//! markers index 1-based, else its `search_results` in the same order;
+//! and `search_results` entries that carry `snippet` text (as system
+//! sources, with their `date` as the source's publication date when given;
+//! entries without text are skipped, never given invented text). A
+//! `finish_reason` of `length` (the output cap cut the answer) is
+//! `client_error` with the partial text kept ([`http_class::cut_off`]),
+//! and a reply that is only a `<think>` block is `empty_content`. A clarification is reported only under a configured
 //! `clarification` rule (off by default: whatever the system says is its
 //! output; see [`ClarificationRule`] for why the rule is narrow); the
 //! follow-up call carries the whole exchange as messages. A 429's
@@ -313,5 +319,19 @@ mod tests {
         assert_eq!(r.class, AttemptClass::Ok, "{}", r.detail);
         let dates: Vec<Option<&str>> = r.sources.iter().map(|s| s.published_at.as_deref()).collect();
         assert_eq!(dates, [Some("2024-01-01"), None, None]);
+    }
+
+    /// Proves a reply that is only a reasoning block is `empty_content`
+    /// (no answer was obtained), and one with an answer after it is `ok`.
+    #[test]
+    fn a_reasoning_block_alone_is_no_answer() {
+        let body = |content: &str| {
+            json!({"model": "sonar-reasoning-pro", "choices": [{"message": {"content": content}, "finish_reason": "stop"}]})
+                .to_string()
+        };
+        let r = adapter().read_answer(200, body("<think>\nI will search.\n</think>\n\n").as_bytes());
+        assert_eq!(r.class, AttemptClass::EmptyContent, "{}", r.detail);
+        let r = adapter().read_answer(200, body("<think>\nI will search.\n</think>\n\nSales grew [1].").as_bytes());
+        assert_eq!(r.class, AttemptClass::Ok, "{}", r.detail);
     }
 }

@@ -38,8 +38,11 @@
 //!   under the cohort's policy).
 //! - `cancelled` (not by us): `client_error`.
 //!
-//! Citations: every `url_citation` annotation's `url`, in order, each once.
-//! Their titles and spans are not made into system sources: a system
+//! Citations: every `url_citation` annotation, its span moved from its
+//! part's text to the joined output (code points), as
+//! [`cohort_core::scoring::ApiCitations::Spans`]: the scorer gives each
+//! the sentence its span covers. Their titles and spans are not made into
+//! system sources: a system
 //! source is evidence for the judge and the reviewers, and the span is the
 //! system's own text (a claim would be checked against itself), the title
 //! no evidence at all; the cited URLs are captured like any other.
