@@ -9,6 +9,11 @@
 //!
 //! - **Raw agreement** = items on the diagonal / items; undefined with 0
 //!   items.
+//! - **Verdict agreement** ([`verdict_agreement`]): two judges' (or judging
+//!   passes') YES/NO verdicts on the items both judged, as a 2x2 nominal
+//!   agreement with the labels [`VERDICT_LABELS`] (YES first). The one
+//!   definition for `cohort calibrate`'s pairwise agreement of judges and
+//!   `cohort passes`' agreement of passes.
 //! - **Cohen's kappa** = `(po - pe) / (1 - pe)` with agreement weights
 //!   `w_ij` over the `k` labels in their given order: nominal `w_ij = 1` if
 //!   `i == j` else 0; linear `1 - |i-j|/(k-1)`; quadratic
@@ -60,7 +65,8 @@
 //!    ([`crate::stats::percentile_linear`], numpy's default); `None` when
 //!    no resample defined it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::Hash;
 
 use serde::{Deserialize, Serialize};
 
@@ -199,6 +205,22 @@ pub fn agreement(labels: &[String], a: &[usize], b: &[usize], weights: Weights) 
         result.kappa = Stat::Undefined(why);
     }
     result
+}
+
+/// The labels of a verdict agreement's matrix, in its order: a judge's
+/// YES (a pass) first, NO (a fail) second.
+pub const VERDICT_LABELS: [&str; 2] = ["yes", "no"];
+
+/// Two judges' verdicts (`true` = YES, a pass), compared on the items both
+/// judged: nominal agreement over [`VERDICT_LABELS`]. An item only one of
+/// them judged is not counted. The result does not depend on the maps'
+/// order.
+pub fn verdict_agreement<K: Eq + Hash>(a: &HashMap<K, bool>, b: &HashMap<K, bool>) -> Agreement {
+    let labels: Vec<String> = VERDICT_LABELS.iter().map(|l| (*l).to_owned()).collect();
+    let index = |yes: bool| usize::from(!yes);
+    let (la, lb): (Vec<usize>, Vec<usize>) =
+        a.iter().filter_map(|(item, va)| b.get(item).map(|vb| (index(*va), index(*vb)))).unzip();
+    agreement(&labels, &la, &lb, Weights::None)
 }
 
 /// Agreement statistics of a k x k matrix of counts.
@@ -451,6 +473,26 @@ mod tests {
 
     fn labels(names: &[&str]) -> Vec<String> {
         names.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    /// Two judges on the items both judged: the 2x2 over yes/no (YES
+    /// first), items one judge left out not counted, the same figures as
+    /// `agreement` on the paired labels.
+    #[test]
+    fn verdict_agreement_pairs_items_both_judged() {
+        let a: HashMap<&str, bool> =
+            [("i1", true), ("i2", true), ("i3", false), ("i4", false), ("only-a", true)].into_iter().collect();
+        let b: HashMap<&str, bool> =
+            [("i1", true), ("i2", false), ("i3", false), ("i4", false), ("only-b", false)].into_iter().collect();
+        let got = verdict_agreement(&a, &b);
+        assert_eq!(got.labels, ["yes", "no"]);
+        assert_eq!(got.matrix, vec![vec![1, 1], vec![0, 2]]);
+        assert_eq!(got.items, 4);
+        assert_eq!(got.raw_agreement, Stat::Value(0.75));
+        assert_eq!(got.kappa, agreement(&labels(&["yes", "no"]), &[0, 0, 1, 1], &[0, 1, 1, 1], Weights::None).kappa);
+        let none = verdict_agreement(&a, &HashMap::new());
+        assert_eq!(none.items, 0);
+        assert!(none.kappa.reason().is_some());
     }
 
     /// Hand-computed 2x2: matrix [[20, 5], [10, 15]], po = 0.7,
