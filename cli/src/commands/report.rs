@@ -95,8 +95,8 @@ async fn open(
 
 /// One line per arm: the numbers a reader looks for first.
 pub fn headline(s: &cohort_report::model::Summary) -> String {
-    let mut out = String::new();
     use cohort_report::model::RateKind;
+    let mut out = String::new();
     for arm in &s.arms {
         let (support, resolution) = (&arm.rates[RateKind::SupportMicro], &arm.rates[RateKind::ResolutionMicro]);
         out.push_str(&format!(
