@@ -147,8 +147,11 @@ fn calibrate_json_equals_hand_values() {
     close(&jm["f1"], 0.75);
 
     // Pairwise: a vs b on i1..i9 (x1 only in a): a PPPFPFFFF, b PPFFFFFFF:
-    // agree on 7, matrix [pass,fail] x [pass,fail]: [[2,2],[0,5]].
+    // agree on 7, matrix [yes,no] x [yes,no]: [[2,2],[0,5]].
     let pairs = v["agreement"].as_array().unwrap();
+    // The labels of `cohort passes` (docs/judging.md): one verdict
+    // agreement for judges and passes (it said pass/fail here before).
+    assert_eq!(pairs[0]["labels"], serde_json::json!(["yes", "no"]));
     assert_eq!(pairs.len(), 3);
     assert_eq!((pairs[0]["a"].as_str(), pairs[0]["b"].as_str()), (Some("a"), Some("b")));
     assert_eq!(pairs[0]["items"], 9);
@@ -185,6 +188,50 @@ fn perfect_judge_and_undefined_figures() {
     assert!(table.status.success());
     let text = String::from_utf8(table.stdout).unwrap();
     assert!(text.contains("j fpr: undefined (gold has no fail"), "{text}");
+}
+
+/// Label files are read by report::csv, as review files are: an item id
+/// quoted over two lines is one item (the line-by-line reader before it
+/// called it an unterminated quote), the rows after it keep their own
+/// line numbers in errors, and a CSV syntax error names file:line:column.
+#[test]
+fn a_quoted_multi_line_field_is_one_item() {
+    let dir = tempfile::tempdir().unwrap();
+    let two_lines = "item_id,label\n\"claim 1\nsecond line\",pass\nb,fail\n";
+    let gold = write(dir.path(), "gold.csv", two_lines);
+    let judge = write(dir.path(), "j.csv", "item_id,label\n\"claim 1\nsecond line\",yes\nb,yes\n");
+    let v = json(&cohort(&[
+        "calibrate",
+        "--gold",
+        gold.to_str().unwrap(),
+        "--verdicts",
+        &format!("j={}", judge.display()),
+        "--json",
+    ]));
+    let j = &v["judges"][0];
+    assert_eq!((j["items"].as_u64(), j["tp"].as_u64(), j["fp"].as_u64()), (Some(2), Some(1), Some(1)), "{j}");
+    assert_eq!(j["missing"]["count"], 0);
+
+    let cases = [
+        ("later.csv", "item_id,label\n\"claim 1\nsecond line\",pass\nb,maybe\n", "later.csv:4: column 2 (label)"),
+        ("open.csv", "item_id,label\na,pass\n\"b,fail\n", "open.csv:3:1: a quoted field is never closed"),
+        ("stray.csv", "item_id,label\na,pa\"ss\n", "stray.csv:2:5: a quote inside an unquoted field"),
+    ];
+    for (name, text, expected) in cases {
+        let file = write(dir.path(), name, text);
+        let out = cohort(&[
+            "calibrate",
+            "--gold",
+            gold.to_str().unwrap(),
+            "--verdicts",
+            &format!("j={}", file.display()),
+            "--json",
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(out.stdout.is_empty(), "{name}");
+        assert!(stderr.contains(expected), "{name}: {stderr}");
+    }
 }
 
 /// Bad input: file:line and column in the message, nothing on stdout,

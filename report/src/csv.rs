@@ -3,7 +3,9 @@
 //! `items.csv`), and one reader of records with the line each starts on,
 //! so a bad file's error names its line and column. Quoting: a field is
 //! quoted only when it holds a comma, a quote or a line break, its quotes
-//! doubled; `\n` ends a record.
+//! doubled; `\n` ends a record. Every CSV file cohort reads goes through
+//! [`records`]: review imports (`review::table`) and the label files of
+//! `cohort calibrate` and `cohort review agreement` (`labels`).
 
 /// Why a text could not be read as CSV: (line, column, message), 1-based.
 pub type CsvError = (usize, usize, String);
@@ -32,9 +34,10 @@ pub fn record<S: AsRef<str>>(out: &mut String, fields: &[S]) {
 
 /// The records of `text`, each with the 1-based line it starts on. Quoted
 /// fields may hold commas, quotes (doubled) and line breaks; a quote may
-/// only open a field; `\r\n` ends a record like `\n`; a UTF-8 byte-order
-/// mark is skipped. Blank lines come back as records of one empty field
-/// (the caller decides whether they count).
+/// only open a field (spaces or tabs before it are dropped, as in
+/// `a, "b"`, which spreadsheets and people write); `\r\n` ends a record
+/// like `\n`; a UTF-8 byte-order mark is skipped. Blank lines come back as
+/// records of one empty field (the caller decides whether they count).
 pub fn records(text: &str) -> Result<Vec<(usize, Vec<String>)>, CsvError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut records: Vec<(usize, Vec<String>)> = Vec::new();
@@ -45,6 +48,8 @@ pub fn records(text: &str) -> Result<Vec<(usize, Vec<String>)>, CsvError> {
     let mut quote_line = (0, 0);
     let mut chars = text.chars().peekable();
     let mut at_field_start = true;
+    // Whether the field being read was quoted (a second quote cannot open it).
+    let mut was_quoted = false;
     while let Some(c) = chars.next() {
         if in_quotes {
             match c {
@@ -66,8 +71,10 @@ pub fn records(text: &str) -> Result<Vec<(usize, Vec<String>)>, CsvError> {
             continue;
         }
         match c {
-            '"' if at_field_start => {
+            '"' if at_field_start || (!was_quoted && field.chars().all(|c| c == ' ' || c == '\t')) => {
+                field.clear();
                 in_quotes = true;
+                was_quoted = true;
                 quote_line = (line, col);
             }
             '"' => {
@@ -80,6 +87,7 @@ pub fn records(text: &str) -> Result<Vec<(usize, Vec<String>)>, CsvError> {
             ',' => {
                 record.push(std::mem::take(&mut field));
                 at_field_start = true;
+                was_quoted = false;
                 col += 1;
                 continue;
             }
@@ -91,6 +99,7 @@ pub fn records(text: &str) -> Result<Vec<(usize, Vec<String>)>, CsvError> {
                 col = 1;
                 start_line = line;
                 at_field_start = true;
+                was_quoted = false;
                 continue;
             }
             _ => field.push(c),
@@ -111,6 +120,15 @@ pub fn records(text: &str) -> Result<Vec<(usize, Vec<String>)>, CsvError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Spaces before an opening quote are dropped; a second quote cannot
+    /// reopen a quoted field.
+    #[test]
+    fn spaces_before_an_opening_quote_are_dropped() {
+        let got = records("a, \"b,c\"\t,\t\"d\"\n").unwrap();
+        assert_eq!(got[0].1, ["a", "b,c\t", "d"]);
+        assert_eq!(records("\"\" \"x\"\n").unwrap_err().1, 4, "no second opening quote");
+    }
 
     #[test]
     fn csv_fields_are_quoted_only_when_needed() {
@@ -133,6 +151,7 @@ mod tests {
         assert_eq!(got[1].1, ["x, \"y\"", "two\nlines"]);
         assert_eq!(got[2].1, ["c", "d"]);
         assert_eq!(records("a,b\"c\n").unwrap_err().0, 1, "a quote inside an unquoted field");
+        assert_eq!(records("a,b\"\"\n").unwrap_err().0, 1, "a quote inside an unquoted field");
         assert_eq!(
             records("a\n\"open\n").unwrap_err(),
             (2, 1, "a quoted field is never closed: add the closing quote".into())

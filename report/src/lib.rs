@@ -20,6 +20,7 @@ pub mod compute;
 pub mod csv;
 pub mod gather;
 pub mod html;
+pub mod labels;
 pub mod markdown;
 pub mod model;
 pub mod plots;

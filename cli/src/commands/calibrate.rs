@@ -2,11 +2,13 @@
 //! `cohort review agreement` (two raters' agreement, seed 004 "Reviewer
 //! disagreement"), both on `item_id,label` CSV files (docs/calibration.md).
 //!
-//! Every statistic is `cohort_core::agreement`; this module reads the
-//! files, pairs items by id, and prints. Bad input (an unreadable file, a
-//! missing header, an unknown label, a duplicate item id) is reported with
-//! the file, the line and the column, prints nothing to stdout and exits 2,
-//! so a script can tell bad input (2) from a failure of the tool (1).
+//! Every statistic is `cohort_core::agreement` and the files are read by
+//! `cohort_report::labels` (on `report::csv`, the result side's one CSV
+//! reader); this module pairs items by id and prints. Bad input (an
+//! unreadable file, a missing header, an unknown label, a duplicate item
+//! id) is reported with the file, the line and the column, prints nothing
+//! to stdout and exits 2, so a script can tell bad input (2) from a failure
+//! of the tool (1).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
@@ -16,15 +18,11 @@ use cohort_core::agreement::{
     self, Agreement, BINARY_METRICS, CALIBRATION_ALGORITHM, CALIBRATION_RESAMPLES, CALIBRATION_SEED,
     ScoredWithIntervals, Stat, Weights,
 };
-use cohort_report::review::CLAIM_LABELS;
+use cohort_report::labels::{LabelFile, label_key, label_order};
 use serde_json::{Value, json};
 
 use super::{emit, refuse};
 
-/// The header every label file starts with.
-const HEADER: &str = "item_id,label";
-/// Seed 004's uncertainty scores, ordinal.
-const UNCERTAINTY_LABELS: [&str; 3] = ["0", "1", "2"];
 /// The judge name of the majority-vote ensemble.
 const MAJORITY: &str = "majority";
 
@@ -118,145 +116,13 @@ fn parse_named(s: &str) -> Result<(String, PathBuf), String> {
     }
 }
 
-/// Bad input: the message names the file, the line and the column.
+/// A judge named in a way the command cannot use.
 #[derive(Debug, thiserror::Error)]
-pub enum LabelFileError {
-    #[error("cannot read {file}: {source}; check the path")]
-    Read { file: String, source: std::io::Error },
-    #[error("{file}: not UTF-8 text; save it as UTF-8 CSV")]
-    Encoding { file: String },
-    #[error("{file}:{line}: missing header: the first line must be `{HEADER}`, found `{found}`")]
-    Header { file: String, line: usize, found: String },
-    #[error("{file}:{line}: expected 2 columns (item_id,label), found {found}; quote a value that contains a comma")]
-    Columns { file: String, line: usize, found: usize },
-    #[error("{file}:{line}: unterminated quote; close it with \"")]
-    Quote { file: String, line: usize },
-    #[error("{file}:{line}: column 1 (item_id): empty item id; give every row an id")]
-    EmptyId { file: String, line: usize },
-    #[error(
-        "{file}:{line}: column 1 (item_id): duplicate item id `{id}` (first on line {first}); give each item one label"
-    )]
-    Duplicate { file: String, line: usize, id: String, first: usize },
-    #[error("{file}:{line}: column 2 (label): unknown label `{label}`; use pass or fail (also yes or no)")]
-    Verdict { file: String, line: usize, label: String },
-    #[error("{file}:{line}: column 2 (label): empty label; give every item a label")]
-    EmptyLabel { file: String, line: usize },
-    #[error("{file}: no items after the header; give one `item_id,label` row per item")]
-    Empty { file: String },
+pub enum JudgeNameError {
     #[error("--verdicts {name}: the judge name is given twice; name each judge once")]
     DuplicateJudge { name: String },
     #[error("--verdicts {name}: `{name}` is the name of the majority-vote ensemble; name the judge otherwise")]
     ReservedJudge { name: String },
-}
-
-/// One label file: rows in file order, each with its line.
-#[derive(Debug)]
-struct LabelFile {
-    file: String,
-    rows: Vec<Row>,
-    index: HashMap<String, usize>,
-}
-
-#[derive(Debug)]
-struct Row {
-    id: String,
-    label: String,
-    line: usize,
-}
-
-impl LabelFile {
-    fn read(path: &Path) -> Result<LabelFile, LabelFileError> {
-        let file = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|source| LabelFileError::Read { file: file.clone(), source })?;
-        let text = String::from_utf8(bytes).map_err(|_| LabelFileError::Encoding { file: file.clone() })?;
-        LabelFile::parse(file, &text)
-    }
-
-    /// Parses `item_id,label` CSV (RFC 4180 quoting within a line; blank
-    /// lines skipped; a UTF-8 byte-order mark tolerated).
-    fn parse(file: String, text: &str) -> Result<LabelFile, LabelFileError> {
-        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        let mut lines = text.lines().enumerate().map(|(i, l)| (i + 1, l.trim_end_matches('\r')));
-        let header = lines.find(|(_, l)| !l.trim().is_empty());
-        match header {
-            Some((line, h)) => {
-                let fields = split_csv(h).map_err(|()| LabelFileError::Quote { file: file.clone(), line })?;
-                let names: Vec<String> = fields.iter().map(|f| f.trim().to_ascii_lowercase()).collect();
-                if names != ["item_id", "label"] {
-                    return Err(LabelFileError::Header { file, line, found: h.to_owned() });
-                }
-            }
-            None => return Err(LabelFileError::Header { file, line: 1, found: String::new() }),
-        }
-        let mut rows = Vec::new();
-        let mut index = HashMap::new();
-        for (line, l) in lines {
-            if l.trim().is_empty() {
-                continue;
-            }
-            let fields = split_csv(l).map_err(|()| LabelFileError::Quote { file: file.clone(), line })?;
-            let [id, label] = fields.as_slice() else {
-                return Err(LabelFileError::Columns { file, line, found: fields.len() });
-            };
-            let (id, label) = (id.trim(), label.trim());
-            if id.is_empty() {
-                return Err(LabelFileError::EmptyId { file, line });
-            }
-            if label.is_empty() {
-                return Err(LabelFileError::EmptyLabel { file, line });
-            }
-            if let Some(&first) = index.get(id) {
-                let first = rows.get(first).map_or(0, |r: &Row| r.line);
-                return Err(LabelFileError::Duplicate { file, line, id: id.to_owned(), first });
-            }
-            index.insert(id.to_owned(), rows.len());
-            rows.push(Row { id: id.to_owned(), label: label.to_owned(), line });
-        }
-        if rows.is_empty() {
-            return Err(LabelFileError::Empty { file });
-        }
-        Ok(LabelFile { file, rows, index })
-    }
-
-    /// The rows as pass/fail verdicts.
-    fn verdicts(&self) -> Result<Vec<(String, bool)>, LabelFileError> {
-        self.rows
-            .iter()
-            .map(|r| match r.label.to_ascii_lowercase().as_str() {
-                "pass" | "yes" => Ok((r.id.clone(), true)),
-                "fail" | "no" => Ok((r.id.clone(), false)),
-                _ => Err(LabelFileError::Verdict { file: self.file.clone(), line: r.line, label: r.label.clone() }),
-            })
-            .collect()
-    }
-}
-
-/// Splits one CSV line into fields; `Err` on an unterminated quote.
-fn split_csv(line: &str) -> Result<Vec<String>, ()> {
-    let mut fields = Vec::new();
-    let mut field = String::new();
-    let mut chars = line.chars().peekable();
-    let mut quoted = false;
-    while let Some(c) = chars.next() {
-        match (c, quoted) {
-            ('"', true) if chars.peek() == Some(&'"') => {
-                field.push('"');
-                chars.next();
-            }
-            ('"', true) => quoted = false,
-            ('"', false) if field.trim().is_empty() => {
-                field.clear();
-                quoted = true;
-            }
-            (',', false) => fields.push(std::mem::take(&mut field)),
-            (c, _) => field.push(c),
-        }
-    }
-    if quoted {
-        return Err(());
-    }
-    fields.push(field);
-    Ok(fields)
 }
 
 // === cohort calibrate ===
@@ -353,10 +219,10 @@ fn from_files(args: &CalibrateArgs) -> anyhow::Result<CalibrationInput> {
     let mut names = HashSet::new();
     for (name, path) in &args.verdicts {
         if name == MAJORITY && args.verdicts.len() > 1 {
-            return Err(refuse(LabelFileError::ReservedJudge { name: name.clone() }));
+            return Err(refuse(JudgeNameError::ReservedJudge { name: name.clone() }));
         }
         if !names.insert(name.clone()) {
-            return Err(refuse(LabelFileError::DuplicateJudge { name: name.clone() }));
+            return Err(refuse(JudgeNameError::DuplicateJudge { name: name.clone() }));
         }
         let file = LabelFile::read(path).map_err(refuse)?;
         let verdicts = file.verdicts().map_err(refuse)?;
@@ -387,7 +253,7 @@ fn from_cohort(dir: &Path, passes: &[String]) -> anyhow::Result<CalibrationInput
         return Err(refuse(format!("{}: no judging pass to score (cohort judge writes one)", dir.display())));
     }
     if names.len() > 1 && names.iter().any(|n| n == MAJORITY) {
-        return Err(refuse(LabelFileError::ReservedJudge { name: MAJORITY.to_owned() }));
+        return Err(refuse(JudgeNameError::ReservedJudge { name: MAJORITY.to_owned() }));
     }
     let runs: std::collections::BTreeSet<&str> = gold_claims.iter().map(|g| g.run_id.as_str()).collect();
     let mut judges = Vec::new();
@@ -437,21 +303,18 @@ fn score(name: &str, gold: &[(String, bool)], predicted: &[Option<bool>], args: 
     JudgeResult { name: name.to_owned(), file: None, scored, missing, not_in_gold: Vec::new(), undecided: None }
 }
 
-/// Every pair of judges, on the items both judged (in the first judge's
-/// file order), labels [pass, fail].
+/// Every pair of judges, on the items both judged
+/// (`agreement::verdict_agreement`, as `cohort passes` compares passes).
 fn pairwise(judges: &[JudgeFile]) -> Vec<PairResult> {
-    let labels = vec!["pass".to_owned(), "fail".to_owned()];
-    let index = |v: bool| usize::from(!v);
+    let maps: Vec<HashMap<&str, bool>> =
+        judges.iter().map(|j| j.verdicts.iter().map(|(id, v)| (id.as_str(), *v)).collect()).collect();
     let mut pairs = Vec::new();
-    for (i, JudgeFile { name: name_a, verdicts: a, .. }) in judges.iter().enumerate() {
-        for JudgeFile { name: name_b, verdicts: b, .. } in &judges[i + 1..] {
-            let b: HashMap<&str, bool> = b.iter().map(|(id, v)| (id.as_str(), *v)).collect();
-            let (la, lb): (Vec<usize>, Vec<usize>) =
-                a.iter().filter_map(|(id, va)| b.get(id.as_str()).map(|vb| (index(*va), index(*vb)))).unzip();
+    for (i, a) in judges.iter().enumerate() {
+        for (j, b) in judges.iter().enumerate().skip(i + 1) {
             pairs.push(PairResult {
-                a: name_a.clone(),
-                b: name_b.clone(),
-                agreement: agreement::agreement(&labels, &la, &lb, Weights::None),
+                a: a.name.clone(),
+                b: b.name.clone(),
+                agreement: agreement::verdict_agreement(&maps[i], &maps[j]),
             });
         }
     }
@@ -625,8 +488,14 @@ fn calibration_table(
             let a = &p.agreement;
             let _ = writeln!(
                 out,
-                "  {} vs {}: {} items, raw agreement {}, kappa {}, matrix [pass,fail] x [pass,fail] {:?}",
-                p.a, p.b, a.items, a.raw_agreement, a.kappa, a.matrix
+                "  {} vs {}: {} items, raw agreement {}, kappa {}, matrix [{labels}] x [{labels}] {:?}",
+                p.a,
+                p.b,
+                a.items,
+                a.raw_agreement,
+                a.kappa,
+                a.matrix,
+                labels = a.labels.join(",")
             );
         }
     }
@@ -634,41 +503,6 @@ fn calibration_table(
 }
 
 // === cohort review agreement ===
-
-/// The matrix order of a label set: seed 004's five claim labels in their
-/// order, the 0/1/2 uncertainty scores, integers in numeric order, or else
-/// the labels sorted.
-fn label_order(seen: &[&str]) -> Vec<String> {
-    let lower: Vec<String> = seen.iter().map(|l| l.to_ascii_lowercase()).collect();
-    if lower.iter().all(|l| CLAIM_LABELS.contains(&l.as_str())) {
-        return CLAIM_LABELS.iter().map(|l| (*l).to_owned()).collect();
-    }
-    if seen.iter().all(|l| UNCERTAINTY_LABELS.contains(l)) {
-        return UNCERTAINTY_LABELS.iter().map(|l| (*l).to_owned()).collect();
-    }
-    let mut distinct: Vec<String> = seen.iter().map(|l| (*l).to_owned()).collect();
-    distinct.sort();
-    distinct.dedup();
-    let numbers: Option<Vec<i64>> = distinct.iter().map(|l| l.parse().ok()).collect();
-    if let Some(mut numbers) = numbers {
-        numbers.sort_unstable();
-        numbers.dedup();
-        // Distinct strings may parse to one number ("1", "01"): keep sorted strings then.
-        if numbers.len() == distinct.len() {
-            return numbers.iter().map(i64::to_string).collect();
-        }
-    }
-    distinct
-}
-
-/// A label's key in the order of `label_order` (claim labels any case).
-fn label_key(label: &str, order: &[String]) -> String {
-    let lower = label.to_ascii_lowercase();
-    if order.len() == CLAIM_LABELS.len() && order.iter().zip(CLAIM_LABELS).all(|(a, b)| a == b) {
-        return lower;
-    }
-    label.parse::<i64>().map(|n| n.to_string()).ok().filter(|n| order.contains(n)).unwrap_or_else(|| label.to_owned())
-}
 
 pub fn review_agreement(args: ReviewAgreementArgs) -> anyhow::Result<()> {
     let a = LabelFile::read(&args.a).map_err(refuse)?;
@@ -748,45 +582,4 @@ fn agreement_table(a: &str, b: &str, r: &Agreement, only_a: &[String], only_b: &
         }
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-
-    use super::*;
-
-    fn parse(text: &str) -> Result<LabelFile, LabelFileError> {
-        LabelFile::parse("f.csv".into(), text)
-    }
-
-    #[test]
-    fn csv_errors_name_file_line_and_column() {
-        let e = parse("id,label\na,pass\n").unwrap_err().to_string();
-        assert!(e.starts_with("f.csv:1: missing header"), "{e}");
-        let e = parse("item_id,label\na,pass\n\nb,maybe\n").unwrap().verdicts().unwrap_err().to_string();
-        assert!(e.starts_with("f.csv:4: column 2 (label): unknown label `maybe`"), "{e}");
-        let e = parse("item_id,label\na,pass\na,fail\n").unwrap_err().to_string();
-        assert!(e.contains("f.csv:3: column 1 (item_id): duplicate item id `a` (first on line 2)"), "{e}");
-        let e = parse("item_id,label\na,pass,x\n").unwrap_err().to_string();
-        assert!(e.starts_with("f.csv:2: expected 2 columns"), "{e}");
-        assert!(matches!(parse("item_id,label\n"), Err(LabelFileError::Empty { .. })));
-        assert!(matches!(parse(""), Err(LabelFileError::Header { line: 1, .. })));
-    }
-
-    #[test]
-    fn csv_accepts_quotes_bom_crlf_and_yes_no() {
-        let f = parse("\u{feff}item_id,label\r\n\"a,1\",YES\r\n b , No \r\n\"c\"\"q\",pass\n").unwrap();
-        let v = f.verdicts().unwrap();
-        assert_eq!(v, vec![("a,1".into(), true), ("b".into(), false), ("c\"q".into(), true)]);
-        assert!(matches!(parse("item_id,label\n\"a,pass\n"), Err(LabelFileError::Quote { line: 2, .. })));
-    }
-
-    #[test]
-    fn label_order_follows_seed_004_then_numbers_then_sorted() {
-        assert_eq!(label_order(&["unsupported", "Fully_Supported"]), CLAIM_LABELS.map(String::from).to_vec());
-        assert_eq!(label_order(&["2", "0"]), vec!["0", "1", "2"]);
-        assert_eq!(label_order(&["10", "9", "3"]), vec!["3", "9", "10"]);
-        assert_eq!(label_order(&["b", "a", "b"]), vec!["a", "b"]);
-    }
 }
