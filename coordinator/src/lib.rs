@@ -9,10 +9,12 @@ pub mod artifacts;
 pub mod clock;
 pub mod convert;
 pub mod freeze;
-pub mod ledger;
 pub mod metrics;
 pub mod service;
 
+/// The ledger is a crate of its own (`cohort-ledger`); this path stays for
+/// the role code that names it through the coordinator.
+pub use cohort_ledger as ledger;
 pub use artifacts::ArtifactStore;
 pub use freeze::{FreezeError, FreezeOptions, FreezeReport, freeze};
 

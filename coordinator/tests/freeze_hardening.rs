@@ -80,7 +80,7 @@ fn every_edited_manifest_field_is_refused_naming_it() {
         ("tool_version", Box::new(|v| v["tool_version"] = json!("0.0.9"))),
         ("tool_version", Box::new(|v| v["tool_version"] = json!("99.0.0"))),
         ("tool_version", Box::new(|v| v["tool_version"] = json!("0.1.0-patched"))),
-        ("metrics_version", Box::new(|v| v["metrics_version"] = json!(2))),
+        ("metrics_version", Box::new(|v| v["metrics_version"] = json!(cohort_core::METRICS_VERSION + 1))),
         ("metrics_version", Box::new(|v| v["metrics_version"] = json!(0))),
         ("manifest_version", Box::new(|v| v["manifest_version"] = json!(1))),
         ("manifest_version", Box::new(|v| v["manifest_version"] = json!(3))),

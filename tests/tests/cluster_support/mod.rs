@@ -803,7 +803,7 @@ pub fn check_ledger_of(redis_url: &str, dir: &Path, cohort: &ClusterCohort) -> F
 }
 
 /// The ledger's event stream keeps about this many events (`XADD MAXLEN ~`
-/// in coordinator/src/ledger/lua/common.lua); a longer history is cut.
+/// in ledger/src/lua/common.lua); a longer history is cut.
 const EVENTS_KEPT: usize = 100_000;
 
 async fn check_ledger_async(redis_url: &str, dir: &Path, cohort: &ClusterCohort) -> Figures {

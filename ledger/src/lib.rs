@@ -3,7 +3,7 @@
 //! class, the arms' pause state, the collection window and an audit log.
 //!
 //! One trait, [`Ledger`], two implementations that pass one conformance
-//! suite ([`conformance`]): [`redis::RedisLedger`] for a cluster and
+//! suite (`conformance`, behind the `testing` feature): [`redis::RedisLedger`] for a cluster and
 //! [`sqlite::SqliteLedger`] for one machine. Both apply the rules of
 //! `cohort_core::lifecycle`; every state change of a run is atomic with the
 //! counts it moves.
@@ -26,6 +26,7 @@ use cohort_core::order::{RunId, RunIdError};
 use cohort_core::taxonomy::{AttemptClass, Outcome};
 use serde::{Deserialize, Serialize};
 
+#[cfg(any(test, feature = "testing"))]
 pub mod conformance;
 pub mod redis;
 pub mod sqlite;

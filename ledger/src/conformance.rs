@@ -909,7 +909,7 @@ macro_rules! conformance_tests {
             #[tokio::test]
             async fn $case() {
                 let (ledger, _guard) = $make.await;
-                $crate::ledger::conformance::$case(&ledger).await;
+                $crate::conformance::$case(&ledger).await;
             }
         )*
     };

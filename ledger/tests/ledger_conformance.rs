@@ -1,12 +1,12 @@
-//! The ledger conformance suite (`cohort_coordinator::ledger::conformance`)
+//! The ledger conformance suite (`cohort_ledger::conformance`)
 //! run against both implementations: each case proves one rule of the run
 //! lifecycle holds on the embedded SQLite store and on Redis alike.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure panics
 
 mod sqlite {
-    use cohort_coordinator::conformance_tests;
-    use cohort_coordinator::ledger::sqlite::SqliteLedger;
+    use cohort_ledger::conformance_tests;
+    use cohort_ledger::sqlite::SqliteLedger;
 
     /// A fresh on-disk SQLite ledger in a temporary directory.
     async fn make() -> (SqliteLedger, tempfile::TempDir) {
@@ -19,8 +19,8 @@ mod sqlite {
 }
 
 mod redis {
-    use cohort_coordinator::conformance_tests;
-    use cohort_coordinator::ledger::redis::RedisLedger;
+    use cohort_ledger::conformance_tests;
+    use cohort_ledger::redis::RedisLedger;
     use cohort_tests::RedisServer;
 
     /// A Redis ledger on a private redis-server started for this test.
@@ -34,8 +34,8 @@ mod redis {
 }
 
 mod redis_cluster {
-    use cohort_coordinator::conformance_tests;
-    use cohort_coordinator::ledger::redis::RedisLedger;
+    use cohort_ledger::conformance_tests;
+    use cohort_ledger::redis::RedisLedger;
     use cohort_tests::RedisCluster;
 
     /// A Redis ledger on a private 3-master Redis Cluster started for this

@@ -282,7 +282,7 @@ local function reclaim(run_id, token, worker, now, ttl)
   return true
 end
 
--- The rounds of a repeated-run cohort (mirror of cohort_coordinator's
+-- The rounds of a repeated-run cohort (mirror of cohort_ledger's
 -- PlanHeader::rounds_open / rounds_closed): round k opens
 -- (k-1)*round_every_ms after the first start and has its own window_ms.
 local function round_params()

@@ -1110,9 +1110,9 @@ mod tests {
     use cohort_tests::RedisServer;
 
     use super::lifecycle_lua;
-    use crate::ledger::conformance;
-    use crate::ledger::redis::RedisLedger;
-    use crate::ledger::{Ledger, LedgerError};
+    use crate::conformance;
+    use crate::redis::RedisLedger;
+    use crate::{Ledger, LedgerError};
 
     /// A key of the wrong type where the ledger's meta hash belongs: every
     /// call fails with WRONGTYPE (a plain command at seeding, inside a
@@ -1162,8 +1162,8 @@ mod tests {
     async fn a_ledger_seeded_with_every_run_hash_behaves_the_same() {
         use cohort_core::order::{RunId, run_order};
 
-        use crate::ledger::conformance::{TTL, questions, rounds_header};
-        use crate::ledger::{LeaseRef, RunResult};
+        use crate::conformance::{TTL, questions, rounds_header};
+        use crate::{LeaseRef, RunResult};
 
         let server = RedisServer::start().unwrap();
         let client = ::redis::Client::open(server.url()).unwrap();
@@ -1212,13 +1212,13 @@ mod tests {
 
         let mut seen = Vec::new();
         for l in [&new, &old] {
-            let done = |g: &crate::ledger::LeaseGrant, at: i64| {
+            let done = |g: &crate::LeaseGrant, at: i64| {
                 let result = RunResult {
                     outcome: Outcome::Completed,
                     reason: String::new(),
                     record_sha256: "b".repeat(64),
                     observed_version: Some("a-1".into()),
-                    attempt: crate::ledger::AttemptRecord {
+                    attempt: crate::AttemptRecord {
                         class: AttemptClass::Ok,
                         http_status: 200,
                         detail: String::new(),
@@ -1266,8 +1266,8 @@ mod tests {
     /// journal, and tokens issued afterwards are past every earlier one.
     #[tokio::test]
     async fn a_rollback_is_detected_and_what_it_lost_is_taken_back() {
-        use crate::ledger::conformance::{TTL, header, order, questions};
-        use crate::ledger::{AttemptRecord, LeaseRef, RunResult};
+        use crate::conformance::{TTL, header, order, questions};
+        use crate::{AttemptRecord, LeaseRef, RunResult};
 
         let mut server = RedisServer::start().unwrap();
         let ledger = RedisLedger::connect(&server.url(), "conformance").await.unwrap().with_recovery_grace(500);

@@ -1599,7 +1599,7 @@ fn parse_class(name: &str) -> Result<AttemptClass, LedgerError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::conformance;
+    use crate::conformance;
 
     /// The conformance suite also holds on the in-memory ledger, and a
     /// reopened file resumes where it stood.
