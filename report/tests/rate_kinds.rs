@@ -2,8 +2,10 @@
 //! every writer follows it. These tests pin down where a new rate goes:
 //! the variant in `rates.rs`, its definition for readers in
 //! `docs/report.md`, its independent re-derivation in
-//! `scripts/rederive_report.py`, and a hand-computed value in
-//! `report/tests/numbers.rs` (ARCHITECTURE.md, "Where a change goes").
+//! `scripts/rederive_report.py` and the hand-made report that script is
+//! tested on (`tests/rederive_report_fixture/summary.json`), and a
+//! hand-computed value in `report/tests/numbers.rs` (ARCHITECTURE.md,
+//! "Where a change goes").
 //! Forgetting the documentation or the re-derivation fails here; naming a
 //! rate by hand in a writer fails here too.
 
@@ -35,6 +37,18 @@ fn every_rate_is_documented_and_rederived() {
     let names: Vec<&str> = line.split('"').skip(1).step_by(2).collect();
     let keys: Vec<&str> = RateKind::ALL.iter().map(|k| k.key()).collect();
     assert_eq!(names, keys, "scripts/rederive_report.py's RATES");
+    // The hand-made report the script is tested on (core/tests/rederive_report.rs).
+    let fixture: serde_json::Value = serde_json::from_str(&read("tests/rederive_report_fixture/summary.json")).unwrap();
+    for arm in fixture["arms"].as_array().unwrap() {
+        for kind in RateKind::ALL {
+            assert!(
+                arm["rates"].get(kind.key()).is_some(),
+                "the rederive fixture's {} lacks {}",
+                arm["id"],
+                kind.key()
+            );
+        }
+    }
 }
 
 /// Every writer shows every kind: a column of each index.html rates
