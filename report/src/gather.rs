@@ -25,8 +25,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cohort_coordinator::ArtifactStore;
-use cohort_coordinator::ledger::{AttemptRecord, Ledger, RunRow, RunStateKind, Status, split_run_id};
+use cohort_artifacts::ArtifactStore;
+use cohort_ledger::{AttemptRecord, Ledger, RunRow, RunStateKind, Status, split_run_id};
 use cohort_core::ValidatedCohort;
 use cohort_core::config::{AdapterKind, ArmConfig};
 use cohort_core::manifest::Manifest;

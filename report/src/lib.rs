@@ -39,7 +39,7 @@ pub use write::{ReportOptions, ReportWritten, write_report};
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
     #[error("ledger: {0}")]
-    Ledger(#[from] cohort_coordinator::ledger::LedgerError),
+    Ledger(#[from] cohort_ledger::LedgerError),
     #[error(
         "the ledger was seeded from manifest {ledger}, but the cohort's manifest.json is {manifest}: \
          point --ledger/--redis at this cohort's ledger"

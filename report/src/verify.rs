@@ -14,8 +14,8 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
-use cohort_coordinator::ArtifactStore;
-use cohort_coordinator::ledger::Ledger;
+use cohort_artifacts::ArtifactStore;
+use cohort_ledger::Ledger;
 use serde_json::Value;
 
 use crate::gather::{self, FrozenCohort, NoLines};

@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use cohort_coordinator::ArtifactStore;
-use cohort_coordinator::ledger::Ledger;
+use cohort_artifacts::ArtifactStore;
+use cohort_ledger::Ledger;
 use cohort_core::hash::sha256_hex;
 use cohort_worker::passes::{DEFAULT_PASS, PassStore};
 

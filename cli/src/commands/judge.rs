@@ -28,7 +28,7 @@ use std::time::Instant;
 
 use anyhow::Context as _;
 use cohort_coordinator::ArtifactStore;
-use cohort_core::agreement::{Weights, agreement, majority_vote};
+use cohort_core::agreement::{majority_vote, verdict_agreement};
 use cohort_core::scoring::{UnjudgedReason, Verdict};
 use cohort_core::taxonomy::Outcome;
 use cohort_proto::v1 as pb;
@@ -706,16 +706,11 @@ impl PassSummary {
 pub fn passes_command(args: PassesArgs) -> anyhow::Result<()> {
     let summaries: Vec<PassSummary> =
         passes::list(&args.dir)?.iter().map(|name| PassSummary::read(&args.dir, name)).collect::<Result<_, _>>()?;
-    let labels = vec!["yes".to_owned(), "no".to_owned()];
+    // The one agreement of two judges' verdicts (as `cohort calibrate`'s).
     let mut pairs = Vec::new();
     for (i, a) in summaries.iter().enumerate() {
         for b in &summaries[i + 1..] {
-            let mut keys: Vec<&(String, String, u32)> = a.votes.keys().filter(|k| b.votes.contains_key(*k)).collect();
-            keys.sort();
-            let index = |v: bool| usize::from(!v);
-            let xs: Vec<usize> = keys.iter().map(|k| index(a.votes[*k])).collect();
-            let ys: Vec<usize> = keys.iter().map(|k| index(b.votes[*k])).collect();
-            pairs.push((&a.name, &b.name, agreement(&labels, &xs, &ys, Weights::None)));
+            pairs.push((&a.name, &b.name, verdict_agreement(&a.votes, &b.votes)));
         }
     }
     if args.json {

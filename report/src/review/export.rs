@@ -21,10 +21,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use cohort_coordinator::ArtifactStore;
-use cohort_coordinator::ledger::{Ledger, RunStateKind};
+use cohort_artifacts::ArtifactStore;
 use cohort_core::ValidatedCohort;
 use cohort_core::taxonomy::Outcome;
+use cohort_ledger::{Ledger, RunStateKind};
 use cohort_worker::record::RunRecord;
 use serde::Serialize;
 
@@ -523,14 +523,14 @@ fn write_new(path: &Path, bytes: &[u8]) -> Result<(), ReviewError> {
     f.write_all(bytes).map_err(|e| ReviewError::io(path.display().to_string(), e))
 }
 
-/// Write-once with the coordinator's `write_once` (hard link into place,
-/// read-only).
+/// Write-once (`cohort_artifacts::files::write_once_io`: hard link into
+/// place, read-only), the rule of every result file.
 pub(crate) fn write_once(path: &Path, bytes: &[u8]) -> Result<(), ReviewError> {
-    cohort_coordinator::freeze::write_once(path, bytes).map_err(|e| match e {
-        cohort_coordinator::freeze::FreezeError::ManifestRace { path } => {
+    cohort_artifacts::files::write_once_io(path, bytes).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AlreadyExists => {
             ReviewError::Refused(format!("{} already exists: it is written once", path.display()))
         }
-        other => ReviewError::io(path.display().to_string(), std::io::Error::other(other.to_string())),
+        _ => ReviewError::io(path.display().to_string(), e),
     })
 }
 

@@ -86,7 +86,7 @@ pub const ADJUDICATION_COLUMNS: [&str; 5] = ["item_id", "final_label", "reason",
 
 /// Where a cohort's review state lives.
 pub fn state_dir(cohort_dir: &Path) -> PathBuf {
-    cohort_dir.join(cohort_coordinator::STATE_DIR).join(REVIEW_DIR)
+    cohort_dir.join(cohort_artifacts::STATE_DIR).join(REVIEW_DIR)
 }
 
 /// Why a review step could not be done. Nothing is written when one is
@@ -102,7 +102,7 @@ pub enum ReviewError {
     #[error("{0}")]
     Refused(String),
     #[error("ledger: {0}")]
-    Ledger(#[from] cohort_coordinator::ledger::LedgerError),
+    Ledger(#[from] cohort_ledger::LedgerError),
     #[error("the record of run {run_id} (artifact {sha256}) cannot be used: {why}")]
     CorruptRecord { run_id: String, sha256: String, why: String },
 }
