@@ -31,8 +31,8 @@ use cohort_core::ValidatedCohort;
 use cohort_core::config::{AdapterKind, ArmConfig};
 use cohort_core::manifest::Manifest;
 use cohort_core::scoring::{UnjudgedReason, VerdictLabel, judge_sentence_into, strip_markers};
-use cohort_worker::passes::{PassClaim, PassStore, PassVerdict};
-use cohort_worker::record::{NOT_DISCLOSED, RunRecord};
+use cohort_records::passes::{PassClaim, PassStore, PassVerdict};
+use cohort_records::record::{NOT_DISCLOSED, RunRecord};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
@@ -116,11 +116,11 @@ pub struct Gathered {
     pub drill: BTreeMap<String, DrillDown>,
     pub notes: Vec<String>,
     /// The judging pass the verdicts came from; `None`: each record's own.
-    pub pass: Option<cohort_worker::passes::PassConfig>,
+    pub pass: Option<cohort_records::passes::PassConfig>,
 }
 
 // === the fields of a run record a report reads, borrowed from its bytes ===
-// (the format is `cohort_worker::record::RunRecord`, docs/records.md; the
+// (the format is `cohort_records::record::RunRecord`, docs/records.md; the
 // tests parse real records both ways)
 
 #[derive(Deserialize)]
@@ -565,7 +565,7 @@ impl PassView {
     /// The pass's run file (empty when the pass has not reached the run);
     /// one for another record than the ledger's is refused.
     fn read(store: &PassStore, row: &RunRow) -> Result<PassView, ReportError> {
-        let pass_error = |e: cohort_worker::passes::PassError| ReportError::Inconsistent(e.to_string());
+        let pass_error = |e: cohort_records::passes::PassError| ReportError::Inconsistent(e.to_string());
         match store.read_run(&row.run_id).map_err(pass_error)? {
             None => Ok(PassView { claims: BTreeMap::new(), traces: Vec::new() }),
             Some(run) if run.record_sha256 != row.record_sha256 => Err(ReportError::Inconsistent(format!(
@@ -636,7 +636,7 @@ fn compact_json_into(json: &str, out: &mut Vec<u8>) {
 
 /// RFC 3339 UTC with milliseconds, from Unix milliseconds; `None` for 0.
 pub fn rfc3339_ms(ms: i64) -> Option<String> {
-    (ms > 0).then(|| cohort_worker::record::rfc3339_ms(ms))
+    (ms > 0).then(|| cohort_records::record::rfc3339_ms(ms))
 }
 
 fn run_view(

@@ -102,7 +102,7 @@ pub struct Method {
     /// The judging pass whose verdicts this report counts (docs/judging.md);
     /// `None`: the verdicts recorded with each run.
     #[serde(default)]
-    pub judge_pass: Option<cohort_worker::passes::PassConfig>,
+    pub judge_pass: Option<cohort_records::passes::PassConfig>,
     pub arms: Vec<ArmMethod>,
 }
 
@@ -110,7 +110,7 @@ impl Method {
     /// Where the report's verdicts come from, in words (shown in every
     /// rendering of the method block).
     pub fn verdict_source(&self) -> String {
-        use cohort_worker::passes::PassKind;
+        use cohort_records::passes::PassKind;
         match &self.judge_pass {
             None => "Verdicts as recorded with each run (no judging pass)".to_owned(),
             Some(p) => {

@@ -17,7 +17,7 @@ use std::time::SystemTime;
 use cohort_artifacts::ArtifactStore;
 use cohort_ledger::Ledger;
 use cohort_core::hash::sha256_hex;
-use cohort_worker::passes::{DEFAULT_PASS, PassStore};
+use cohort_records::passes::{DEFAULT_PASS, PassStore};
 
 use crate::gather::{self, FrozenCohort};
 use crate::model::{FileEntry, RunView, Summary};
@@ -45,11 +45,11 @@ pub struct ReportOptions {
 /// (each record's own verdicts). A named pass that does not exist is an
 /// error.
 pub fn resolve_pass(cohort_dir: &Path, name: Option<&str>) -> Result<Option<Arc<PassStore>>, ReportError> {
-    let pass_error = |e: cohort_worker::passes::PassError| ReportError::Inconsistent(e.to_string());
+    let pass_error = |e: cohort_records::passes::PassError| ReportError::Inconsistent(e.to_string());
     match name {
         Some(name) => Ok(Some(Arc::new(PassStore::open(cohort_dir, name).map_err(pass_error)?))),
         None => {
-            let names = cohort_worker::passes::list(cohort_dir).map_err(pass_error)?;
+            let names = cohort_records::passes::list(cohort_dir).map_err(pass_error)?;
             if names.iter().any(|n| n == DEFAULT_PASS) {
                 Ok(Some(Arc::new(PassStore::open(cohort_dir, DEFAULT_PASS).map_err(pass_error)?)))
             } else {

@@ -351,7 +351,7 @@ async fn verify_names_an_edited_number() {
 /// its record carries inline verdicts; verify re-reads the same pass.
 #[tokio::test]
 async fn a_report_from_a_pass_counts_only_the_pass_verdicts() {
-    use cohort_worker::passes::{PassClaim, PassConfig, PassJudge, PassRun, PassStore, PassVerdict};
+    use cohort_records::passes::{PassClaim, PassConfig, PassJudge, PassRun, PassStore, PassVerdict};
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("numbers");
     let (frozen, manifest, ledger, artifacts) = build(&dir).await;

@@ -28,7 +28,7 @@ use tracing::{Instrument as _, error, warn};
 
 use crate::adapters::{Adapter, AdapterRequest, AdapterResponse, Reply, TokenUsage, Turn};
 use crate::capture::SourceCapturer;
-use crate::record::{ManualRun, RECORD_VERSION, RecordedAttempt, RunRecord, attempts_of, rfc3339_ms, version_label};
+use crate::record::{ManualRun, RECORD_VERSION, RunRecord, attempts_of, rfc3339_ms, version_label};
 use crate::score::{JudgeEndpoint, ScoreInput, score_output, system_label};
 
 /// What the worker knows about its cohort.
@@ -276,7 +276,7 @@ pub async fn record_answer(
         _ => (None, None),
     };
     let (attempts, attempts_complete) =
-        attempts_of(lease, RecordedAttempt::from_wire(lease.attempt, &attempt, worker_id));
+        attempts_of(lease, crate::record::from_wire(lease.attempt, &attempt, worker_id));
     let record = RunRecord {
         record_version: RECORD_VERSION,
         cohort: ctx.cohort.clone(),

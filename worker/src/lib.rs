@@ -50,7 +50,8 @@ pub mod capture;
 pub mod execute;
 pub mod journal;
 pub mod metrics;
-pub mod passes;
+/// The judging passes live with the records (`cohort-records`).
+pub use cohort_records::passes;
 pub mod preflight;
 pub mod record;
 pub mod score;

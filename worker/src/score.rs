@@ -21,10 +21,13 @@ use cohort_core::scoring::{
 };
 use cohort_proto::v1 as pb;
 use cohort_proto::v1::judge_client::JudgeClient;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use tracing::Instrument as _;
 
-use crate::capture::{Capture, SourceCapturer};
+use crate::capture::SourceCapturer;
+pub use cohort_records::passes::served_model_rule;
+/// The scoring types of the run record live with it.
+pub use cohort_records::score::{EvidenceSource, JudgeSummary, RunScore, SystemSource};
 
 /// How many passages of a captured page go to the judge per claim, and how
 /// long each may be: enough context, never the whole page.
@@ -128,62 +131,6 @@ impl JudgeEndpoint {
             channel: Default::default(),
         })
     }
-}
-
-/// A source passage the system under test returned itself (e.g. Perplexity's
-/// `search_results`), used as evidence instead of a capture.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SystemSource {
-    pub url: String,
-    pub title: Option<String>,
-    pub snippet: String,
-    /// The publication date the system gave for the source (Perplexity's
-    /// `search_results[].date`), as it gave it; `None` when it gave none.
-    #[serde(default)]
-    pub published_at: Option<String>,
-}
-
-/// Where a reference's evidence came from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EvidenceSource {
-    pub index: u32,
-    pub url: Option<String>,
-    /// `given` (supplied with the report), `system` (snippets the system
-    /// returned), `capture` (fetched), or `none` (no text recovered).
-    pub source: String,
-}
-
-/// The judge's side of a run's scoring.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct JudgeSummary {
-    pub requested_model: String,
-    /// The models that actually answered.
-    pub served_models: Vec<String>,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    /// Cost in millionths of `currency`; `None` when unknown.
-    pub cost_micros: Option<i64>,
-    pub currency: String,
-    /// The class of every upstream attempt, in order.
-    pub attempt_classes: Vec<String>,
-    /// Why judging failed as a whole, when it did.
-    pub error: Option<String>,
-    /// The judge was the proxy's SIMULATED `sim` upstream: its verdicts
-    /// measure nothing about real support.
-    #[serde(default)]
-    pub simulated: bool,
-}
-
-/// Everything scoring adds to a run record.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RunScore {
-    pub report: ScoreReport,
-    pub evidence_sources: Vec<EvidenceSource>,
-    pub captures: Vec<Capture>,
-    pub judge: Option<JudgeSummary>,
-    /// One trace record per judged claim (seed 000 section 3.3), with
-    /// `judge_model` the model that actually answered.
-    pub judge_traces: Vec<serde_json::Value>,
 }
 
 /// What to score, and what is known about it.
@@ -343,19 +290,6 @@ pub fn apply_reply(
                 })
                 .collect()
         }
-    }
-}
-
-/// The served-model rule, the one copy (the stage, and the inline verdicts
-/// as they go into a pass): with `strict_served`, a YES/NO served by any
-/// other model, or by one the proxy did not name, is
-/// `unjudged(model_mismatch)`; without it, the verdict stands.
-pub fn served_model_rule(verdict: Verdict, served: Option<&str>, strict_served: Option<&str>) -> Verdict {
-    match (verdict, strict_served) {
-        (Verdict::Yes | Verdict::No, Some(expected)) if served != Some(expected) => {
-            Verdict::Unjudged(UnjudgedReason::ModelMismatch)
-        }
-        (v, _) => v,
     }
 }
 

@@ -25,7 +25,7 @@ use cohort_artifacts::ArtifactStore;
 use cohort_core::ValidatedCohort;
 use cohort_core::taxonomy::Outcome;
 use cohort_ledger::{Ledger, RunStateKind};
-use cohort_worker::record::RunRecord;
+use cohort_records::record::RunRecord;
 use serde::Serialize;
 
 use crate::csv;
@@ -189,7 +189,7 @@ pub async fn export(
     needles.extend(
         rows.iter()
             .filter_map(|r| r.observed_version.clone())
-            .filter(|v| v.trim().len() >= 3 && v != cohort_worker::record::NOT_DISCLOSED),
+            .filter(|v| v.trim().len() >= 3 && v != cohort_records::record::NOT_DISCLOSED),
     );
     needles.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
     needles.dedup();

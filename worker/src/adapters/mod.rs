@@ -9,7 +9,6 @@ use async_trait::async_trait;
 use cohort_core::config::{AdapterKind, ArmConfig};
 use cohort_core::scoring::ApiCitations;
 use cohort_core::taxonomy::AttemptClass;
-use serde::{Deserialize, Serialize};
 
 pub mod command;
 mod http;
@@ -20,15 +19,9 @@ pub mod openai_responses;
 mod settings;
 pub mod sim;
 
+/// The conversation and usage types live with the run record.
+pub use cohort_records::{TokenUsage, Turn};
 pub use http::ClarificationRule;
-
-/// One turn of the conversation with the system.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Turn {
-    /// `user` or `system_under_test`.
-    pub role: String,
-    pub text: String,
-}
 
 /// What an adapter is asked.
 #[derive(Debug, Clone)]
@@ -45,13 +38,6 @@ pub struct AdapterRequest {
     /// the worker would (a background response's id) stops just before it
     /// and says so in its `timeout` detail.
     pub deadline: Option<tokio::time::Instant>,
-}
-
-/// Token usage the provider reported.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TokenUsage {
-    pub input_tokens: u64,
-    pub output_tokens: u64,
 }
 
 /// What the system answered, classified.

@@ -25,7 +25,6 @@ use std::time::Duration;
 
 use cohort_artifacts::ArtifactStore;
 use futures_util::StreamExt;
-use serde::{Deserialize, Serialize};
 use tracing::debug;
 use url::Url;
 
@@ -69,108 +68,39 @@ impl Default for CaptureConfig {
     }
 }
 
-/// Why a capture failed or is incomplete, for counting in reports; the
-/// `error` string of [`Capture`] says the same for people.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CaptureFailure {
-    InvalidUrl,
-    ReservedDomain,
-    NotAllowed,
-    Dns,
-    ConnectionRefused,
-    Connect,
-    Timeout,
-    TooManyRedirects,
-    /// Answered with a status other than 200.
-    NonSuccess,
-    /// The body exceeded `max_bytes`; the text is from the first part.
-    TooLarge,
-    UnsupportedContentType,
-    /// A text content type without any readable text (a script-only page).
-    NoText,
-    /// The capture could not be stored.
-    Store,
-    Other,
-}
-
-/// One fetched source, as kept in the run record.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Capture {
-    /// The URL as cited.
-    pub url: String,
-    /// Where the last request went (after redirects); `None` when nothing
-    /// was requested.
-    pub final_url: Option<String>,
-    pub http_status: Option<u16>,
-    /// Link accessibility: the final answer was HTTP 200.
-    pub accessible: bool,
-    /// The Content-Type header as sent.
-    pub content_type: Option<String>,
-    /// When the fetch started (RFC 3339, UTC, milliseconds:
-    /// [`crate::record::rfc3339_ms`]).
-    pub accessed_at: String,
-    /// The page's publication date from its own metadata
-    /// ([`published`]): ISO 8601 when it reads as a date, else the text as
-    /// written (`published_at_as_written`); `None` when the page gives none
-    /// or was not read (never guessed).
-    #[serde(default)]
-    pub published_at: Option<String>,
-    /// `published_at` is the page's text as written: not a date this
-    /// version can read.
-    #[serde(default)]
-    pub published_at_as_written: bool,
-    /// Which metadata gave `published_at` (`meta article:published_time`,
-    /// `json-ld datePublished`...).
-    #[serde(default)]
-    pub published_at_source: Option<String>,
-    /// Body bytes kept (at most `max_bytes`).
-    pub bytes: u64,
-    /// The body in the artifact store.
-    pub raw_sha256: Option<String>,
-    /// The extracted text (UTF-8) in the artifact store.
-    pub text_sha256: Option<String>,
-    /// The extracted readable text, for passage selection. Not serialised:
-    /// the record holds `text_sha256`, not megabytes of text.
-    #[serde(skip)]
-    pub text: Option<String>,
-    /// Why the capture failed or is incomplete.
-    pub error: Option<String>,
-    pub failure: Option<CaptureFailure>,
-    /// The body was longer than `max_bytes` and was cut there.
-    pub truncated: bool,
-}
-
-impl Capture {
-    fn started(url: &str) -> Capture {
-        Capture {
-            url: url.to_owned(),
-            final_url: None,
-            http_status: None,
-            accessible: false,
-            content_type: None,
-            accessed_at: crate::record::rfc3339_ms(cohort_clock::now_ms()),
-            published_at: None,
-            published_at_as_written: false,
-            published_at_source: None,
-            bytes: 0,
-            raw_sha256: None,
-            text_sha256: None,
-            text: None,
-            error: None,
-            failure: None,
-            truncated: false,
-        }
-    }
-
-    fn fail(mut self, failure: CaptureFailure, error: impl Into<String>) -> Capture {
-        let error = error.into();
-        debug!(url = %self.url, ?failure, %error, "source not captured");
-        self.failure = Some(failure);
-        self.error = Some(error);
-        self
+/// A capture of `url` begun now, nothing fetched yet.
+fn started(url: &str) -> Capture {
+    Capture {
+        url: url.to_owned(),
+        final_url: None,
+        http_status: None,
+        accessible: false,
+        content_type: None,
+        accessed_at: crate::record::rfc3339_ms(cohort_clock::now_ms()),
+        published_at: None,
+        published_at_as_written: false,
+        published_at_source: None,
+        bytes: 0,
+        raw_sha256: None,
+        text_sha256: None,
+        text: None,
+        error: None,
+        failure: None,
+        truncated: false,
     }
 }
+
+/// `capture` failed with `failure`, said as `error`.
+fn fail(mut capture: Capture, failure: CaptureFailure, error: impl Into<String>) -> Capture {
+    let error = error.into();
+    debug!(url = %capture.url, ?failure, %error, "source not captured");
+    capture.failure = Some(failure);
+    capture.error = Some(error);
+    capture
+}
+
+/// The capture types of the run record live with it.
+pub use cohort_records::capture::{Capture, CaptureFailure};
 
 /// The capturer could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -236,13 +166,13 @@ impl SourceCapturer {
 
     /// Fetches one URL. Never fails: what went wrong is in the capture.
     pub async fn capture(&self, url: &str) -> Capture {
-        let capture = Capture::started(url);
+        let capture = started(url);
         let parsed = match Url::parse(url.trim()) {
             Ok(u) => u,
-            Err(e) => return capture.fail(CaptureFailure::InvalidUrl, format!("invalid url: {e}")),
+            Err(e) => return fail(capture, CaptureFailure::InvalidUrl, format!("invalid url: {e}")),
         };
         if let Err(refusal) = guard::check_url(&parsed, self.config.allow_private_addresses) {
-            return capture.fail(refusal_failure(&refusal), refusal.to_string());
+            return fail(capture, refusal_failure(&refusal), refusal.to_string());
         }
         match self.client.get(parsed).header(reqwest::header::ACCEPT, ACCEPT).send().await {
             Ok(response) => self.read(capture, response).await,
@@ -250,7 +180,7 @@ impl SourceCapturer {
                 let mut capture = capture;
                 capture.final_url = e.url().map(Url::to_string);
                 let (failure, message) = self.describe(&e);
-                capture.fail(failure, message)
+                fail(capture, failure, message)
             }
         }
     }
@@ -269,7 +199,7 @@ impl SourceCapturer {
             Ok(read) => read,
             Err(e) => {
                 let (failure, message) = self.describe(&e);
-                return capture.fail(failure, message);
+                return fail(capture, failure, message);
             }
         };
         capture.bytes = body.len() as u64;
@@ -278,17 +208,20 @@ impl SourceCapturer {
         let body = std::sync::Arc::new(body);
         match self.put(std::sync::Arc::clone(&body)).await {
             Ok(sha) => capture.raw_sha256 = Some(sha),
-            Err(e) => return capture.fail(CaptureFailure::Store, format!("artifact store: {e}")),
+            Err(e) => return fail(capture, CaptureFailure::Store, format!("artifact store: {e}")),
         }
         if !capture.accessible {
-            return capture.fail(CaptureFailure::NonSuccess, format!("non-200: HTTP {status}"));
+            return fail(capture, CaptureFailure::NonSuccess, format!("non-200: HTTP {status}"));
         }
         let content_type = capture.content_type.clone();
         let kind = extract::classify(content_type.as_deref(), &body);
         if kind == BodyKind::Other {
             let shown = content_type.as_deref().map(extract::media_type).unwrap_or_else(|| "(none)".to_owned());
-            return capture
-                .fail(CaptureFailure::UnsupportedContentType, format!("content type {shown}: no text extracted"));
+            return fail(
+                capture,
+                CaptureFailure::UnsupportedContentType,
+                format!("content type {shown}: no text extracted"),
+            );
         }
         // Parsing megabytes of HTML is CPU work: off the async threads.
         let page = tokio::task::spawn_blocking(move || {
@@ -301,8 +234,8 @@ impl SourceCapturer {
         .await;
         let page = match page {
             Ok(Ok(p)) => p,
-            Ok(Err(too_deep)) => return capture.fail(CaptureFailure::NoText, too_deep.to_string()),
-            Err(e) => return capture.fail(CaptureFailure::Other, format!("text extraction failed: {e}")),
+            Ok(Err(too_deep)) => return fail(capture, CaptureFailure::NoText, too_deep.to_string()),
+            Err(e) => return fail(capture, CaptureFailure::Other, format!("text extraction failed: {e}")),
         };
         // Metadata of what the link served: kept even when the page has no
         // readable text.
@@ -313,18 +246,19 @@ impl SourceCapturer {
         }
         let text = page.text;
         if text.trim().is_empty() {
-            return capture.fail(CaptureFailure::NoText, "no readable text in the page");
+            return fail(capture, CaptureFailure::NoText, "no readable text in the page");
         }
         let text_bytes = std::sync::Arc::new(text.into_bytes());
         match self.put(std::sync::Arc::clone(&text_bytes)).await {
             Ok(sha) => capture.text_sha256 = Some(sha),
-            Err(e) => return capture.fail(CaptureFailure::Store, format!("artifact store: {e}")),
+            Err(e) => return fail(capture, CaptureFailure::Store, format!("artifact store: {e}")),
         }
         // The bytes came from a `String`, so this is never lossy.
         capture.text = Some(String::from_utf8_lossy(&text_bytes).into_owned());
         if truncated {
             let max = self.config.max_bytes;
-            return capture.fail(
+            return fail(
+                capture,
                 CaptureFailure::TooLarge,
                 format!("too large: body over {max} bytes; text is from the first {max}"),
             );

@@ -534,7 +534,7 @@ impl PassRun {
                 _ => None,
             };
             let mismatch = verdict.is_some_and(|v| {
-                let checked = crate::score::served_model_rule(v, served.as_deref(), strict.then_some(expected_served));
+                let checked = served_model_rule(v, served.as_deref(), strict.then_some(expected_served));
                 checked == Verdict::Unjudged(UnjudgedReason::ModelMismatch)
             });
             let claim = match (c.verdict, trace) {
@@ -692,6 +692,19 @@ fn owner_is_gone(pid: &str) -> bool {
         return false;
     }
     cfg!(target_os = "linux") && Path::new("/proc").is_dir() && !Path::new("/proc").join(pid).exists()
+}
+
+/// The served-model rule, the one copy (the stage, and the inline verdicts
+/// as they go into a pass): with `strict_served`, a YES/NO served by any
+/// other model, or by one the proxy did not name, is
+/// `unjudged(model_mismatch)`; without it, the verdict stands.
+pub fn served_model_rule(verdict: Verdict, served: Option<&str>, strict_served: Option<&str>) -> Verdict {
+    match (verdict, strict_served) {
+        (Verdict::Yes | Verdict::No, Some(expected)) if served != Some(expected) => {
+            Verdict::Unjudged(UnjudgedReason::ModelMismatch)
+        }
+        (v, _) => v,
+    }
 }
 
 #[cfg(test)]

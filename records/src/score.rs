@@ -1,0 +1,61 @@
+//! What scoring adds to a run record (the worker's `score` makes it).
+
+use serde::{Deserialize, Serialize};
+
+use crate::capture::Capture;
+
+/// A source passage the system under test returned itself (e.g. Perplexity's
+/// `search_results`), used as evidence instead of a capture.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SystemSource {
+    pub url: String,
+    pub title: Option<String>,
+    pub snippet: String,
+    /// The publication date the system gave for the source (Perplexity's
+    /// `search_results[].date`), as it gave it; `None` when it gave none.
+    #[serde(default)]
+    pub published_at: Option<String>,
+}
+
+/// Where a reference's evidence came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EvidenceSource {
+    pub index: u32,
+    pub url: Option<String>,
+    /// `given` (supplied with the report), `system` (snippets the system
+    /// returned), `capture` (fetched), or `none` (no text recovered).
+    pub source: String,
+}
+
+/// The judge's side of a run's scoring.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JudgeSummary {
+    pub requested_model: String,
+    /// The models that actually answered.
+    pub served_models: Vec<String>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// Cost in millionths of `currency`; `None` when unknown.
+    pub cost_micros: Option<i64>,
+    pub currency: String,
+    /// The class of every upstream attempt, in order.
+    pub attempt_classes: Vec<String>,
+    /// Why judging failed as a whole, when it did.
+    pub error: Option<String>,
+    /// The judge was the proxy's SIMULATED `sim` upstream: its verdicts
+    /// measure nothing about real support.
+    #[serde(default)]
+    pub simulated: bool,
+}
+
+/// Everything scoring adds to a run record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunScore {
+    pub report: cohort_core::scoring::ScoreReport,
+    pub evidence_sources: Vec<EvidenceSource>,
+    pub captures: Vec<Capture>,
+    pub judge: Option<JudgeSummary>,
+    /// One trace record per judged claim (seed 000 section 3.3), with
+    /// `judge_model` the model that actually answered.
+    pub judge_traces: Vec<serde_json::Value>,
+}
