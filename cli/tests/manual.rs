@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, SystemTime};
 
-use cohort_coordinator::ledger::sqlite::SqliteLedger;
-use cohort_coordinator::ledger::{Ledger, RunRow};
 use cohort_core::taxonomy::Outcome;
+use cohort_ledger::sqlite::SqliteLedger;
+use cohort_ledger::{Ledger, RunRow};
 
 const COHORT: &str = env!("CARGO_BIN_EXE_cohort");
 const SUFFIX: &str = "Cite original sources for every claim.";
@@ -117,7 +117,7 @@ fn count_files(dir: &Path) -> usize {
 
 /// What a refused submit must leave as it was: the ledger's runs and
 /// status, and the artifact store.
-async fn snapshot(dir: &Path) -> (Vec<RunRow>, cohort_coordinator::ledger::Status, usize) {
+async fn snapshot(dir: &Path) -> (Vec<RunRow>, cohort_ledger::Status, usize) {
     let l = ledger(dir);
     (l.runs().await.unwrap(), l.status().await.unwrap(), count_files(&dir.join(".cohort/artifacts")))
 }
@@ -144,7 +144,7 @@ async fn manual_runs_are_offered_in_order_submitted_and_reported() {
     assert_eq!(run.status.code(), Some(4), "{t}");
     assert!(t.contains(&format!("3 manual runs of m wait for a person: `cohort pending {d}`")), "{t}");
     let status = ledger(&dir).status().await.unwrap();
-    let arm = |s: &cohort_coordinator::ledger::Status, id: &str| s.arms.iter().find(|a| a.id == id).unwrap().clone();
+    let arm = |s: &cohort_ledger::Status, id: &str| s.arms.iter().find(|a| a.id == id).unwrap().clone();
     assert_eq!(arm(&status, "s").by_outcome.values().sum::<u64>(), 3, "{status:?}");
     assert_eq!(arm(&status, "m").by_outcome.values().sum::<u64>(), 0, "{status:?}");
     assert_eq!(arm(&status, "m").leased, 0, "no worker took a manual run");

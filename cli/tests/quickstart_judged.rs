@@ -10,9 +10,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use cohort_coordinator::ledger::Ledger;
-use cohort_coordinator::ledger::sqlite::SqliteLedger;
 use cohort_core::taxonomy::Outcome;
+use cohort_ledger::Ledger;
+use cohort_ledger::sqlite::SqliteLedger;
 use serde_json::Value;
 
 mod support;

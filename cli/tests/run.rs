@@ -8,9 +8,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use cohort_coordinator::ledger::Ledger;
-use cohort_coordinator::ledger::sqlite::SqliteLedger;
 use cohort_core::taxonomy::Outcome;
+use cohort_ledger::Ledger;
+use cohort_ledger::sqlite::SqliteLedger;
 
 mod support;
 use support::{COHORT, cohort, text};

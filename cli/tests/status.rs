@@ -10,8 +10,8 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
-use cohort_coordinator::ledger::Ledger;
-use cohort_coordinator::ledger::sqlite::SqliteLedger;
+use cohort_ledger::Ledger;
+use cohort_ledger::sqlite::SqliteLedger;
 
 mod support;
 use support::{COHORT, cohort, text};

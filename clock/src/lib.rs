@@ -4,8 +4,7 @@
 //!
 //! A crate of its own because reading the system clock is I/O, which
 //! `cohort-core` does not do, and the worker must not depend on the
-//! coordinator to learn the time (`cohort_coordinator::clock` re-exports
-//! this crate, so its callers are unchanged).
+//! coordinator to learn the time.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -6,7 +6,7 @@ pub use cohort_proto::convert::{outcome_from_pb, outcome_to_pb};
 use cohort_proto::v1 as pb;
 use tonic::Status;
 
-use crate::ledger::{AttemptRecord, LeaseRef};
+use cohort_ledger::{AttemptRecord, LeaseRef};
 
 /// The largest free-text field accepted from a worker.
 const MAX_TEXT: usize = 4096;

@@ -33,7 +33,7 @@ use cohort_core::hash::sha256_hex;
 use cohort_core::manifest::{self, Amendment, FileChange, Integrity, Manifest, QuestionChanges, rfc3339};
 use cohort_core::questions;
 
-use crate::artifacts::ArtifactStore;
+use cohort_artifacts::store::ArtifactStore;
 
 /// The largest cohort file read; larger ones are refused, not truncated.
 pub const MAX_FILE_BYTES: u64 = 256 * 1024 * 1024;
@@ -253,7 +253,9 @@ fn write_frozen(dir: &Path, files: &CohortFiles, manifest: &Manifest) -> Result<
     let store = ArtifactStore::for_cohort(dir);
     for &name in FROZEN_FILES.iter().chain(&OPTIONAL_FILES) {
         if let Some(bytes) = files.get(name) {
-            store.put(bytes).map_err(|source| FreezeError::Write { path: dir.join(crate::STATE_DIR), source })?;
+            store
+                .put(bytes)
+                .map_err(|source| FreezeError::Write { path: dir.join(cohort_artifacts::STATE_DIR), source })?;
         }
     }
     let mut bytes = serde_json::to_vec_pretty(manifest)

@@ -23,7 +23,7 @@ use cohort_core::taxonomy::{AttemptClass, Outcome};
 use cohort_telemetry::metrics::{Counter, CounterFamily, Exposition, Histogram, Kind};
 use cohort_telemetry::ops::{BoxFuture, OpsRole};
 
-use crate::ledger::{AttemptVerdict, Ledger, Status};
+use cohort_ledger::{AttemptVerdict, Ledger, Status};
 
 /// The prefix of every coordinator metric.
 const P: &str = "cohort_coordinator";
@@ -269,7 +269,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::ledger::ArmStatus;
+    use cohort_ledger::ArmStatus;
 
     /// Readiness follows the reconcile loop as gRPC health does: ready at
     /// start, not ready (with the error) after a failed tick, ready again

@@ -28,10 +28,10 @@ use tonic::{Request, Response, Status};
 use tonic_health::ServingStatus;
 use tracing::{Instrument as _, info, info_span, warn};
 
-use crate::clock::Clock;
 use crate::convert;
-use crate::ledger::{AttemptVerdict, LeaseGrant, Ledger, LedgerError, RunResult};
 use crate::metrics::{CoordinatorMetrics, CoordinatorOps};
+use cohort_clock::Clock;
+use cohort_ledger::{AttemptVerdict, LeaseGrant, Ledger, LedgerError, RunResult};
 
 /// How long (the last backoff step, about half the whole wait) a lease
 /// waits for the ledger to give a granted run's earlier attempts when it
@@ -358,7 +358,7 @@ impl CoordinatorService {
         let pinned = self.plan.pinned_versions.get(arm).cloned().unwrap_or_default();
         let reason = match self.arms.read().await.get(arm) {
             Some((accepted, paused)) => {
-                crate::ledger::version_pause_reason(run_id, &pinned, accepted, *paused, observed)
+                cohort_ledger::version_pause_reason(run_id, &pinned, accepted, *paused, observed)
             }
             None => None,
         };
@@ -645,10 +645,10 @@ mod version_cache_tests {
     #[tokio::test]
     #[allow(clippy::unwrap_used)] // test code: a failure panics
     async fn the_version_cache_starts_with_the_accepted_labels_of_the_plan() {
-        use crate::ledger::conformance::{header, order, questions};
+        use cohort_ledger::conformance::{header, order, questions};
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("ledger.sqlite");
-        let ledger: Arc<dyn Ledger> = Arc::new(crate::ledger::sqlite::SqliteLedger::open(&path).unwrap());
+        let ledger: Arc<dyn Ledger> = Arc::new(cohort_ledger::sqlite::SqliteLedger::open(&path).unwrap());
         let mut header = header();
         header.arms[0].accepted_versions = vec!["a-1-2026-06-26".into()];
         ledger.seed(&header, &questions(), &order(), 0).await.unwrap();
@@ -660,7 +660,7 @@ mod version_cache_tests {
             pinned_versions: [("a".to_owned(), "a-1".to_owned()), ("b".to_owned(), "b-1".to_owned())].into(),
             accepted_versions: [("a".to_owned(), vec!["a-1-2026-06-26".to_owned()])].into(),
         };
-        let clock = Arc::new(crate::clock::ManualClock::at(1_000));
+        let clock = Arc::new(cohort_clock::ManualClock::at(1_000));
         let service = CoordinatorService::new(Arc::clone(&ledger), plan, clock, CoordinatorConfig::default());
         let paused = |arm: &'static str| {
             let ledger = Arc::clone(&ledger);

@@ -12,7 +12,7 @@
 use std::sync::Barrier;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use cohort_coordinator::ArtifactStore;
+use cohort_artifacts::ArtifactStore;
 use cohort_core::hash::sha256_hex;
 
 const WRITERS: usize = 16;

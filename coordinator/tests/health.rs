@@ -7,11 +7,11 @@
 
 use std::sync::Arc;
 
-use cohort_coordinator::clock::ManualClock;
-use cohort_coordinator::ledger::Ledger;
-use cohort_coordinator::ledger::conformance::{header, order, questions};
-use cohort_coordinator::ledger::sqlite::SqliteLedger;
+use cohort_clock::ManualClock;
 use cohort_coordinator::service::{self, COORDINATOR_SERVICE, CoordinatorConfig, CoordinatorService, ServedPlan};
+use cohort_ledger::Ledger;
+use cohort_ledger::conformance::{header, order, questions};
+use cohort_ledger::sqlite::SqliteLedger;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;

@@ -8,12 +8,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cohort_coordinator::clock::ManualClock;
-use cohort_coordinator::ledger::conformance::{header, order, questions};
-use cohort_coordinator::ledger::sqlite::SqliteLedger;
-use cohort_coordinator::ledger::{Ledger, RunStateKind};
+use cohort_clock::ManualClock;
 use cohort_coordinator::service::{self, CoordinatorConfig, CoordinatorService, ServedPlan};
 use cohort_core::taxonomy::Outcome;
+use cohort_ledger::conformance::{header, order, questions};
+use cohort_ledger::sqlite::SqliteLedger;
+use cohort_ledger::{Ledger, RunStateKind};
 use cohort_proto::v1 as pb;
 use cohort_proto::v1::coordinator_client::CoordinatorClient;
 

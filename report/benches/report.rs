@@ -21,12 +21,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use cohort_coordinator::ArtifactStore;
+use cohort_artifacts::ArtifactStore;
 use cohort_coordinator::freeze::{FreezeOptions, freeze, load_frozen};
-use cohort_coordinator::ledger::sqlite::SqliteLedger;
-use cohort_coordinator::ledger::{AttemptRecord, LeaseRef, Ledger, PlanHeader, RunResult};
 use cohort_core::scoring::{ParsedVerdict, RunFacts, ScoreReport, Verdict, analyse};
 use cohort_core::taxonomy::{AttemptClass, Outcome};
+use cohort_ledger::sqlite::SqliteLedger;
+use cohort_ledger::{AttemptRecord, LeaseRef, Ledger, PlanHeader, RunResult};
 use cohort_report::{FrozenCohort, ReportOptions};
 use serde_json::json;
 

@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 use cluster_support::{
     Cluster, ClusterCohort, LedgerProbe, Product, check_ledger_of, read_calls, write_and_freeze_cohort,
 };
-use cohort_coordinator::ledger::Ledger as _;
-use cohort_coordinator::ledger::redis::RedisLedger;
+use cohort_ledger::Ledger as _;
+use cohort_ledger::redis::RedisLedger;
 use cohort_tests::RedisServer;
 
 /// A safety bound only: the cohort takes about 20-30 s.

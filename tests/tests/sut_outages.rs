@@ -17,9 +17,9 @@ use std::fs;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use cohort_coordinator::ledger::sqlite::SqliteLedger;
-use cohort_coordinator::ledger::{Ledger, RunStateKind};
 use cohort_core::taxonomy::{AttemptClass, Outcome};
+use cohort_ledger::sqlite::SqliteLedger;
+use cohort_ledger::{Ledger, RunStateKind};
 use cohort_tests::cargo_bin;
 use judge_proxy_support::mock;
 

@@ -14,7 +14,7 @@ use axum::extract::Path;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use cohort_coordinator::artifacts::ArtifactStore;
+use cohort_artifacts::store::ArtifactStore;
 use cohort_worker::capture::guard::{GuardedResolver, Refusal};
 use cohort_worker::capture::{Capture, CaptureConfig, CaptureFailure, SourceCapturer};
 use reqwest::dns::Resolve;

@@ -14,10 +14,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use cohort_coordinator::ArtifactStore;
-use cohort_coordinator::ledger::RunStateKind;
+use cohort_artifacts::ArtifactStore;
 use cohort_core::config::{AdapterKind, ArmConfig};
 use cohort_core::taxonomy::{AttemptClass, Outcome};
+use cohort_ledger::RunStateKind;
 use cohort_proto::v1 as pb;
 use cohort_proto::v1::coordinator_client::CoordinatorClient;
 use cohort_worker::adapters::{Adapter, AdapterRequest, AdapterResponse, Reply};

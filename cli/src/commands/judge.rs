@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context as _;
-use cohort_coordinator::ArtifactStore;
+use cohort_artifacts::ArtifactStore;
 use cohort_core::agreement::{majority_vote, verdict_agreement};
 use cohort_core::scoring::{UnjudgedReason, Verdict};
 use cohort_core::taxonomy::Outcome;

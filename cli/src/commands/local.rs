@@ -8,16 +8,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use cohort_artifacts::ArtifactStore;
 use cohort_artifacts::{ArtifactsUrl, S3Config};
-use cohort_coordinator::ArtifactStore;
-use cohort_coordinator::clock::{SystemClock, now_ms};
+use cohort_clock::{SystemClock, now_ms};
 use cohort_coordinator::freeze::load_frozen;
-use cohort_coordinator::ledger::redis::RedisLedger;
-use cohort_coordinator::ledger::sqlite::SqliteLedger;
-use cohort_coordinator::ledger::{Ledger, PlanHeader, SeedOutcome};
 use cohort_coordinator::service::ServedPlan;
 use cohort_core::ValidatedCohort;
 use cohort_core::manifest::Manifest;
+use cohort_ledger::redis::RedisLedger;
+use cohort_ledger::sqlite::SqliteLedger;
+use cohort_ledger::{Ledger, PlanHeader, SeedOutcome};
 use cohort_worker::capture::{CaptureConfig, SourceCapturer};
 use cohort_worker::preflight::{self, Scope};
 use cohort_worker::score::JudgeEndpoint;
@@ -54,7 +54,7 @@ impl StoreArgs {
     /// The embedded ledger file of the cohort in `dir`: `--ledger`, or
     /// DIR/.cohort/ledger.sqlite.
     pub fn sqlite_path(&self, dir: &Path) -> PathBuf {
-        self.ledger.clone().unwrap_or_else(|| dir.join(cohort_coordinator::STATE_DIR).join("ledger.sqlite"))
+        self.ledger.clone().unwrap_or_else(|| dir.join(cohort_artifacts::STATE_DIR).join("ledger.sqlite"))
     }
 }
 

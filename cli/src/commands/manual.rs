@@ -19,11 +19,11 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
-use cohort_coordinator::clock::now_ms;
-use cohort_coordinator::ledger::{
+use cohort_clock::now_ms;
+use cohort_core::config::{AdapterKind, ArmConfig};
+use cohort_ledger::{
     ArmStatus, LeaseGrant, LeaseRef, LeaseScope, Ledger, RunResult, RunRow, RunStateKind, split_run_id,
 };
-use cohort_core::config::{AdapterKind, ArmConfig};
 use cohort_proto::v1 as pb;
 use cohort_worker::adapters::manual::{self, ManualSettings, Submission, SubmittedOutcome};
 use cohort_worker::execute::{Report, record_answer};
@@ -300,7 +300,7 @@ pub fn pending(args: PendingArgs) -> anyhow::Result<()> {
 
 /// Why nothing more is offered to the person now, if so.
 fn nothing_due_note(
-    status: &cohort_coordinator::ledger::Status,
+    status: &cohort_ledger::Status,
     arm: &ArmStatus,
     cap: u32,
     open: usize,
@@ -604,7 +604,7 @@ fn not_open(args: &SubmitArgs, row: &RunRow) -> anyhow::Error {
 /// before the run was offered (it is run after `cohort pending` offers
 /// it) and not in the future.
 fn check_times(
-    status: &cohort_coordinator::ledger::Status,
+    status: &cohort_ledger::Status,
     offered_ms: i64,
     started_ms: i64,
     ended_ms: i64,
@@ -707,13 +707,9 @@ async fn check_version(
     if let Some(reason) = &state.paused {
         return Ok(Some(ArmPaused { reason: reason.clone(), by_this_run: false }));
     }
-    let Some(reason) = cohort_coordinator::ledger::version_pause_reason(
-        run_id,
-        &arm.pinned_version,
-        &state.accepted_versions,
-        false,
-        observed,
-    ) else {
+    let Some(reason) =
+        cohort_ledger::version_pause_reason(run_id, &arm.pinned_version, &state.accepted_versions, false, observed)
+    else {
         return Ok(None);
     };
     ledger.pause_arm(&arm.id, &reason, now_ms()).await?;
@@ -767,8 +763,8 @@ mod tests {
         assert_ne!(prompt_file_name("a+b:c:1"), prompt_file_name("a:b:c:1"));
     }
 
-    fn status(window: Option<(i64, i64)>, arm: ArmStatus) -> cohort_coordinator::ledger::Status {
-        cohort_coordinator::ledger::Status {
+    fn status(window: Option<(i64, i64)>, arm: ArmStatus) -> cohort_ledger::Status {
+        cohort_ledger::Status {
             window_start_ms: window.map(|w| w.0),
             window_end_ms: window.map(|w| w.1),
             arms: vec![arm.clone()],
@@ -797,7 +793,7 @@ mod tests {
     /// run is open.
     #[test]
     fn nothing_due_says_why() {
-        let note = |s: &cohort_coordinator::ledger::Status, open, waiting, closed, now| {
+        let note = |s: &cohort_ledger::Status, open, waiting, closed, now| {
             nothing_due_note(s, &s.arms[0], 1, open, waiting, closed, now).unwrap_or_default()
         };
         let done = status(Some((0, 100)), arm(3, 3, None));

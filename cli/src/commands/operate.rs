@@ -10,10 +10,10 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use cohort_coordinator::clock::now_ms;
-use cohort_coordinator::ledger::{LedgerEvent, Status};
+use cohort_clock::now_ms;
 use cohort_core::order::RunId;
 use cohort_core::taxonomy::Outcome;
+use cohort_ledger::{LedgerEvent, Status};
 
 use super::local::{self, StoreArgs};
 
@@ -400,8 +400,8 @@ pub fn abort(args: AbortArgs) -> anyhow::Result<()> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failure panics
 
-    use cohort_coordinator::ledger::{ArmStatus, LedgerEvent, Status};
     use cohort_core::taxonomy::Outcome;
+    use cohort_ledger::{ArmStatus, LedgerEvent, Status};
 
     use super::{Eta, THROUGHPUT_WINDOW_MS, progress};
 

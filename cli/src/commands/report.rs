@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use anyhow::Context as _;
-use cohort_coordinator::ArtifactStore;
+use cohort_artifacts::ArtifactStore;
 use cohort_core::manifest;
 use cohort_report::{FrozenCohort, ReportError, ReportOptions};
 
@@ -80,7 +80,7 @@ pub async fn report(
 async fn open(
     dir: &Path,
     store: &StoreArgs,
-) -> anyhow::Result<(FrozenCohort, std::sync::Arc<dyn cohort_coordinator::ledger::Ledger>, ArtifactStore)> {
+) -> anyhow::Result<(FrozenCohort, std::sync::Arc<dyn cohort_ledger::Ledger>, ArtifactStore)> {
     let frozen = local::load(dir)?;
     let ledger = local::open_ledger(&frozen, store).await?;
     let artifacts = local::artifact_store(&frozen, store)?;

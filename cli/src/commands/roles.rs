@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use cohort_coordinator::clock::SystemClock;
+use cohort_clock::SystemClock;
 use cohort_coordinator::service::{self, CoordinatorConfig, CoordinatorService};
 use cohort_worker::WorkerConfig;
 

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use cohort_coordinator::clock::SystemClock;
+use cohort_clock::SystemClock;
 use cohort_coordinator::freeze::read_manifest;
 use cohort_coordinator::service::{self, CoordinatorConfig, CoordinatorService};
 use cohort_core::config::CohortConfig;
@@ -351,7 +351,7 @@ const PLAIN_PROGRESS_EVERY: Duration = Duration::from_secs(10);
 
 /// One line per arm, no terminal codes: `progress ARM: F/P final
 /// (completed C, not completed N)`, and `PAUSED` or `MANUAL` when so.
-fn plain_progress(status: &cohort_coordinator::ledger::Status) -> String {
+fn plain_progress(status: &cohort_ledger::Status) -> String {
     let mut out = String::new();
     for arm in &status.arms {
         let finished: u64 = arm.by_outcome.values().sum();
@@ -388,14 +388,14 @@ pub const EXIT_NOT_FINISHED: u8 = 4;
 /// paused arm (an operator resumes it) or to a manual arm (a person runs
 /// it: `cohort pending`, `cohort submit`), so `cohort run` stops instead
 /// of waiting for ever.
-fn nothing_left_for_workers(status: &cohort_coordinator::ledger::Status) -> bool {
+fn nothing_left_for_workers(status: &cohort_ledger::Status) -> bool {
     let in_flight: u64 = status.arms.iter().filter(|a| !a.manual).map(|a| a.leased).sum();
     let workable: u64 = status.arms.iter().filter(|a| a.paused.is_none() && !a.manual).map(runs_left).sum();
     !status.done() && in_flight == 0 && workable == 0
 }
 
 /// The runs of an arm without their final outcome (pending or leased).
-fn runs_left(arm: &cohort_coordinator::ledger::ArmStatus) -> u64 {
+fn runs_left(arm: &cohort_ledger::ArmStatus) -> u64 {
     arm.planned.saturating_sub(arm.by_outcome.values().sum::<u64>())
 }
 

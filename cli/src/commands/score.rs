@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, bail};
 use cohort_core::scoring::{Cost, MAX_REPORT_BYTES, ReportFormat, RunFacts, ScoreOptions, score_report};
 
-use cohort_coordinator::ArtifactStore;
+use cohort_artifacts::ArtifactStore;
 use cohort_worker::capture::{CaptureConfig, SourceCapturer};
 use cohort_worker::score::{JudgeEndpoint, ScoreInput, score_output};
 

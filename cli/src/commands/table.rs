@@ -5,8 +5,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use cohort_coordinator::ledger::Status;
 use cohort_core::taxonomy::Outcome;
+use cohort_ledger::Status;
 
 /// The table of `status`, as text; a paused arm's resume hint names the
 /// cohort directory `dir`, so it can be run as printed.

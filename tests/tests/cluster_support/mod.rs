@@ -21,11 +21,11 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use cohort_coordinator::ledger::redis::RedisLedger;
-use cohort_coordinator::ledger::{Ledger, RunStateKind, Status};
 use cohort_core::hash::sha256_hex;
 use cohort_core::lifecycle;
 use cohort_core::taxonomy::{AttemptClass, Outcome};
+use cohort_ledger::redis::RedisLedger;
+use cohort_ledger::{Ledger, RunStateKind, Status};
 use cohort_tests::{cargo_bin, free_port};
 
 /// The cohort's name (and so the ledger's Redis hash tag).
@@ -1045,13 +1045,7 @@ fn read_events(redis_url: &str) -> Vec<(String, String)> {
 /// The run record `sha` exists in the store, hashes to its name, is the
 /// record of `run_id`, and lists every attempt the ledger holds for the
 /// run, in order (number, class, worker), marked complete.
-fn check_record(
-    store: &Path,
-    run_id: &str,
-    sha: &str,
-    attempts: &[cohort_coordinator::ledger::AttemptRecord],
-    v: &mut Vec<String>,
-) {
+fn check_record(store: &Path, run_id: &str, sha: &str, attempts: &[cohort_ledger::AttemptRecord], v: &mut Vec<String>) {
     if sha.len() != 64 {
         v.push(format!("run {run_id} has no record hash ({sha:?})"));
         return;

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cohort_clock::{SystemClock, now_ms};
-use cohort_coordinator::ledger::Ledger;
-use cohort_coordinator::ledger::conformance::{header, order, questions};
-use cohort_coordinator::ledger::sqlite::SqliteLedger;
 use cohort_coordinator::service::{self, CoordinatorConfig, CoordinatorService, ServedPlan};
+use cohort_ledger::Ledger;
+use cohort_ledger::conformance::{header, order, questions};
+use cohort_ledger::sqlite::SqliteLedger;
 
 /// A running coordinator and its ledger.
 pub struct Cluster {

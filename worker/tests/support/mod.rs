@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use cohort_coordinator::ArtifactStore;
+use cohort_artifacts::ArtifactStore;
 use cohort_core::config::ArmConfig;
 use cohort_proto::v1 as pb;
 use cohort_worker::adapters::{Adapter, AdapterRequest, AdapterResponse, Turn};
