@@ -218,19 +218,7 @@ fn a_quoted_multi_line_field_is_one_item() {
         ("stray.csv", "item_id,label\na,pa\"ss\n", "stray.csv:2:5: a quote inside an unquoted field"),
     ];
     for (name, text, expected) in cases {
-        let file = write(dir.path(), name, text);
-        let out = cohort(&[
-            "calibrate",
-            "--gold",
-            gold.to_str().unwrap(),
-            "--verdicts",
-            &format!("j={}", file.display()),
-            "--json",
-        ]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
-        assert!(out.stdout.is_empty(), "{name}");
-        assert!(stderr.contains(expected), "{name}: {stderr}");
+        refuses_label_file(dir.path(), &gold, name, text, expected);
     }
 }
 
@@ -250,19 +238,7 @@ fn bad_csv_names_file_and_line_and_exits_2() {
         ("header.csv", "id,verdict\na,pass\n", "header.csv:1: missing header"),
     ];
     for (name, text, expected) in cases {
-        let file = write(dir.path(), name, text);
-        let out = cohort(&[
-            "calibrate",
-            "--gold",
-            gold.to_str().unwrap(),
-            "--verdicts",
-            &format!("j={}", file.display()),
-            "--json",
-        ]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
-        assert!(out.stdout.is_empty(), "{name}: stdout {:?}", String::from_utf8_lossy(&out.stdout));
-        assert!(stderr.contains(expected), "{name}: {stderr}");
+        refuses_label_file(dir.path(), &gold, name, text, expected);
     }
     let out = cohort(&["calibrate", "--gold", dir.path().join("none.csv").to_str().unwrap(), "--verdicts", "j=x.csv"]);
     assert_eq!(out.status.code(), Some(2));
@@ -386,4 +362,22 @@ fn review_agreement_of_uncertainty_scores_weighted_and_undefined() {
     let text = cohort(&["review", "agreement", "--a", c.to_str().unwrap(), "--b", c.to_str().unwrap()]);
     let text = String::from_utf8(text.stdout).unwrap();
     assert!(text.contains("Cohen's kappa (nominal): undefined (both raters"), "{text}");
+}
+
+/// `cohort calibrate --json` with judge `j`'s labels in `name` (`text`):
+/// exit 2, nothing on stdout, and `expected` in the error.
+fn refuses_label_file(dir: &Path, gold: &Path, name: &str, text: &str, expected: &str) {
+    let file = write(dir, name, text);
+    let out = cohort(&[
+        "calibrate",
+        "--gold",
+        gold.to_str().unwrap(),
+        "--verdicts",
+        &format!("j={}", file.display()),
+        "--json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+    assert!(out.stdout.is_empty(), "{name}: stdout {:?}", String::from_utf8_lossy(&out.stdout));
+    assert!(stderr.contains(expected), "{name}: {stderr}");
 }
