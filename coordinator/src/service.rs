@@ -38,6 +38,69 @@ use cohort_ledger::{AttemptVerdict, LeaseGrant, Ledger, LedgerError, RunResult};
 /// is briefly unreachable.
 const PREVIOUS_ATTEMPTS_PATIENCE: Duration = Duration::from_millis(1_600);
 
+/// The earlier attempts of a grant, as a lease carries them, and whether
+/// they could not be read: the one reading for a worker's lease and a
+/// person's (`cohort pending`/`cohort submit`). A ledger that blips (Redis
+/// restarting under the grant) is asked again for a moment before the
+/// record has to say it is incomplete.
+pub async fn previous_attempts(ledger: &dyn Ledger, grant: &LeaseGrant) -> (Vec<pb::PreviousAttempt>, bool) {
+    if grant.attempt <= 1 {
+        return (Vec::new(), false);
+    }
+    let mut delay = Duration::from_millis(50);
+    loop {
+        match ledger.attempts(&grant.run_id).await {
+            Ok(attempts) => {
+                return (
+                    attempts
+                        .iter()
+                        .filter(|a| a.attempt < grant.attempt)
+                        .map(convert::previous_attempt_to_pb)
+                        .collect(),
+                    false,
+                );
+            }
+            Err(e) if e.is_transient() && delay <= PREVIOUS_ATTEMPTS_PATIENCE => {
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+            }
+            Err(e) => {
+                warn!(run_id = %grant.run_id, error = %e, "cannot read earlier attempts; the lease goes out without them");
+                return (Vec::new(), true);
+            }
+        }
+    }
+}
+
+/// The lease message of `grant`, the one builder for a worker's lease and
+/// a person's: the exact prompt (`cohort_core::cohort::prompt`), the
+/// suffix, the grant's ids and token, the earlier attempts, and the run's
+/// deadline. The deadline is the caller's rule: a worker's run has the
+/// cohort's `run_timeout_secs` from the grant; a person's lease lasts to
+/// the window's end (`LeaseGrant::expires_ms` of a manual grant).
+pub fn lease_message(
+    g: LeaseGrant,
+    suffix: &str,
+    deadline_unix_ms: i64,
+    (previous_attempts, previous_attempts_unavailable): (Vec<pb::PreviousAttempt>, bool),
+    traceparent: String,
+) -> pb::Lease {
+    pb::Lease {
+        traceparent,
+        prompt: prompt(&g.question_text, suffix),
+        suffix: suffix.to_owned(),
+        deadline_unix_ms,
+        run_id: g.run_id,
+        question_id: g.question_id,
+        arm_id: g.arm_id,
+        repeat: g.repeat,
+        attempt: g.attempt,
+        fencing_token: g.token,
+        previous_attempts,
+        previous_attempts_unavailable,
+    }
+}
+
 /// The most results one `ReportResults` call may carry.
 pub const MAX_RESULTS_PER_CALL: usize = 512;
 
@@ -320,36 +383,6 @@ impl CoordinatorService {
     /// made, so a ledger error here must not fail the lease (the run would
     /// come back as worker_lost and spend an attempt): the lease goes out
     /// flagged instead, and the record says its attempt list is incomplete.
-    async fn previous_attempts(&self, grant: &LeaseGrant) -> (Vec<pb::PreviousAttempt>, bool) {
-        if grant.attempt <= 1 {
-            return (Vec::new(), false);
-        }
-        // A ledger that blips (Redis restarting under the grant) is asked
-        // again for a moment before the record has to say it is incomplete.
-        let mut delay = Duration::from_millis(50);
-        loop {
-            match self.ledger.attempts(&grant.run_id).await {
-                Ok(attempts) => {
-                    return (
-                        attempts
-                            .iter()
-                            .filter(|a| a.attempt < grant.attempt)
-                            .map(convert::previous_attempt_to_pb)
-                            .collect(),
-                        false,
-                    );
-                }
-                Err(e) if e.is_transient() && delay <= PREVIOUS_ATTEMPTS_PATIENCE => {
-                    tokio::time::sleep(delay).await;
-                    delay *= 2;
-                }
-                Err(e) => {
-                    warn!(run_id = %grant.run_id, error = %e, "cannot read earlier attempts; the lease goes out without them");
-                    return (Vec::new(), true);
-                }
-            }
-        }
-    }
 
     /// Pauses the arm of a run that reported a version label other than
     /// the accepted ones. A label that was not disclosed cannot be compared
@@ -414,22 +447,10 @@ impl Coordinator for CoordinatorService {
         let mut leases: Vec<pb::Lease> = Vec::with_capacity(batch.leases.len());
         for g in batch.leases {
             let span = self.lease_span(&r.worker_id, &g);
-            let (previous_attempts, previous_attempts_unavailable) =
-                self.previous_attempts(&g).instrument(span.clone()).await;
-            leases.push(pb::Lease {
-                traceparent: cohort_telemetry::propagation::traceparent(&span),
-                prompt: prompt(&g.question_text, &self.plan.suffix),
-                suffix: self.plan.suffix.clone(),
-                deadline_unix_ms: now + self.plan.run_timeout_ms,
-                run_id: g.run_id,
-                question_id: g.question_id,
-                arm_id: g.arm_id,
-                repeat: g.repeat,
-                attempt: g.attempt,
-                fencing_token: g.token,
-                previous_attempts,
-                previous_attempts_unavailable,
-            });
+            let previous = previous_attempts(self.ledger.as_ref(), &g).instrument(span.clone()).await;
+            let traceparent = cohort_telemetry::propagation::traceparent(&span);
+            let deadline = now + self.plan.run_timeout_ms;
+            leases.push(lease_message(g, &self.plan.suffix, deadline, previous, traceparent));
         }
         let retry_after_ms = if leases.is_empty() && !batch.closed { self.config.empty_lease_retry_ms } else { 0 };
         Ok(Response::new(pb::LeaseResponse {
@@ -676,5 +697,35 @@ mod version_cache_tests {
             Some("version changed: pinned a-1, observed a-1-2026-07-01 on run q3:a:1")
         );
         assert!(paused("b").await.is_some(), "another arm's accepted label is not this arm's");
+    }
+}
+
+#[cfg(test)]
+mod lease_message_tests {
+    use super::*;
+
+    /// Proves the one lease builder (issue 22: `cohort submit` rebuilt a
+    /// lease of its own): the prompt is the question, a blank line and the
+    /// suffix; ids, token and earlier attempts come from the grant; the
+    /// deadline is the caller's (a worker's run timeout, a person's window
+    /// end), and a person's lease has no traceparent.
+    #[test]
+    fn a_lease_is_built_in_one_place() {
+        let grant = LeaseGrant {
+            run_id: "q1:m:1".into(),
+            question_id: "q1".into(),
+            arm_id: "m".into(),
+            repeat: 1,
+            attempt: 2,
+            token: 41,
+            question_text: "What is known?".into(),
+            expires_ms: 9_000,
+        };
+        let earlier = vec![pb::PreviousAttempt { attempt: 1, ..Default::default() }];
+        let lease = lease_message(grant.clone(), "Cite sources.", grant.expires_ms, (earlier, false), String::new());
+        assert_eq!(lease.prompt, "What is known?\n\nCite sources.");
+        assert_eq!((lease.run_id.as_str(), lease.fencing_token, lease.attempt), ("q1:m:1", 41, 2));
+        assert_eq!((lease.deadline_unix_ms, lease.previous_attempts.len()), (9_000, 1));
+        assert!(lease.traceparent.is_empty() && !lease.previous_attempts_unavailable);
     }
 }

@@ -647,40 +647,19 @@ fn check_times(
     Ok(())
 }
 
-/// The lease as a worker would get it from the coordinator: the exact
-/// prompt (`cohort_core::cohort::prompt`, the coordinator's), the suffix,
-/// and the earlier attempts for the record.
+/// The lease as a worker would get it from the coordinator, through the
+/// coordinator's own builder and reading of earlier attempts; a person's
+/// lease lasts to the window's end, which is its deadline. A person's run
+/// is not traced: no coordinator span leased it.
 async fn lease_of(ledger: &dyn Ledger, frozen: &Frozen, grant: &LeaseGrant) -> pb::Lease {
-    let (previous_attempts, previous_attempts_unavailable) = if grant.attempt <= 1 {
-        (Vec::new(), false)
-    } else {
-        match ledger.attempts(&grant.run_id).await {
-            Ok(attempts) => (
-                attempts
-                    .iter()
-                    .filter(|a| a.attempt < grant.attempt)
-                    .map(cohort_coordinator::convert::previous_attempt_to_pb)
-                    .collect(),
-                false,
-            ),
-            Err(_) => (Vec::new(), true),
-        }
-    };
-    pb::Lease {
-        prompt: cohort_core::cohort::prompt(&grant.question_text, &frozen.cohort.suffix),
-        suffix: frozen.cohort.suffix.clone(),
-        deadline_unix_ms: grant.expires_ms,
-        run_id: grant.run_id.clone(),
-        question_id: grant.question_id.clone(),
-        arm_id: grant.arm_id.clone(),
-        repeat: grant.repeat,
-        attempt: grant.attempt,
-        fencing_token: grant.token,
-        previous_attempts,
-        previous_attempts_unavailable,
-        // A person's run is not traced: no coordinator span leased it.
-        traceparent: String::new(),
-    }
+    let previous = cohort_coordinator::service::previous_attempts(ledger, grant).await;
+    cohort_coordinator::service::lease_message(
+        grant.clone(),
+        &frozen.cohort.suffix,
+        grant.expires_ms,
+        previous,
+        String::new(),
+    )
 }
 
 /// Why an arm is paused after a submission, and whether the submission
