@@ -40,9 +40,12 @@ const PREVIOUS_ATTEMPTS_PATIENCE: Duration = Duration::from_millis(1_600);
 
 /// The earlier attempts of a grant, as a lease carries them, and whether
 /// they could not be read: the one reading for a worker's lease and a
-/// person's (`cohort pending`/`cohort submit`). A ledger that blips (Redis
-/// restarting under the grant) is asked again for a moment before the
-/// record has to say it is incomplete.
+/// person's (`cohort pending`/`cohort submit`); nothing to read (and no
+/// ledger call) on a first attempt. A ledger that blips (Redis restarting
+/// under the grant) is asked again for about 3 s. The grant is already
+/// made, so a ledger error here must not fail the lease (the run would come
+/// back as worker_lost and spend an attempt): the lease goes out flagged
+/// instead, and the record says its attempt list is incomplete.
 pub async fn previous_attempts(ledger: &dyn Ledger, grant: &LeaseGrant) -> (Vec<pb::PreviousAttempt>, bool) {
     if grant.attempt <= 1 {
         return (Vec::new(), false);
@@ -376,13 +379,6 @@ impl CoordinatorService {
             span
         })
     }
-
-    /// The earlier attempts of a granted run, for its run record; nothing
-    /// to read (and no ledger call) on a first attempt. A transient error is
-    /// retried for about 3 s. The grant is already
-    /// made, so a ledger error here must not fail the lease (the run would
-    /// come back as worker_lost and spend an attempt): the lease goes out
-    /// flagged instead, and the record says its attempt list is incomplete.
 
     /// Pauses the arm of a run that reported a version label other than
     /// the accepted ones. A label that was not disclosed cannot be compared
