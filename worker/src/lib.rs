@@ -49,6 +49,7 @@ pub mod adapters;
 pub mod capture;
 pub mod execute;
 pub mod journal;
+pub mod judging;
 pub mod metrics;
 /// The judging passes live with the records (`cohort-records`).
 pub use cohort_records::passes;

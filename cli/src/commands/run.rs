@@ -154,7 +154,7 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
     // on, claims it cannot judge are recorded unjudged(provider_error), and
     // the end says so (exit 3) and how `cohort judge` fills them in.
     if let (Some(endpoint), Some(frozen_judge)) = (&inline_judge, &config.judge)
-        && let Err(failure) = super::judge::preflight(endpoint, frozen_judge).await
+        && let Err(failure) = cohort_worker::judging::preflight(endpoint, frozen_judge).await
     {
         if failure.outage {
             eprintln!(
@@ -182,7 +182,8 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
             schedule.describe(config.repeats, config.window_hours)
         ));
     }
-    let pass = super::judge::inline_pass(&frozen, inline_judge.as_ref(), &args.pass)?;
+    let pass =
+        cohort_worker::judging::inline_pass(&frozen.dir, config.judge.as_ref(), inline_judge.as_ref(), &args.pass)?;
     let total_caps: u32 = config.arms.iter().map(|a| a.concurrency).sum();
     let workers = args.workers.max(1);
     let slots = args.slots.unwrap_or_else(|| total_caps.div_ceil(workers).max(1));
