@@ -388,6 +388,29 @@ fn protocol_v1_runs_against_the_documented_wire_formats_without_a_pause() {
     }
     seen.sort();
     assert_eq!(seen, ["chatgpt", "perplexity", "realityengine"]);
+    // How long a Responses run took, read after one poll (the first poll
+    // goes 250 ms after the create): printed, not asserted (a shared
+    // machine's time is no test's bound; the schedule is unit-tested).
+    let runs = fs::read_to_string(report.join("runs.csv")).unwrap();
+    let mut lines = runs.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let (arm_at, duration_at) = (col("arm"), col("duration_ms"));
+    let durations: Vec<u64> = lines
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|f| f.get(arm_at) == Some(&"chatgpt"))
+        .filter_map(|f| f.get(duration_at).and_then(|d| d.parse().ok()))
+        .collect();
+    assert_eq!(durations.len(), 30, "{runs}");
+    println!(
+        "chatgpt (Responses, background, done at the first poll): max {} ms, median {} ms per run",
+        durations.iter().max().unwrap(),
+        {
+            let mut d = durations.clone();
+            d.sort_unstable();
+            d[d.len() / 2]
+        }
+    );
     let status = cohort(&["status", d, "--json"]);
     let status: Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!(status["done"], true, "{status}");
