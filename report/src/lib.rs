@@ -16,6 +16,7 @@
 //! made read-only, and renamed into place only when complete; an existing
 //! folder is never written into.
 
+pub mod calibrate;
 pub mod compute;
 pub mod csv;
 pub mod gather;

@@ -2,29 +2,25 @@
 //! `cohort review agreement` (two raters' agreement, seed 004 "Reviewer
 //! disagreement"), both on `item_id,label` CSV files (docs/calibration.md).
 //!
-//! Every statistic is `cohort_core::agreement` and the files are read by
-//! `cohort_report::labels` (on `report::csv`, the result side's one CSV
-//! reader); this module pairs items by id and prints. Bad input (an
-//! unreadable file, a missing header, an unknown label, a duplicate item
-//! id) is reported with the file, the line and the column, prints nothing
-//! to stdout and exits 2, so a script can tell bad input (2) from a failure
-//! of the tool (1).
+//! The pairing, the scoring and the JSON values are
+//! `cohort_report::calibrate` (every statistic `cohort_core::agreement`,
+//! the files read by `cohort_report::labels` on `report::csv`, the result
+//! side's one CSV reader); this module reads the arguments, shows progress
+//! and prints the tables. Bad input (an unreadable file, a missing header,
+//! an unknown label, a duplicate item id) is reported with the file, the
+//! line and the column, prints nothing to stdout and exits 2, so a script
+//! can tell bad input (2) from a failure of the tool (1).
 
-use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use cohort_core::agreement::{
-    self, Agreement, BINARY_METRICS, CALIBRATION_ALGORITHM, CALIBRATION_RESAMPLES, CALIBRATION_SEED,
-    ScoredWithIntervals, Stat, Weights,
+use cohort_core::agreement::{Agreement, BINARY_METRICS, CALIBRATION_RESAMPLES, CALIBRATION_SEED, Stat, Weights};
+use cohort_report::calibrate::{
+    self, Calibration, CalibrationInput, CalibrationOptions, CalibrationStep, calibration_steps,
 };
-use cohort_report::labels::{LabelFile, label_key, label_order};
-use serde_json::{Value, json};
+use cohort_report::labels::LabelFile;
 
 use super::{emit, refuse};
-
-/// The judge name of the majority-vote ensemble.
-const MAJORITY: &str = "majority";
 
 #[derive(Debug, clap::Args)]
 pub struct CalibrateArgs {
@@ -116,160 +112,35 @@ fn parse_named(s: &str) -> Result<(String, PathBuf), String> {
     }
 }
 
-/// A judge named in a way the command cannot use.
-#[derive(Debug, thiserror::Error)]
-pub enum JudgeNameError {
-    #[error("--verdicts {name}: the judge name is given twice; name each judge once")]
-    DuplicateJudge { name: String },
-    #[error("--verdicts {name}: `{name}` is the name of the majority-vote ensemble; name the judge otherwise")]
-    ReservedJudge { name: String },
-}
-
 // === cohort calibrate ===
 
-/// One judge's verdict file, read.
-#[derive(Debug)]
-struct JudgeFile {
-    name: String,
-    file: String,
-    verdicts: Vec<(String, bool)>,
-}
-
-/// One judge scored against gold.
-#[derive(Debug)]
-struct JudgeResult {
-    name: String,
-    file: Option<String>,
-    scored: ScoredWithIntervals,
-    /// Gold items the judge gave no verdict on (not counted).
-    missing: Vec<String>,
-    /// Items in the judge's file that gold does not have (not counted).
-    not_in_gold: Vec<String>,
-    /// Majority only: gold items on which the vote tied or no judge voted.
-    undecided: Option<Vec<String>>,
-}
-
-/// Two judges' agreement on the items both judged.
-#[derive(Debug)]
-struct PairResult {
-    a: String,
-    b: String,
-    agreement: Agreement,
-}
-
 pub fn run(args: CalibrateArgs) -> anyhow::Result<()> {
-    let (gold_source, gold, judges) = match &args.cohort {
-        Some(dir) => from_cohort(dir, &args.passes)?,
-        None => from_files(&args)?,
-    };
-
-    let bar = progress(judges.len() as u64 + u64::from(judges.len() > 1), args.json);
-    let gold_ids: HashSet<&str> = gold.iter().map(|(id, _)| id.as_str()).collect();
-    let maps: Vec<HashMap<&str, bool>> =
-        judges.iter().map(|j| j.verdicts.iter().map(|(id, p)| (id.as_str(), *p)).collect()).collect();
-    let mut results = Vec::new();
-    for (JudgeFile { name, file, verdicts }, map) in judges.iter().zip(&maps) {
-        bar.set_message(name.clone());
-        let per_item: Vec<Option<bool>> = gold.iter().map(|(id, _)| map.get(id.as_str()).copied()).collect();
-        let mut result = score(name, &gold, &per_item, &args);
-        result.file = Some(file.clone());
-        result.not_in_gold =
-            verdicts.iter().filter(|(id, _)| !gold_ids.contains(id.as_str())).map(|(id, _)| id.clone()).collect();
-        results.push(result);
-        bar.inc(1);
-    }
-    if judges.len() > 1 {
-        bar.set_message(MAJORITY);
-        let votes: Vec<Vec<Option<bool>>> =
-            gold.iter().map(|(id, _)| maps.iter().map(|m| m.get(id.as_str()).copied()).collect()).collect();
-        let majority = agreement::majority_vote(&votes);
-        let mut result = score(MAJORITY, &gold, &majority, &args);
-        // An item no judge voted on is missing; a tie is undecided.
-        let (missing, undecided): (Vec<_>, Vec<_>) =
-            result.missing.drain(..).partition(|id| maps.iter().all(|m| !m.contains_key(id.as_str())));
-        result.missing = missing;
-        result.undecided = Some(undecided);
-        results.push(result);
-        bar.inc(1);
-    }
+    let input = read_input(&args)?;
+    let options = CalibrationOptions { resamples: args.resamples, seed: args.seed, dimension: args.dimension.clone() };
+    let bar = progress(calibration_steps(input.judges.len()), args.json);
+    let calibration = calibrate::calibrate(&input, &options, |step| match step {
+        CalibrationStep::Scoring { judge } => bar.set_message(judge.to_owned()),
+        CalibrationStep::Scored => bar.inc(1),
+    });
     bar.finish_and_clear();
-
-    let pairs = pairwise(&judges);
-    let gold_pass = gold.iter().filter(|(_, g)| *g).count();
-    let summary = GoldSummary { file: gold_source, items: gold.len(), pass: gold_pass };
     if args.json {
-        let value = calibration_json(&args, &summary, &results, &pairs);
-        emit(&format!("{}\n", serde_json::to_string_pretty(&value)?));
+        emit(&format!("{}\n", serde_json::to_string_pretty(&calibration.to_json())?));
     } else {
-        emit(&calibration_table(&args, &summary, &results, &pairs));
+        emit(&calibration_table(&calibration));
     }
     Ok(())
 }
 
-/// What calibration compares: where the gold came from, the gold labels
-/// (item id, pass), and the judges.
-type CalibrationInput = (String, Vec<(String, bool)>, Vec<JudgeFile>);
-
-/// Gold and judges from `--gold` and `--verdicts` files.
-fn from_files(args: &CalibrateArgs) -> anyhow::Result<CalibrationInput> {
-    let gold_path = args.gold.as_deref().ok_or_else(|| anyhow::anyhow!("--gold is required without --cohort"))?;
-    let gold_file = LabelFile::read(gold_path).map_err(refuse)?;
-    let gold = gold_file.verdicts().map_err(refuse)?;
-    let mut judges = Vec::new();
-    let mut names = HashSet::new();
-    for (name, path) in &args.verdicts {
-        if name == MAJORITY && args.verdicts.len() > 1 {
-            return Err(refuse(JudgeNameError::ReservedJudge { name: name.clone() }));
+/// Gold and judges from `--cohort` or from `--gold` and `--verdicts`; bad
+/// input exits 2.
+fn read_input(args: &CalibrateArgs) -> anyhow::Result<CalibrationInput> {
+    match &args.cohort {
+        Some(dir) => calibrate::from_cohort(dir, &args.passes).map_err(refuse),
+        None => {
+            let gold = args.gold.as_deref().ok_or_else(|| anyhow::anyhow!("--gold is required without --cohort"))?;
+            calibrate::from_files(gold, &args.verdicts).map_err(refuse)
         }
-        if !names.insert(name.clone()) {
-            return Err(refuse(JudgeNameError::DuplicateJudge { name: name.clone() }));
-        }
-        let file = LabelFile::read(path).map_err(refuse)?;
-        let verdicts = file.verdicts().map_err(refuse)?;
-        judges.push(JudgeFile { name: name.clone(), file: file.file.clone(), verdicts });
     }
-    Ok((gold_file.file.clone(), gold, judges))
-}
-
-/// Gold from a cohort's adjudicated human review, judges from its passes
-/// (docs/calibration.md): the seed-002 comparison of judges against human
-/// labels, on the claims both have.
-fn from_cohort(dir: &Path, passes: &[String]) -> anyhow::Result<CalibrationInput> {
-    use cohort_worker::passes::PassStore;
-    let review = cohort_report::review::load(dir).map_err(refuse)?.ok_or_else(|| {
-        refuse(format!(
-            "{}: no human review imported (cohort review export, then import, see docs/review.md): there is no gold",
-            dir.display()
-        ))
-    })?;
-    let gold_claims = cohort_report::review::gold_labels(&review);
-    let gold: Vec<(String, bool)> = gold_claims
-        .iter()
-        .filter(|g| g.label != "unverifiable")
-        .map(|g| (format!("{}#{}", g.run_id, g.claim_id), g.label == "fully_supported"))
-        .collect();
-    let names = if passes.is_empty() { cohort_worker::passes::list(dir).map_err(refuse)? } else { passes.to_vec() };
-    if names.is_empty() {
-        return Err(refuse(format!("{}: no judging pass to score (cohort judge writes one)", dir.display())));
-    }
-    if names.len() > 1 && names.iter().any(|n| n == MAJORITY) {
-        return Err(refuse(JudgeNameError::ReservedJudge { name: MAJORITY.to_owned() }));
-    }
-    let runs: std::collections::BTreeSet<&str> = gold_claims.iter().map(|g| g.run_id.as_str()).collect();
-    let mut judges = Vec::new();
-    for name in names {
-        let store = PassStore::open(dir, &name).map_err(refuse)?;
-        let mut verdicts = Vec::new();
-        for run_id in &runs {
-            let Some(run) = store.read_run(run_id).map_err(refuse)? else { continue };
-            for claim in &run.claims {
-                let Some(vote) = claim.verdict.as_vote() else { continue };
-                verdicts.push((format!("{run_id}#{}", claim.claim_id), vote));
-            }
-        }
-        judges.push(JudgeFile { name: name.clone(), file: store.dir().display().to_string(), verdicts });
-    }
-    Ok((format!("{} (adjudicated human review)", dir.display()), gold, judges))
 }
 
 /// A bar over the judges; hidden for --json and when stderr is not a
@@ -285,117 +156,6 @@ fn progress(len: u64, json: bool) -> indicatif::ProgressBar {
     bar
 }
 
-/// Scores `predicted[i]` (None = no verdict) against `gold[i]`.
-fn score(name: &str, gold: &[(String, bool)], predicted: &[Option<bool>], args: &CalibrateArgs) -> JudgeResult {
-    let mut g = Vec::new();
-    let mut p = Vec::new();
-    let mut missing = Vec::new();
-    for ((id, gold), predicted) in gold.iter().zip(predicted) {
-        match predicted {
-            Some(v) => {
-                g.push(*gold);
-                p.push(*v);
-            }
-            None => missing.push(id.clone()),
-        }
-    }
-    let scored = agreement::binary_scores_with_intervals(&g, &p, args.resamples, args.seed);
-    JudgeResult { name: name.to_owned(), file: None, scored, missing, not_in_gold: Vec::new(), undecided: None }
-}
-
-/// Every pair of judges, on the items both judged
-/// (`agreement::verdict_agreement`, as `cohort passes` compares passes).
-fn pairwise(judges: &[JudgeFile]) -> Vec<PairResult> {
-    let maps: Vec<HashMap<&str, bool>> =
-        judges.iter().map(|j| j.verdicts.iter().map(|(id, v)| (id.as_str(), *v)).collect()).collect();
-    let mut pairs = Vec::new();
-    for (i, a) in judges.iter().enumerate() {
-        for (j, b) in judges.iter().enumerate().skip(i + 1) {
-            pairs.push(PairResult {
-                a: a.name.clone(),
-                b: b.name.clone(),
-                agreement: agreement::verdict_agreement(&maps[i], &maps[j]),
-            });
-        }
-    }
-    pairs
-}
-
-#[derive(Debug)]
-struct GoldSummary {
-    file: String,
-    items: usize,
-    pass: usize,
-}
-
-/// `{"value": x}` or `{"undefined": why}`, plus the interval.
-fn metric_json(stat: &Stat, interval: Option<&(Option<f64>, Option<f64>)>) -> Value {
-    let mut v = serde_json::to_value(stat).unwrap_or(Value::Null);
-    if let (Value::Object(map), Some((lo, hi))) = (&mut v, interval) {
-        map.insert("ci_low".into(), json!(lo));
-        map.insert("ci_high".into(), json!(hi));
-    }
-    v
-}
-
-fn ids_json(ids: &[String]) -> Value {
-    json!({"count": ids.len(), "items": ids})
-}
-
-fn calibration_json(args: &CalibrateArgs, gold: &GoldSummary, results: &[JudgeResult], pairs: &[PairResult]) -> Value {
-    let judges: Vec<Value> = results
-        .iter()
-        .map(|r| {
-            let s = &r.scored.scores;
-            let mut j = json!({
-                "name": r.name,
-                "file": r.file,
-                "items": s.items,
-                "tp": s.tp, "fp": s.fp, "tn": s.tn, "fn": s.r#fn,
-                "missing": ids_json(&r.missing),
-                "not_in_gold": ids_json(&r.not_in_gold),
-            });
-            if let Value::Object(map) = &mut j {
-                if let Some(undecided) = &r.undecided {
-                    map.insert("ensemble".into(), json!("majority vote"));
-                    map.insert("undecided".into(), ids_json(undecided));
-                }
-                for name in BINARY_METRICS {
-                    if let Some(stat) = s.metric(name) {
-                        map.insert(name.into(), metric_json(stat, r.scored.intervals.get(name)));
-                    }
-                }
-            }
-            j
-        })
-        .collect();
-    json!({
-        "dimension": args.dimension,
-        "gold": {
-            "file": gold.file,
-            "items": gold.items,
-            "pass": gold.pass,
-            "fail": gold.items - gold.pass,
-        },
-        "bootstrap": {"algorithm": CALIBRATION_ALGORITHM, "resamples": args.resamples, "seed": args.seed, "level": 0.95},
-        "judges": judges,
-        "agreement": pairs.iter().map(pair_json).collect::<Vec<_>>(),
-    })
-}
-
-fn pair_json(p: &PairResult) -> Value {
-    let a = &p.agreement;
-    json!({
-        "a": p.a,
-        "b": p.b,
-        "items": a.items,
-        "labels": a.labels,
-        "matrix": a.matrix,
-        "raw_agreement": a.raw_agreement,
-        "kappa": a.kappa,
-    })
-}
-
 fn fmt_interval(interval: Option<&(Option<f64>, Option<f64>)>) -> String {
     match interval {
         Some((Some(lo), Some(hi))) => format!("[{lo:.3}, {hi:.3}]"),
@@ -403,14 +163,10 @@ fn fmt_interval(interval: Option<&(Option<f64>, Option<f64>)>) -> String {
     }
 }
 
-fn calibration_table(
-    args: &CalibrateArgs,
-    gold: &GoldSummary,
-    results: &[JudgeResult],
-    pairs: &[PairResult],
-) -> String {
+fn calibration_table(c: &Calibration) -> String {
+    let (gold, results, pairs) = (&c.gold, &c.judges, &c.pairs);
     let mut out = String::new();
-    let dimension = args.dimension.as_deref().map(|d| format!(" ({d})")).unwrap_or_default();
+    let dimension = c.dimension.as_deref().map(|d| format!(" ({d})")).unwrap_or_default();
     let _ = writeln!(
         out,
         "calibration{dimension}: gold {} with {} items, {} pass, {} fail; 95% intervals over {} item resamples (seed {})\n",
@@ -418,8 +174,8 @@ fn calibration_table(
         gold.items,
         gold.pass,
         gold.items - gold.pass,
-        args.resamples,
-        args.seed
+        c.resamples,
+        c.seed
     );
     let width = results.iter().map(|r| r.name.len()).max().unwrap_or(5).max(5);
     let _ = write!(out, "{:<width$} {:>6} {:>5} {:>5} {:>5} {:>5}", "judge", "items", "tp", "fp", "tn", "fn");
@@ -507,45 +263,11 @@ fn calibration_table(
 pub fn review_agreement(args: ReviewAgreementArgs) -> anyhow::Result<()> {
     let a = LabelFile::read(&args.a).map_err(refuse)?;
     let b = LabelFile::read(&args.b).map_err(refuse)?;
-    let seen: Vec<&str> = a.rows.iter().chain(&b.rows).map(|r| r.label.as_str()).collect();
-    let order = label_order(&seen);
-    let position: HashMap<&str, usize> = order.iter().enumerate().map(|(i, l)| (l.as_str(), i)).collect();
-    let (mut la, mut lb) = (Vec::new(), Vec::new());
-    let mut only_a = Vec::new();
-    for row in &a.rows {
-        match b.index.get(&row.id).and_then(|&j| b.rows.get(j)) {
-            Some(other) => {
-                // Every label is in `order` by construction.
-                let (Some(&i), Some(&j)) = (
-                    position.get(label_key(&row.label, &order).as_str()),
-                    position.get(label_key(&other.label, &order).as_str()),
-                ) else {
-                    anyhow::bail!("label `{}` or `{}` missing from the matrix order", row.label, other.label);
-                };
-                la.push(i);
-                lb.push(j);
-            }
-            None => only_a.push(row.id.clone()),
-        }
-    }
-    let only_b: Vec<String> = b.rows.iter().filter(|r| !a.index.contains_key(&r.id)).map(|r| r.id.clone()).collect();
-    let result = agreement::agreement(&order, &la, &lb, args.weights.into());
+    let result = calibrate::rater_agreement(&a, &b, args.weights.into())?;
     if args.json {
-        let value = json!({
-            "a": {"file": a.file, "items": a.rows.len()},
-            "b": {"file": b.file, "items": b.rows.len()},
-            "weights": result.weights,
-            "labels": result.labels,
-            "items": result.items,
-            "matrix": result.matrix,
-            "raw_agreement": result.raw_agreement,
-            "kappa": result.kappa,
-            "only_a": ids_json(&only_a),
-            "only_b": ids_json(&only_b),
-        });
-        emit(&format!("{}\n", serde_json::to_string_pretty(&value)?));
+        emit(&format!("{}\n", serde_json::to_string_pretty(&result.to_json(&a, &b))?));
     } else {
-        emit(&agreement_table(&a.file, &b.file, &result, &only_a, &only_b));
+        emit(&agreement_table(&a.file, &b.file, &result.agreement, &result.only_a, &result.only_b));
     }
     Ok(())
 }
