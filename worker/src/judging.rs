@@ -21,6 +21,7 @@
 //! [`ensemble`] makes a majority-vote pass of member passes, and
 //! [`PassSummary`] counts a pass for `cohort passes`.
 
+use cohort_core::scoring::{EvidencePassage, PlannedClaim};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::Arc;
@@ -137,17 +138,17 @@ pub async fn preflight(
             frozen: frozen.vendor_lineage.clone(),
         }));
     }
-    let probe = pb::Claim {
-        claim_id: "probe".into(),
+    let probe = PlannedClaim {
+        id: "probe".into(),
         text: PROBE_CLAIM.into(),
-        snippets: vec![pb::Snippet {
+        evidence: vec![EvidencePassage {
             index: 1,
-            source_url: "https://probe.invalid/".into(),
+            source_url: Some("https://probe.invalid/".into()),
             text: PROBE_EVIDENCE.into(),
         }],
         cited_indices: vec![1],
     };
-    let reply = score::judge_claims(endpoint, vec![probe], "cohort-judge-preflight", "pre-flight probe")
+    let reply = score::judge_claims(endpoint, &[probe], "cohort-judge-preflight", "pre-flight probe")
         .await
         .map_err(|s| status_failure("the probe call", s))?;
     let served: Vec<String> = reply
@@ -378,18 +379,18 @@ pub async fn judge_run(stage: &Stage, run_id: &str, record_sha256: &str) -> Resu
     }
     let mut claims: Vec<(PassClaim, Option<serde_json::Value>)> =
         plan.unjudgeable.iter().map(|(id, reason)| (PassClaim::unjudged(*id, *reason), None)).collect();
-    let to_send: Vec<pb::Claim> =
-        plan.to_judge.into_iter().filter(|c| c.claim_id.parse::<u32>().is_ok_and(|id| !done.contains(&id))).collect();
+    let to_send: Vec<PlannedClaim> =
+        plan.to_judge.into_iter().filter(|c| c.id.parse::<u32>().is_ok_and(|id| !done.contains(&id))).collect();
     for chunk in to_send.chunks(*batch) {
         tally.sent += chunk.len() as u64;
         tally.calls += 1;
-        let result = score::judge_claims(endpoint, chunk.to_vec(), &record.question_id, &plan.system).await;
+        let result = score::judge_claims(endpoint, chunk, &record.question_id, &plan.system).await;
         if let Err(status) = &result {
             tracing::warn!(run_id, error = %status.message(), "judge call failed; its claims stay unjudged");
         }
         let strict = pass.config().judge.as_ref().is_some_and(|j| j.strict).then_some(expected_served.as_str());
         for (c, answer) in chunk.iter().zip(score::apply_reply(chunk, &result, strict)) {
-            let Ok(id) = c.claim_id.parse::<u32>() else { continue };
+            let Ok(id) = c.id.parse::<u32>() else { continue };
             claims.push(pass_claim(id, answer));
         }
     }

@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use cohort_core::passages::best_passages;
 use cohort_core::scoring::{
-    ApiCitations, JudgePlan, ParsedVerdict, ReportFormat, RunFacts, ScoreReport, UnjudgedReason, Verdict,
-    analyse_output, judge_sentence, plan_judging,
+    ApiCitations, EvidencePassage, JudgePlan, ParsedVerdict, PlannedClaim, ReportFormat, RunFacts, ScoreReport,
+    UnjudgedReason, Verdict, analyse_output, judge_sentence, plan_judging,
 };
 use cohort_proto::v1 as pb;
 use cohort_proto::v1::judge_client::JudgeClient;
@@ -206,8 +206,8 @@ pub async fn score_output(
         match judge {
             None => {}
             Some(endpoint) => {
-                let claims: Vec<pb::Claim> = to_judge.iter().map(|(_, c)| c.clone()).collect();
-                let result = judge_claims(endpoint, claims.clone(), query_id, system).await;
+                let claims: Vec<PlannedClaim> = to_judge.iter().map(|(_, c)| c.clone()).collect();
+                let result = judge_claims(endpoint, &claims, query_id, system).await;
                 // The record keeps the verdicts as the proxy gave them; the
                 // pass applies the served-model rule (`PassRun::from_record`).
                 for ((i, _), answer) in to_judge.iter().zip(apply_reply(&claims, &result, None)) {
@@ -255,7 +255,7 @@ pub struct ClaimAnswer {
 ///   outages of [`crate::is_outage`] included: nothing was judged);
 /// - with `strict_served`, the served-model rule ([`served_model_rule`]).
 pub fn apply_reply(
-    sent: &[pb::Claim],
+    sent: &[PlannedClaim],
     result: &Result<pb::JudgeResponse, tonic::Status>,
     strict_served: Option<&str>,
 ) -> Vec<ClaimAnswer> {
@@ -273,7 +273,7 @@ pub fn apply_reply(
             let by_id: std::collections::HashMap<&str, &pb::ClaimVerdict> =
                 reply.verdicts.iter().map(|v| (v.claim_id.as_str(), v)).collect();
             sent.iter()
-                .map(|claim| match by_id.get(claim.claim_id.as_str()) {
+                .map(|claim| match by_id.get(claim.id.as_str()) {
                     None => failed(UnjudgedReason::ProviderError),
                     Some(v) => {
                         let parsed = parsed_verdict(v);
@@ -370,7 +370,7 @@ pub struct ClaimPlan {
     /// reason it cannot be judged (`source_unavailable`).
     pub verdicts: Vec<Option<ParsedVerdict>>,
     /// (position, request claim) of each judgeable claim, in order.
-    pub to_judge: Vec<(usize, pb::Claim)>,
+    pub to_judge: Vec<(usize, PlannedClaim)>,
     /// The passages used per citation index.
     pub used: BTreeMap<u32, Vec<String>>,
 }
@@ -401,9 +401,9 @@ pub fn plan_claims(
                         if !entry.contains(&passage) {
                             entry.push(passage.clone());
                         }
-                        snippets.push(pb::Snippet {
+                        snippets.push(EvidencePassage {
                             index: e.index,
-                            source_url: e.source_url.clone().unwrap_or_default(),
+                            source_url: e.source_url.clone(),
                             text: passage,
                         });
                     }
@@ -418,7 +418,8 @@ pub fn plan_claims(
                     ClaimIds::Index => i.to_string(),
                     ClaimIds::ScoredId => claims[i].id.to_string(),
                 };
-                out.to_judge.push((i, pb::Claim { claim_id, text: sentence, snippets, cited_indices }));
+                out.to_judge
+                    .push((i, PlannedClaim { id: claim_id, text: sentence, evidence: snippets, cited_indices }));
             }
         }
     }
@@ -446,7 +447,7 @@ pub struct StoredRunPlan {
     /// The cited claims' `ScoredClaim` ids that cannot be judged, with why.
     pub unjudgeable: Vec<(u32, UnjudgedReason)>,
     /// The judgeable claims, each named by its `ScoredClaim` id.
-    pub to_judge: Vec<pb::Claim>,
+    pub to_judge: Vec<PlannedClaim>,
     /// The `system` of its trace records, as the inline path names it.
     pub system: String,
     /// Cited URLs whose text must come from a capture and that were never
@@ -574,18 +575,37 @@ fn bearer(endpoint: &JudgeEndpoint) -> Result<tonic::metadata::MetadataValue<ton
         .map_err(|_| tonic::Status::invalid_argument("the team key has characters a header cannot carry"))
 }
 
+/// A planned claim as the `Judge` service takes it: the one conversion of
+/// the worker's claims to the wire.
+fn claim_to_pb(claim: &PlannedClaim) -> pb::Claim {
+    pb::Claim {
+        claim_id: claim.id.clone(),
+        text: claim.text.clone(),
+        snippets: claim
+            .evidence
+            .iter()
+            .map(|e| pb::Snippet {
+                index: e.index,
+                source_url: e.source_url.clone().unwrap_or_default(),
+                text: e.text.clone(),
+            })
+            .collect(),
+        cited_indices: claim.cited_indices.clone(),
+    }
+}
+
 /// One `JudgeClaims` call through `endpoint` (the inline path and the
 /// stage's).
 pub async fn judge_claims(
     endpoint: &JudgeEndpoint,
-    claims: Vec<pb::Claim>,
+    claims: &[PlannedClaim],
     query_id: &str,
     system: &str,
 ) -> Result<pb::JudgeResponse, tonic::Status> {
     let channel = channel(endpoint)?;
     let mut request = tonic::Request::new(pb::JudgeRequest {
         judge: endpoint.judge.clone(),
-        claims,
+        claims: claims.iter().map(claim_to_pb).collect(),
         deadline_ms: u32::try_from(endpoint.deadline.as_millis()).unwrap_or(u32::MAX),
         query_id: query_id.to_owned(),
         system: system.to_owned(),
@@ -655,8 +675,8 @@ mod tests {
 
     use super::*;
 
-    fn sent(ids: &[&str]) -> Vec<pb::Claim> {
-        ids.iter().map(|id| pb::Claim { claim_id: (*id).to_owned(), ..pb::Claim::default() }).collect()
+    fn sent(ids: &[&str]) -> Vec<PlannedClaim> {
+        ids.iter().map(|id| PlannedClaim { id: (*id).to_owned(), ..PlannedClaim::default() }).collect()
     }
 
     fn verdict(id: &str, v: pb::Verdict, served: &str) -> pb::ClaimVerdict {

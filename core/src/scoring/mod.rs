@@ -48,7 +48,7 @@ pub use claims::Claim;
 pub use document::options as markdown_options;
 pub use markers::{Marker, judge_sentence, judge_sentence_into, parse_markers, strip_markers};
 pub use metrics::{Cost, DeterministicMetrics, Evidence, JudgePlan, SupportSummary, plan_judging, support_summary};
-pub use prompt::{JudgeClaim, judge_prompt};
+pub use prompt::{EvidencePassage, JudgeClaim, PlannedClaim, judge_prompt};
 pub use segment::split_sentences;
 pub use url::canonicalise;
 pub use verdicts::{ParsedVerdict, UnjudgedReason, Verdict, parse_verdicts};

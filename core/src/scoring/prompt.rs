@@ -33,6 +33,31 @@ pub struct JudgeClaim {
     pub snippets: Vec<String>,
 }
 
+/// A claim planned for the judge, with the evidence it is judged on: the
+/// worker's domain form of one claim of a judge request (its gRPC form is
+/// made in one place, at the call).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PlannedClaim {
+    /// How the request names it: the claim's position (inline) or its
+    /// 1-based id (a judging pass).
+    pub id: String,
+    /// The sentence as the judge sees it (without its markers).
+    pub text: String,
+    /// The passages of its cited sources, each with the citation index and
+    /// the source's URL.
+    pub evidence: Vec<EvidencePassage>,
+    /// Every index the claim cites, even one whose source gave no text.
+    pub cited_indices: Vec<u32>,
+}
+
+/// One passage of a cited source.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EvidencePassage {
+    pub index: u32,
+    pub source_url: Option<String>,
+    pub text: String,
+}
+
 /// The (system, user) messages for one judge call over `claims`.
 pub fn judge_prompt(claims: &[JudgeClaim]) -> (String, String) {
     let mut user = String::from(JUDGE_USER_PREAMBLE);
