@@ -106,7 +106,9 @@ fn check_ip(host: &str, ip: IpAddr, allow_private: bool) -> Result<(), Refusal> 
 /// Whether `ip` is a globally reachable unicast address: not loopback,
 /// private (RFC 1918, unique local), link-local, shared (CGNAT), unspecified,
 /// broadcast, multicast, documentation, benchmarking or reserved. IPv6
-/// addresses that embed an IPv4 one (mapped, NAT64) are judged by it.
+/// addresses that embed an IPv4 one (mapped, translated, NAT64, 6to4,
+/// Teredo) are judged by it, and the local-use NAT64 prefix is never
+/// public.
 pub fn is_public(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => is_public_v4(v4),
@@ -115,11 +117,32 @@ pub fn is_public(ip: IpAddr) -> bool {
                 return is_public_v4(v4);
             }
             let s = v6.segments();
+            let v4 = |hi: u16, lo: u16| {
+                let ([a, b], [c, d]) = (hi.to_be_bytes(), lo.to_be_bytes());
+                Ipv4Addr::new(a, b, c, d)
+            };
             // NAT64 well-known prefix 64:ff9b::/96 embeds an IPv4 address.
             if s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0, 0, 0, 0] {
-                let [a, b] = s[6].to_be_bytes();
-                let [c, d] = s[7].to_be_bytes();
-                return is_public_v4(Ipv4Addr::new(a, b, c, d));
+                return is_public_v4(v4(s[6], s[7]));
+            }
+            // The local-use NAT64 prefix 64:ff9b:1::/48 (RFC 8215) is never
+            // global, whatever it embeds (its IPv4 position depends on the
+            // operator's prefix length).
+            if s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1 {
+                return false;
+            }
+            // IPv4-translated ::ffff:0:a.b.c.d (RFC 2765).
+            if s[0..4] == [0, 0, 0, 0] && s[4] == 0xffff && s[5] == 0 {
+                return is_public_v4(v4(s[6], s[7]));
+            }
+            // 6to4 2002:AABB:CCDD::/48 (RFC 3056) embeds a.b.c.d.
+            if s[0] == 0x2002 {
+                return is_public_v4(v4(s[1], s[2]));
+            }
+            // Teredo 2001:0::/32 (RFC 4380): the server's IPv4 address in
+            // clear, the client's inverted; both must be public.
+            if s[0] == 0x2001 && s[1] == 0 {
+                return is_public_v4(v4(s[2], s[3])) && is_public_v4(v4(!s[6], !s[7]));
             }
             !(v6.is_loopback()
                 || v6.is_unspecified()
@@ -272,5 +295,31 @@ mod tests {
         };
         assert_eq!(p.to_string(), "not allowed (private address): intranet.corp resolves to 10.0.0.1");
         assert!(!is_public(IpAddr::V6(Ipv6Addr::LOCALHOST)));
+    }
+
+    /// Proves every IPv6 form that embeds a loopback or private IPv4
+    /// address is refused (issue 23: the translated, local-use NAT64 and
+    /// 6to4 forms were connected to), while the same forms embedding a
+    /// public address are allowed.
+    #[test]
+    fn ipv6_forms_embedding_private_ipv4_are_refused() {
+        let v6 = |s: &str| IpAddr::V6(s.parse::<Ipv6Addr>().unwrap());
+        for refused in [
+            "::ffff:127.0.0.1",
+            "::ffff:0:127.0.0.1",
+            "::ffff:0:10.0.0.1",
+            "64:ff9b::7f00:1",
+            "64:ff9b:1::7f00:1",
+            "64:ff9b:1::808:808",
+            "2002:7f00:1::",
+            "2002:c0a8:101::1",
+            "2002:a00:1::",
+            "2001:0:4136:e378:8000:63bf:80ff:fffe",
+        ] {
+            assert!(!is_public(v6(refused)), "{refused}");
+        }
+        for allowed in ["::ffff:0:8.8.8.8", "64:ff9b::808:808", "2002:808:808::1", "2606:4700:4700::1111"] {
+            assert!(is_public(v6(allowed)), "{allowed}");
+        }
     }
 }
