@@ -478,6 +478,28 @@ pub(crate) fn passthrough_span(route: &str, headers: &HeaderMap) -> tracing::Spa
     span
 }
 
+/// The output cap a request asks for, from the first of `fields` it sets
+/// (`max_completion_tokens` before `max_tokens`, as OpenAI reads them): a
+/// whole number of at least 1, else a 400 naming the field, as the
+/// provider would refuse it. A cap the proxy passed on unread (a string,
+/// a negative or a fractional number) was estimated at the default and
+/// billed at the provider's reading, so it could spend past the team's
+/// share. `null` is no cap.
+pub(crate) fn output_cap(body: &serde_json::Map<String, Value>, fields: &[&str]) -> Result<Option<u64>, ProxyError> {
+    for &field in fields {
+        match body.get(field) {
+            None | Some(Value::Null) => continue,
+            Some(Value::Number(n)) if n.as_u64().is_some_and(|v| v >= 1) => return Ok(n.as_u64()),
+            Some(other) => {
+                return Err(ProxyError::InvalidRequest(format!(
+                    "`{field}` must be a whole number of at least 1, got {other}"
+                )));
+            }
+        }
+    }
+    Ok(None)
+}
+
 async fn chat_completions(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, body: Bytes) -> Response {
     let team = match proxy.authenticate(header(&headers, "authorization")) {
         Ok(t) => t.name.clone(),
@@ -505,7 +527,10 @@ async fn chat_completions(State(proxy): State<Arc<Proxy>>, headers: HeaderMap, b
         Ok(m) => m,
         Err(e) => return error_response(&e, &[]),
     };
-    let max_tokens = body.get("max_completion_tokens").or_else(|| body.get("max_tokens")).and_then(Value::as_u64);
+    let max_tokens = match output_cap(&body, &["max_completion_tokens", "max_tokens"]) {
+        Ok(m) => m,
+        Err(e) => return error_response(&e, &[]),
+    };
     let call = ChatCall {
         model: upstream_model.clone(),
         messages: msgs,

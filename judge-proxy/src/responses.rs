@@ -120,7 +120,7 @@ impl Request {
         }
         let simulated = kind == Some(UpstreamKind::Sim);
         let messages = messages(&body)?;
-        let max_tokens = body.get("max_output_tokens").and_then(Value::as_u64);
+        let max_tokens = crate::http::output_cap(&body, &["max_output_tokens"])?;
         let temperature = temperature.or_else(|| body.get("temperature").and_then(Value::as_f64));
         // The sim reads chat requests only: it gets the call's text as
         // messages (what `request_body` builds without a raw body).

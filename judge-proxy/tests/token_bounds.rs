@@ -60,6 +60,44 @@ async fn an_estimate_no_provider_could_serve_is_refused_with_400() {
     assert_eq!(mock_stats(&mock).await.requests, 0, "nothing reached the provider");
 }
 
+/// Proves an output cap the provider would refuse is refused here, with a
+/// 400 naming the field, before anything is charged or sent (issue 23: a
+/// `max_tokens` of `"999999999"`, -10^15 or 150000.0 was forwarded as is
+/// and estimated at the default 512): on `/v1/chat/completions` for
+/// `max_tokens` and `max_completion_tokens`, and on `/v1/responses` for
+/// `max_output_tokens`.
+#[tokio::test]
+async fn output_caps_the_provider_would_refuse_are_400s_naming_the_field() {
+    let (mock, proxy) = start().await;
+    let client = reqwest::Client::new();
+    let send = |path: &str, body: Value| {
+        client.post(format!("{}{path}", proxy.http)).bearer_auth(TEAM_A_KEY).json(&body).send()
+    };
+    let messages = json!([{"role": "user", "content": "hello"}]);
+    for (field, value) in [
+        ("max_tokens", json!("999999999")),
+        ("max_tokens", json!(-1_000_000_000_000_000_i64)),
+        ("max_tokens", json!(150000.0)),
+        ("max_tokens", json!(0)),
+        ("max_completion_tokens", json!("64")),
+    ] {
+        let body = json!({"model": "j", "messages": messages, field: value});
+        let r = send("/v1/chat/completions", body).await.unwrap();
+        let status = r.status().as_u16();
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(status, 400, "{field}={value}: {body}");
+        assert!(body["error"]["message"].as_str().unwrap().contains(&format!("`{field}`")), "{body}");
+    }
+    let r = send("/v1/responses", json!({"model": "j", "input": "hello", "max_output_tokens": "9"})).await.unwrap();
+    let status = r.status().as_u16();
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(status, 400, "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("`max_output_tokens`"), "{body}");
+    assert_eq!(mock_stats(&mock).await.requests, 0, "nothing reached the provider");
+    let (status, body) = chat(&proxy, TEAM_A_KEY, "hello", 64, None).await;
+    assert_eq!(status, 200, "a whole number goes through: {body}");
+}
+
 /// Team b asks every 250 ms (about its token share) before, during and
 /// after team a's request at the output limit (8,000 tokens: about 96 s of
 /// a team's token share), made right after three small ones of a (so a's
