@@ -444,6 +444,12 @@ impl CohortConfig {
     }
 }
 
+/// The longest id (question, arm, category, workflow), in bytes.
+pub const MAX_ID_BYTES: usize = 128;
+
+/// The longest arm label (the product's name in every report), in bytes.
+pub const MAX_LABEL_BYTES: usize = 256;
+
 /// Whether `id` may be used as a question or arm id (or a category, or a
 /// workflow): non-empty, and free of `:` (the run-id separator),
 /// whitespace, control characters and format characters (Unicode category
@@ -452,6 +458,8 @@ impl CohortConfig {
 pub fn id_problem(id: &str) -> Option<&'static str> {
     if id.is_empty() {
         Some("must not be empty")
+    } else if id.len() > MAX_ID_BYTES {
+        Some("is longer than 128 bytes (MAX_ID_BYTES): an id names runs, keys and files")
     } else if id.contains(':') {
         Some("must not contain ':' (it separates the parts of a run id)")
     } else if id.chars().any(char::is_whitespace) {
@@ -518,14 +526,20 @@ fn is_format_char(c: char) -> bool {
     FORMAT_CHARS.iter().any(|&(lo, hi)| (lo..=hi).contains(&c))
 }
 
-/// The form under which two ids are the same id: NFC, case-folded (each
-/// character upper- then lower-cased, which folds `ß` to `ss` and `ς` to
-/// `σ` as Unicode case folding does, and also takes the dotless `ı` for
-/// `i`: a confusable pair either way), NFC again. Ids whose keys are equal
-/// are duplicates, however they are spelled.
+/// The form under which two ids (or two vendor lineages) are the same:
+/// NFKC (compatibility forms such as full-width letters and ligatures
+/// folded), format characters removed (zero-width spaces and joiners, bidi
+/// controls), case-folded (each character upper- then lower-cased, which
+/// folds `ß` to `ss` and `ς` to `σ` as Unicode case folding does, and also
+/// takes the dotless `ı` for `i`), then the confusables skeleton of
+/// Unicode TR39 (`unicode-security`: a Cyrillic `а` is the Latin `a`, `rn`
+/// is `m`), NFC. Keys that are equal name the same thing, however spelled:
+/// ids are duplicates, a judge and an arm share a lineage.
 pub fn id_key(id: &str) -> String {
     use unicode_normalization::UnicodeNormalization;
-    id.nfc().flat_map(char::to_uppercase).flat_map(char::to_lowercase).nfc().collect()
+    let folded: String =
+        id.nfkc().filter(|c| !is_format_char(*c)).flat_map(char::to_uppercase).flat_map(char::to_lowercase).collect();
+    unicode_security::skeleton(&folded).nfc().collect()
 }
 
 /// `text` with the value of its top-level `name` replaced by `new_name`,
@@ -827,7 +841,7 @@ impl Validator<'_> {
             } else {
                 first_of.insert(id_key(&id), (id.clone(), line));
             }
-            let label = self.non_empty(arm.label, &field("label"));
+            let label = self.non_empty_at_most(arm.label, &field("label"), MAX_LABEL_BYTES);
             let pinned_version = match arm.pinned_version {
                 Some(v) => {
                     let span = v.span();
@@ -980,9 +994,8 @@ impl Validator<'_> {
             }
         });
         if lineage_waiver.is_none() {
-            let lineage = vendor_lineage.trim().to_lowercase();
-            for arm in arms.iter().filter(|a| a.vendor_lineage.trim().to_lowercase() == lineage && !lineage.is_empty())
-            {
+            let lineage = id_key(vendor_lineage.trim());
+            for arm in arms.iter().filter(|a| id_key(a.vendor_lineage.trim()) == lineage && !lineage.is_empty()) {
                 self.problem(
                     lineage_span.clone(),
                     "judge.vendor_lineage",
@@ -1095,6 +1108,39 @@ temperature = 0.0
 
     fn problems(text: &str) -> Vec<String> {
         build_and_validate(text).err().unwrap_or_default().iter().map(ToString::to_string).collect()
+    }
+
+    /// Proves identifiers and lineages compare under NFKC, case folding,
+    /// removal of format characters and the TR39 confusables skeleton
+    /// (issue 23): a Cyrillic look-alike, a full-width form and a
+    /// zero-width space make no new id, and a lineage spelled so is the
+    /// arm's lineage; different names stay different.
+    #[test]
+    fn look_alike_ids_and_lineages_are_the_same() {
+        assert_eq!(id_key("sci\u{0435}nce-1"), id_key("science-1"), "Cyrillic e");
+        assert_eq!(id_key("ＳＣＩＥＮＣＥ"), id_key("science"), "full width");
+        assert_eq!(id_key("cohort-sim\u{200b}"), id_key("cohort-sim"), "zero-width space");
+        assert_eq!(id_key("Straße"), id_key("STRASSE"));
+        assert_ne!(id_key("science-1"), id_key("science-2"));
+        let shared = GOOD.replace("vendor_lineage = \"judgeco\"", "vendor_lineage = \"simc\u{043e}\u{200b}\"");
+        let p = problems(&shared);
+        assert!(p.iter().any(|m| m.contains("judge.vendor_lineage") && m.contains("arm \"a\"")), "{p:?}");
+    }
+
+    /// Proves ids, labels and free text have caps, each refusal naming
+    /// the field (issue 23: a 10 MB arm label froze and no run of the arm
+    /// could then be judged).
+    #[test]
+    fn ids_labels_and_free_text_are_capped() {
+        let label = "L".repeat(MAX_LABEL_BYTES + 1);
+        let p = problems(&GOOD.replace("label = \"Arm A\"", &format!("label = \"{label}\"")));
+        assert!(p.len() == 1 && p[0].contains("arms[0].label") && p[0].contains("at most 256"), "{p:?}");
+        let id = "a".repeat(MAX_ID_BYTES + 1);
+        let p = problems(&GOOD.replace("id = \"a\"", &format!("id = \"{id}\"")));
+        assert!(p.iter().any(|m| m.contains("arms[0].id") && m.contains("128")), "{p:?}");
+        let model = "m".repeat(crate::error::MAX_TEXT_BYTES + 1);
+        let p = problems(&GOOD.replace("model = \"judge-1\"", &format!("model = \"{model}\"")));
+        assert!(p.iter().any(|m| m.contains("judge.model") && m.contains("at most 16384")), "{p:?}");
     }
 
     #[test]

@@ -133,14 +133,28 @@ impl<'a> TomlChecker<'a> {
         }
     }
 
-    /// The string, with a problem recorded when it is blank.
+    /// The string, with a problem recorded when it is blank or longer than
+    /// [`MAX_TEXT_BYTES`].
     pub fn non_empty(&mut self, value: toml::Spanned<String>, field: &str) -> String {
+        self.non_empty_at_most(value, field, MAX_TEXT_BYTES)
+    }
+
+    /// [`Self::non_empty`] with its own cap, in bytes.
+    pub fn non_empty_at_most(&mut self, value: toml::Spanned<String>, field: &str, max: usize) -> String {
         if value.get_ref().trim().is_empty() {
             self.problem(value.span(), field, "must not be empty");
+        } else if value.get_ref().len() > max {
+            let len = value.get_ref().len();
+            self.problem(value.span(), field, format!("is {len} bytes long; at most {max} are accepted"));
         }
         value.into_inner()
     }
 }
+
+/// The longest free text of a cohort's config (a publication field, a
+/// model name, a lineage): 16 KiB. Ids, labels and version labels have
+/// caps of their own, shorter.
+pub const MAX_TEXT_BYTES: usize = 16 * 1024;
 
 /// The field whose value starts at byte `offset` of the TOML `text`, as a
 /// path (`judge.batch_size`, `arms[1].concurrency`), when the value is

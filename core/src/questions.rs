@@ -21,6 +21,10 @@ pub struct Question {
 }
 
 /// Parses and validates `questions.json` against the cohort's categories.
+/// The longest question text, in bytes: a research question, not a
+/// document (seed 004's are under 300).
+pub const MAX_QUESTION_BYTES: usize = 16 * 1024;
+
 pub fn parse_and_validate(text: &str, categories: &[String]) -> Result<Vec<Question>, Vec<Problem>> {
     // Each element is first taken as raw JSON borrowed from `text`, so its
     // byte offset, and so its line, is known for the checks below.
@@ -76,6 +80,12 @@ pub fn parse_and_validate(text: &str, categories: &[String]) -> Result<Vec<Quest
         }
         if question.text.trim().is_empty() {
             problems.push(at(format!("question \"{}\" has empty text", question.id), "text"));
+        } else if question.text.len() > MAX_QUESTION_BYTES {
+            let len = question.text.len();
+            problems.push(at(
+                format!("question \"{}\" is {len} bytes long; at most {MAX_QUESTION_BYTES} are accepted", question.id),
+                "text",
+            ));
         }
         questions.push(question);
     }
@@ -92,6 +102,23 @@ mod tests {
 
     fn problems(text: &str) -> Vec<String> {
         parse_and_validate(text, &cats()).err().unwrap_or_default().iter().map(ToString::to_string).collect()
+    }
+
+    /// Proves a question id that only looks like another (a Cyrillic
+    /// letter for a Latin one) is a duplicate, and that over-long ids and
+    /// texts are refused naming the field (issue 23).
+    #[test]
+    fn look_alike_and_oversized_questions_are_refused() {
+        let p = problems(
+            "[{\"id\":\"s1\",\"category\":\"science\",\"text\":\"a\"},\n{\"id\":\"\u{0455}1\",\"category\":\"science\",\"text\":\"b\"}]",
+        );
+        assert!(p.len() == 1 && p[0].contains("[1].id"), "{p:?}");
+        let id = "q".repeat(crate::config::MAX_ID_BYTES + 1);
+        let p = problems(&format!("[{{\"id\":\"{id}\",\"category\":\"science\",\"text\":\"a\"}}]"));
+        assert!(p.len() == 1 && p[0].contains("[0].id") && p[0].contains("128"), "{p:?}");
+        let text = "w ".repeat(MAX_QUESTION_BYTES);
+        let p = problems(&format!("[{{\"id\":\"s1\",\"category\":\"science\",\"text\":\"{text}\"}}]"));
+        assert!(p.len() == 1 && p[0].contains("[0].text") && p[0].contains("at most 16384"), "{p:?}");
     }
 
     #[test]
