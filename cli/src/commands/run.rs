@@ -412,7 +412,7 @@ fn in_process_judge(args: &RunArgs, cohort: &CohortConfig) -> anyhow::Result<Opt
     if args.scoring.judge.is_some() {
         return Ok(None);
     }
-    local::builtin_sim_judge(cohort)
+    Ok(local::builtin_sim_judge(cohort)?)
 }
 
 #[cfg(test)]

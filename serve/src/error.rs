@@ -1,0 +1,89 @@
+//! [`ServeError`]: why starting a role, or what it needs, failed.
+//!
+//! A variant that wraps a cause says what was being done and keeps the
+//! cause as its `source` (printed after it, `what: cause`, by the CLI's
+//! `{:#}`); a transparent one is the lower crate's own error unchanged.
+
+use std::path::PathBuf;
+
+/// Why loading a cohort, opening its stores or starting a role failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The frozen cohort does not load or verify.
+    #[error(transparent)]
+    Freeze(#[from] cohort_coordinator::freeze::FreezeError),
+    /// A ledger call failed (seeding).
+    #[error(transparent)]
+    Ledger(#[from] cohort_ledger::LedgerError),
+    /// The Redis ledger cannot be reached (`url` is redacted).
+    #[error("cannot reach the Redis ledger at {url}")]
+    RedisLedger {
+        url: String,
+        #[source]
+        source: cohort_ledger::LedgerError,
+    },
+    /// The embedded ledger cannot be opened.
+    #[error("cannot open the ledger {}", path.display())]
+    SqliteLedger {
+        path: PathBuf,
+        #[source]
+        source: cohort_ledger::LedgerError,
+    },
+    /// A directory cannot be created.
+    #[error("cannot create {}", path.display())]
+    CreateDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file cannot be read.
+    #[error("cannot read {}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The artifact store does not open (`url`: what `--artifacts` named).
+    #[error("cannot open the artifact store (--artifacts {url})")]
+    ArtifactStore {
+        url: String,
+        #[source]
+        source: cohort_artifacts::S3Error,
+    },
+    /// `cohort.toml` does not validate.
+    #[error(transparent)]
+    Invalid(#[from] cohort_core::ValidationError),
+    /// An arm's adapter cannot be built from its settings.
+    #[error(transparent)]
+    Adapter(#[from] cohort_worker::adapters::AdapterError),
+    /// A worker is asked for an arm the cohort does not have.
+    #[error("--arms names {arm:?}, which is not an arm of cohort {cohort:?}")]
+    UnknownArm { arm: String, cohort: String },
+    /// The judge file (`--judge FILE`) does not load.
+    #[error(transparent)]
+    JudgeFile(#[from] cohort_worker::score::JudgeFileError),
+    /// Source capture cannot be set up.
+    #[error("cannot set up source capture")]
+    Capture(#[source] cohort_worker::capture::CaptureError),
+    /// The judge proxy's config does not load.
+    #[error(transparent)]
+    Proxy(#[from] cohort_judge_proxy::error::ProxyError),
+    /// An in-process judge proxy's config names no team.
+    #[error("{origin}: the judge proxy needs a team")]
+    NoTeam { origin: String },
+    /// An in-process judge proxy has no judge of the cohort's model.
+    #[error("{origin}: no judge with model {model:?} (the cohort's [judge] model)")]
+    NoJudgeOfModel { origin: String, model: String },
+    /// An in-process judge proxy has several judges and the cohort names none.
+    #[error("{origin}: several judges and the cohort names none")]
+    SeveralJudges { origin: String },
+    /// No randomness for an in-process proxy's team key.
+    #[error("cannot read /dev/urandom for the in-process judge proxy's team key")]
+    Random(#[source] std::io::Error),
+    /// A loopback port cannot be bound.
+    #[error("cannot bind a loopback port")]
+    Bind(#[source] std::io::Error),
+    /// Another I/O failure, as the operating system says it.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}

@@ -1,0 +1,25 @@
+//! `cohort-serve`: starting cohort's roles, the composition the CLI used
+//! to hold (issue 22). `cohort run`, `cohort coordinator` and `cohort
+//! worker` parse their arguments and call this crate; tests can call the
+//! same functions in process.
+//!
+//! - [`local`]: a frozen cohort loaded and verified ([`Frozen`]), its
+//!   ledger opened and seeded, its artifact store, the coordinator's plan
+//!   and the workers' run context and arms, the pre-flight;
+//! - [`judge`]: a judge proxy started in this process (the built-in
+//!   SIMULATED judge, or a config file's);
+//! - [`shutdown_signal`]: the one shutdown signal (Ctrl-C or SIGTERM) of
+//!   every command that runs until stopped.
+//!
+//! Errors are one thiserror enum, [`ServeError`], whose messages are the
+//! ones the CLI printed before (its `anyhow` contexts, kept word for word
+//! with the cause as `source`).
+
+mod error;
+pub mod judge;
+pub mod local;
+mod signal;
+
+pub use error::ServeError;
+pub use local::Frozen;
+pub use signal::shutdown_signal;
