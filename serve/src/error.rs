@@ -65,6 +65,9 @@ pub enum ServeError {
     /// Source capture cannot be set up.
     #[error("cannot set up source capture")]
     Capture(#[source] cohort_worker::capture::CaptureError),
+    /// The inline judging pass cannot be created or opened.
+    #[error(transparent)]
+    Pass(#[from] cohort_worker::passes::PassError),
     /// The judge proxy's config does not load.
     #[error(transparent)]
     Proxy(#[from] cohort_judge_proxy::error::ProxyError),

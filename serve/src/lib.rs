@@ -6,6 +6,9 @@
 //! - [`local`]: a frozen cohort loaded and verified ([`Frozen`]), its
 //!   ledger opened and seeded, its artifact store, the coordinator's plan
 //!   and the workers' run context and arms, the pre-flight;
+//! - [`run_local`] ([`run`]): a cohort run on this machine, coordinator,
+//!   workers and judge proxy in one process (`cohort run`), progress told
+//!   to a callback;
 //! - [`judge`]: a judge proxy started in this process (the built-in
 //!   SIMULATED judge, or a config file's);
 //! - [`shutdown_signal`]: the one shutdown signal (Ctrl-C or SIGTERM) of
@@ -18,8 +21,10 @@
 mod error;
 pub mod judge;
 pub mod local;
+pub mod run;
 mod signal;
 
 pub use error::ServeError;
 pub use local::Frozen;
+pub use run::{LocalConfig, LocalEvent, LocalOutcome, run_local};
 pub use signal::shutdown_signal;

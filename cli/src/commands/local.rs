@@ -12,10 +12,9 @@ use cohort_ledger::Ledger;
 use cohort_serve::local::{ScoringConfig, StoreConfig};
 use cohort_worker::RunContext;
 use cohort_worker::preflight::Scope;
-use cohort_worker::score::JudgeEndpoint;
 
-pub use cohort_serve::judge::{InProcessJudge, builtin_sim_judge, start_judge_proxy};
-pub use cohort_serve::local::{arm_runtimes, load, seed, served_plan, served_plan_from_files};
+pub use cohort_serve::judge::{builtin_sim_judge, start_judge_proxy};
+pub use cohort_serve::local::{arm_runtimes, load, seed, served_plan_from_files};
 pub use cohort_serve::{Frozen, shutdown_signal};
 
 /// Where a cohort's state lives.
@@ -88,11 +87,6 @@ pub struct ScoringArgs {
 }
 
 impl ScoringArgs {
-    /// Whether cited sources are fetched ([`ScoringConfig::captures`]).
-    pub fn captures(&self, judged: bool) -> bool {
-        self.config().captures(judged)
-    }
-
     /// The flags as `cohort_serve`'s plain config.
     pub fn config(&self) -> ScoringConfig {
         ScoringConfig {
@@ -139,12 +133,6 @@ pub fn store_flags(store: &StoreArgs) -> Vec<std::ffi::OsString> {
 
 pub fn run_context(frozen: &Frozen, store: &StoreArgs, scoring: &ScoringArgs) -> anyhow::Result<RunContext> {
     Ok(cohort_serve::local::run_context(frozen, &store.config(), &scoring.config())?)
-}
-
-/// Gives `context` the judge `cohort run` started or chose itself
-/// ([`cohort_serve::local::set_judge`]).
-pub fn set_judge(context: &mut RunContext, judge: JudgeEndpoint, scoring: &ScoringArgs) -> anyhow::Result<()> {
-    Ok(cohort_serve::local::set_judge(context, judge, &scoring.config())?)
 }
 
 /// The pre-flight ([`cohort_serve::local::preflight`]) over
