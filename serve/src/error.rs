@@ -86,6 +86,29 @@ pub enum ServeError {
     /// A loopback port cannot be bound.
     #[error("cannot bind a loopback port")]
     Bind(#[source] std::io::Error),
+    /// A role's address cannot be listened on.
+    #[error("cannot listen on {address}")]
+    Listen {
+        address: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The operations server's address cannot be listened on.
+    #[error("cannot listen on {address} for the operations endpoints (--ops-listen)")]
+    OpsListen {
+        address: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Metrics cannot be exported as the `OTEL_*` variables ask.
+    #[error(transparent)]
+    Telemetry(#[from] cohort_telemetry::TelemetryError),
+    /// The coordinator's gRPC server failed.
+    #[error(transparent)]
+    Transport(#[from] tonic::transport::Error),
+    /// The worker stopped with an error.
+    #[error(transparent)]
+    Worker(#[from] cohort_worker::WorkerError),
     /// Another I/O failure, as the operating system says it.
     #[error(transparent)]
     Io(#[from] std::io::Error),

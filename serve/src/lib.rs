@@ -9,6 +9,9 @@
 //! - [`run_local`] ([`run`]): a cohort run on this machine, coordinator,
 //!   workers and judge proxy in one process (`cohort run`), progress told
 //!   to a callback;
+//! - [`roles`]: `cohort coordinator` and `cohort worker` alone, each with
+//!   its operations server and OTLP metrics export
+//!   ([`roles::serve_coordinator`], [`roles::serve_worker`]);
 //! - [`judge`]: a judge proxy started in this process (the built-in
 //!   SIMULATED judge, or a config file's);
 //! - [`shutdown_signal`]: the one shutdown signal (Ctrl-C or SIGTERM) of
@@ -21,6 +24,7 @@
 mod error;
 pub mod judge;
 pub mod local;
+pub mod roles;
 pub mod run;
 mod signal;
 

@@ -14,7 +14,7 @@ use cohort_worker::RunContext;
 use cohort_worker::preflight::Scope;
 
 pub use cohort_serve::judge::{builtin_sim_judge, start_judge_proxy};
-pub use cohort_serve::local::{arm_runtimes, load, seed, served_plan_from_files};
+pub use cohort_serve::local::{load, seed};
 pub use cohort_serve::{Frozen, shutdown_signal};
 
 /// Where a cohort's state lives.
@@ -100,11 +100,6 @@ impl ScoringArgs {
 
 pub async fn open_ledger(frozen: &Frozen, store: &StoreArgs) -> anyhow::Result<Arc<dyn Ledger>> {
     Ok(cohort_serve::local::open_ledger(frozen, &store.config()).await?)
-}
-
-/// The ledger of cohort `cohort` in `dir`, embedded or Redis.
-pub async fn open_ledger_for(dir: &Path, cohort: &str, store: &StoreArgs) -> anyhow::Result<Arc<dyn Ledger>> {
-    Ok(cohort_serve::local::open_ledger_for(dir, cohort, &store.config()).await?)
 }
 
 /// The artifact store `--artifacts` names (DIR/.cohort/artifacts by

@@ -1,14 +1,13 @@
 //! The roles run alone, for a cluster: `cohort coordinator` and
-//! `cohort worker`. Both stop cleanly on Ctrl-C or SIGTERM (a worker drains).
+//! `cohort worker`, their flags turned into `cohort_serve::roles`' configs.
+//! Both stop cleanly on Ctrl-C or SIGTERM (a worker drains).
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use cohort_clock::SystemClock;
-use cohort_coordinator::service::{self, CoordinatorConfig, CoordinatorService};
-use cohort_worker::WorkerConfig;
+use cohort_coordinator::service::{self, CoordinatorConfig};
+use cohort_serve::roles::{CoordinatorRoleConfig, RoleEvent, WorkerRoleConfig, serve_coordinator, serve_worker};
 
 use super::local::{self, ScoringArgs, StoreArgs};
 
@@ -174,44 +173,38 @@ pub fn coordinator(args: CoordinatorArgs) -> anyhow::Result<()> {
         if !seeded.success() {
             anyhow::bail!("seeding the ledger failed (see the error above); the coordinator did not start");
         }
-        let plan = local::served_plan_from_files(&args.dir)?;
-        let ledger = local::open_ledger_for(&args.dir, &plan.cohort, &args.store).await?;
-        let listener = tokio::net::TcpListener::bind(&args.listen)
-            .await
-            .with_context(|| format!("cannot listen on {}", args.listen))?;
-        let address = listener.local_addr()?;
-        tracing::info!(
-            %address,
-            cohort = %plan.cohort,
-            token = auth.enabled(),
-            tls = tls.is_some(),
-            mutual_tls = tls.as_ref().is_some_and(cohort_auth::ServerTls::mutual),
-            "coordinator listening"
-        );
-        // The line tests and scripts wait for: where to connect.
-        super::emit(&format!("coordinator listening on {address}\n"));
-        let config = CoordinatorConfig {
-            lease_ttl_ms: args.lease_ttl_ms,
-            heartbeat_interval_ms: args.heartbeat_ms,
-            reconcile_interval: Duration::from_millis(args.reconcile_ms.max(10)),
-            journal: args.journal.into(),
-            auth,
-            tls,
-            ..CoordinatorConfig::default()
+        let config = CoordinatorRoleConfig {
+            dir: args.dir.clone(),
+            listen: args.listen.clone(),
+            store: args.store.config(),
+            service: CoordinatorConfig {
+                lease_ttl_ms: args.lease_ttl_ms,
+                heartbeat_interval_ms: args.heartbeat_ms,
+                reconcile_interval: Duration::from_millis(args.reconcile_ms.max(10)),
+                journal: args.journal.into(),
+                auth,
+                tls,
+                ..CoordinatorConfig::default()
+            },
+            ops_listen: args.ops_listen.clone(),
         };
-        let service = CoordinatorService::new(Arc::clone(&ledger), plan, Arc::new(SystemClock), config);
-        let role = service.ops();
-        let pushed = cohort_telemetry::MetricsExport::start("cohort-coordinator", Arc::clone(&role)).await?;
-        let ops = OpsServer::start(args.ops_listen.as_deref(), role).await?;
-        let served = service::run(service, listener, local::shutdown_signal()).await;
-        OpsServer::stop(ops).await;
-        stop_metrics_export(pushed).await;
-        served?;
-        if let Some(n) = ledger.round_trips() {
+        let round_trips = serve_coordinator(config, show_role_event, local::shutdown_signal()).await?;
+        if let Some(n) = round_trips {
             super::emit(&format!("coordinator stopped: {n} ledger round trips\n"));
         }
         Ok(())
     })
+}
+
+/// Prints what a role says while it starts: the lines tests and scripts
+/// wait for (where to connect).
+fn show_role_event(event: RoleEvent<'_>) {
+    match event {
+        RoleEvent::CoordinatorListening { address, .. } => {
+            super::emit(&format!("coordinator listening on {address}\n"));
+        }
+        RoleEvent::OpsListening { address } => super::emit(&format!("ops listening on {address}\n")),
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -244,88 +237,24 @@ pub fn worker(args: WorkerArgs) -> anyhow::Result<()> {
     let tls = args.auth.client_tls(&args.coordinator)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
-        let frozen = local::load(&args.dir)?;
-        let config = WorkerConfig {
-            token,
-            tls,
+        let config = WorkerRoleConfig {
+            dir: args.dir.clone(),
             coordinator: args.coordinator.clone(),
             name: args.name.clone().unwrap_or_else(|| format!("worker-{}", std::process::id())),
-            slots: args.slots.max(1),
+            slots: args.slots,
+            arms: args.arms.clone(),
             drain_grace: Duration::from_secs(args.drain_grace_secs),
-            context: local::run_context(&frozen, &args.store, &args.scoring)?,
-            arms: local::arm_runtimes(&frozen, &args.arms)?,
+            store: args.store.config(),
+            scoring: args.scoring.config(),
+            token,
+            tls,
+            ops_listen: args.ops_listen.clone(),
         };
-        let role: Arc<dyn cohort_telemetry::ops::OpsRole> = Arc::clone(&config.context.metrics) as _;
-        let pushed = cohort_telemetry::MetricsExport::start("cohort-worker", Arc::clone(&role)).await?;
-        let ops = OpsServer::start(args.ops_listen.as_deref(), role).await?;
-        let ran = cohort_worker::run(config, local::shutdown_signal()).await;
-        OpsServer::stop(ops).await;
-        stop_metrics_export(pushed).await;
-        let summary = ran?;
+        let summary = serve_worker(config, show_role_event, local::shutdown_signal()).await?;
         super::emit(&format!(
             "worker done: leased {}, reported {}, stale {}, released {}\n",
             summary.leased, summary.reported, summary.stale, summary.released
         ));
         Ok(())
     })
-}
-
-/// The operations server beside a role (`--ops-listen`): started before
-/// the role serves, stopped when it stops. Owned here: [`OpsServer::stop`]
-/// ends and joins it.
-#[derive(Debug)]
-struct OpsServer {
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<Result<(), cohort_telemetry::ops::OpsError>>,
-}
-
-/// How long a stopping role waits for its operations server's requests in
-/// flight (a scrape) before it leaves them.
-const OPS_STOP_GRACE: Duration = Duration::from_secs(5);
-
-impl OpsServer {
-    /// Binds `address` (none: no server) and serves `role` there, saying
-    /// where on stdout (`ops listening on ADDR`: a port-0 address is found
-    /// there, as the coordinator's is).
-    async fn start(
-        address: Option<&str>,
-        role: Arc<dyn cohort_telemetry::ops::OpsRole>,
-    ) -> anyhow::Result<Option<OpsServer>> {
-        let Some(address) = address else { return Ok(None) };
-        let listener = tokio::net::TcpListener::bind(address)
-            .await
-            .with_context(|| format!("cannot listen on {address} for the operations endpoints (--ops-listen)"))?;
-        let address = listener.local_addr()?;
-        tracing::info!(%address, "ops listening: /healthz, /readyz, /metrics");
-        super::emit(&format!("ops listening on {address}\n"));
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(cohort_telemetry::ops::serve(listener, role, async move {
-            let _ = stopped.await;
-        }));
-        Ok(Some(OpsServer { stop, task }))
-    }
-
-    /// Stops the server and waits (briefly) for it; a failure is logged:
-    /// the role's own result is what the command reports.
-    async fn stop(server: Option<OpsServer>) {
-        let Some(OpsServer { stop, mut task }) = server else { return };
-        let _ = stop.send(());
-        match tokio::time::timeout(OPS_STOP_GRACE, &mut task).await {
-            Ok(Ok(Ok(()))) => {}
-            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "the operations server failed"),
-            Ok(Err(e)) => tracing::warn!(error = %e, "the operations server's task failed"),
-            Err(_) => {
-                task.abort();
-                tracing::warn!("the operations server did not stop in time; its connections were dropped");
-            }
-        }
-    }
-}
-
-/// Sends a role's last metrics over OTLP (when they are exported) and
-/// stops the export, off the runtime's threads (it blocks).
-async fn stop_metrics_export(pushed: Option<cohort_telemetry::MetricsExport>) {
-    if let Some(pushed) = pushed {
-        let _ = tokio::task::spawn_blocking(move || pushed.shutdown()).await;
-    }
 }
