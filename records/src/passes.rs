@@ -528,15 +528,10 @@ impl PassRun {
                 _ => None,
             };
             let served = trace.and_then(|t| t.get("judge_model")).and_then(|v| v.as_str()).map(str::to_owned);
-            let verdict = match c.verdict {
-                Some(VerdictLabel::Yes) => Some(Verdict::Yes),
-                Some(VerdictLabel::No) => Some(Verdict::No),
-                _ => None,
-            };
-            let mismatch = verdict.is_some_and(|v| {
-                let checked = served_model_rule(v, served.as_deref(), strict.then_some(expected_served));
-                checked == Verdict::Unjudged(UnjudgedReason::ModelMismatch)
-            });
+            // The served-model rule treats YES and NO alike; it is applied
+            // only to them below.
+            let mismatch =
+                served_model_rule(Verdict::Yes, served.as_deref(), strict.then_some(expected_served)) != Verdict::Yes;
             let claim = match (c.verdict, trace) {
                 (Some(VerdictLabel::Yes | VerdictLabel::No), Some(_)) if mismatch => {
                     PassClaim { judge_model: served, ..PassClaim::unjudged(c.id, UnjudgedReason::ModelMismatch) }

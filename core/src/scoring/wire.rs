@@ -71,9 +71,9 @@ pub enum ApiCitations {
 }
 
 impl ApiCitations {
-    /// A numbered list from URLs (and titles), blank URLs dropped... but
-    /// never renumbered: a blank entry keeps its place, since the markers
-    /// count positions. Capped at [`MAX_API_CITATIONS`].
+    /// A numbered list from URLs (and titles). A blank entry keeps its
+    /// place (as a blank URL), since the markers count positions; a list
+    /// with no URL at all is none. Capped at [`MAX_API_CITATIONS`].
     pub fn numbered(entries: impl IntoIterator<Item = (String, Option<String>)>) -> ApiCitations {
         let list: Vec<ApiSource> = entries
             .into_iter()
@@ -183,32 +183,29 @@ fn find_ascii_ci(haystack: &str, needle: &str, from: usize) -> Option<usize> {
     (from..=h.len() - n.len()).find(|&i| h[i..i + n.len()].eq_ignore_ascii_case(n))
 }
 
+/// Whether `text` holds nothing but reasoning blocks and white space: no
+/// answer was obtained (the HTTP adapters' `empty_content`).
+pub fn is_reasoning_only(text: &str) -> bool {
+    let mut at = 0;
+    for (outer, _) in reasoning_blocks(text) {
+        if !text[at..outer.start].trim().is_empty() {
+            return false;
+        }
+        at = outer.end;
+    }
+    text[at..].trim().is_empty()
+}
+
 /// Makes the scorer's input from a raw output and what its API said (the
 /// module doc gives the steps).
 pub fn prepare(raw: &str, citations: &ApiCitations) -> Prepared {
     let mut warnings = Vec::new();
     let mut spans: Vec<ByteSpan> = Vec::new();
     if let ApiCitations::Spans { spans: given } = citations {
-        // One pass over the text for every span: code point -> byte.
-        let mut cps: Vec<(usize, usize)> =
-            given.iter().flat_map(|s| [(s.start, usize::MAX), (s.end, usize::MAX)]).collect();
-        cps.sort_unstable();
-        cps.dedup();
-        let mut chars = raw.char_indices().map(|(b, _)| b).chain(std::iter::once(raw.len())).enumerate();
-        for entry in &mut cps {
-            entry.1 = loop {
-                match chars.next() {
-                    Some((cp, b)) if cp == entry.0 => break b,
-                    Some(_) => continue,
-                    None => break usize::MAX,
-                }
-            };
-            if entry.1 == usize::MAX {
-                break;
-            }
-        }
-        let byte =
-            |cp: usize| cps.binary_search_by_key(&cp, |&(c, _)| c).ok().map(|i| cps[i].1).filter(|&b| b != usize::MAX);
+        // The byte offset of every code point position, the end included:
+        // one pass over the text for all the spans.
+        let bytes: Vec<usize> = raw.char_indices().map(|(b, _)| b).chain(std::iter::once(raw.len())).collect();
+        let byte = |cp: usize| bytes.get(cp).copied();
         for s in given {
             match (byte(s.start), byte(s.end)) {
                 (Some(start), Some(end)) => {
@@ -219,7 +216,7 @@ pub fn prepare(raw: &str, citations: &ApiCitations) -> Prepared {
                     s.url,
                     s.start,
                     s.end,
-                    raw.chars().count()
+                    bytes.len() - 1
                 )),
             }
         }
@@ -300,6 +297,7 @@ mod tests {
         assert_eq!(p.reasoning, ["I found 18 sources [1].\n\nThen more."]);
         assert_eq!(p.spans.len(), 1);
         assert_eq!(&p.body[p.spans[0].range.clone()], "Sales grew [1].");
+        assert!(is_reasoning_only(" <think>a</think>\n<think>b") && !is_reasoning_only("<think>a</think> x"));
         let open = prepare("Answer.\n<THINK>never closed", &ApiCitations::None);
         assert_eq!((open.body.as_str(), open.reasoning.as_slice()), ("Answer.\n", &["never closed".to_owned()][..]));
     }

@@ -374,7 +374,7 @@ impl HttpJsonAdapter {
         }
         // A reasoning block with nothing after it is no answer (as in
         // `openai_chat`): the block is the model's, not the report.
-        if cohort_core::scoring::wire::prepare(text, &ApiCitations::None).body.trim().is_empty() {
+        if cohort_core::scoring::wire::is_reasoning_only(text) {
             r.class = AttemptClass::EmptyContent;
             r.detail = "only a reasoning block, no answer".to_owned();
             return r;

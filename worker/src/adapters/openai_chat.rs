@@ -167,8 +167,7 @@ impl OpenAiChatAdapter {
         };
         // A research system's answer is its text: tool calls alone are not
         // one, and neither is a reasoning block with nothing after it.
-        let answer_blank = reply.content.trim().is_empty()
-            || wire::prepare(&reply.content, &ApiCitations::None).body.trim().is_empty();
+        let answer_blank = wire::is_reasoning_only(&reply.content);
         let verdict = http_class::reply_class(reply.finish_reason.as_deref(), &reply.content, false)
             .or_else(|| http_class::cut_off(reply.finish_reason.as_deref()))
             .or_else(|| {
