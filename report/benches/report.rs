@@ -78,7 +78,7 @@ fn measure(dir: &Path) {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let (cohort, manifest, manifest_sha256) = load_frozen(dir).unwrap();
     let manifest_bytes = fs::read(dir.join("manifest.json")).unwrap();
-    let frozen = FrozenCohort { cohort, manifest, manifest_sha256, review: None };
+    let frozen = FrozenCohort { cohort, manifest, manifest_sha256, review: None, review_declared: false };
     let ledger: Arc<dyn Ledger> = Arc::new(SqliteLedger::open(&dir.join("ledger.sqlite")).unwrap());
     let artifacts = ArtifactStore::local(dir.join("artifacts"));
     let options = ReportOptions {
@@ -86,6 +86,7 @@ fn measure(dir: &Path) {
         now: SystemTime::now(),
         reports_root: dir.join("reports"),
         pass: None,
+        require_final: false,
     };
     let started = Instant::now();
     let written =

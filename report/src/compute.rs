@@ -287,7 +287,7 @@ pub fn summarise(frozen: &FrozenCohort, gathered: &Gathered, draws: u32) -> Summ
         });
     }
 
-    let comparisons = pairs
+    let comparisons: Vec<Comparison> = pairs
         .iter()
         .zip(&pair_slots)
         .map(|(&(a, b), (completed_pairs, compared_slots))| {
@@ -399,7 +399,18 @@ pub fn summarise(frozen: &FrozenCohort, gathered: &Gathered, draws: u32) -> Summ
                 .to_owned(),
         );
     }
+    let review = crate::review::summarise_review(frozen, frozen.review.as_ref(), draws);
+    let publication_state = publication_state(frozen, status, &simulated, review.as_ref());
+    let mut comparisons: Vec<Comparison> = comparisons;
+    if !publication_state.is_final() {
+        for c in &mut comparisons {
+            for (_, d) in c.differences.iter_mut() {
+                d.statement = preliminary_statement(&d.statement);
+            }
+        }
+    }
     Summary {
+        publication_state,
         kind: "cohort-report".to_owned(),
         report_format: REPORT_FORMAT,
         metrics_version: frozen.manifest.metrics_version,
@@ -425,8 +436,58 @@ pub fn summarise(frozen: &FrozenCohort, gathered: &Gathered, draws: u32) -> Summ
         completions_by_hour: completions_by_hour(gathered, status.window_start_ms, config.window_hours),
         files: Vec::new(),
         notes,
-        review: crate::review::summarise_review(frozen, frozen.review.as_ref(), draws),
+        review,
     }
+}
+
+/// Whether the report may be published as final (seed 004: "No score may
+/// be published until actual runs and independent human reviews are
+/// complete"), and what is missing: runs without a final outcome, and,
+/// where the cohort declares a human review, two reviewers' labels with
+/// every disagreement adjudicated. Simulated arms or a simulated judge are
+/// not actual runs, so such a report is never final.
+pub fn publication_state(
+    frozen: &FrozenCohort,
+    status: &cohort_ledger::Status,
+    simulated: &Simulated,
+    review: Option<&crate::review::ReviewSummary>,
+) -> PublicationState {
+    let mut missing = Vec::new();
+    let not_final = status.pending + status.leased;
+    if not_final > 0 {
+        missing.push(format!("{not_final} planned run(s) have no final outcome yet"));
+    }
+    if !simulated.arms.is_empty() || simulated.judge {
+        missing.push("SIMULATED arms or judge: these are not actual runs".to_owned());
+    }
+    if frozen.review_declared || review.is_some() {
+        match review {
+            None => missing.push(
+                "the cohort declares a human review (one was exported), but no reviewer's labels are imported"
+                    .to_owned(),
+            ),
+            Some(r) => {
+                if r.imported_reviewers.len() < 2 {
+                    missing.push(format!(
+                        "only {} of the 2 independent reviewers' labels are imported",
+                        r.imported_reviewers.len()
+                    ));
+                }
+                if r.unresolved_items > 0 {
+                    missing.push(format!(
+                        "{} review disagreement(s) await adjudication (no adjudicated review imported)",
+                        r.unresolved_items
+                    ));
+                }
+            }
+        }
+    }
+    PublicationState::from_missing(missing)
+}
+
+/// A comparison's statement while the report is preliminary: said as such.
+pub(crate) fn preliminary_statement(statement: &str) -> String {
+    format!("Preliminary (not for publication): {statement}")
 }
 
 fn empty_interval(draws: u32) -> Interval {

@@ -26,11 +26,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cohort_artifacts::ArtifactStore;
-use cohort_ledger::{AttemptRecord, Ledger, RunRow, RunStateKind, Status, split_run_id};
 use cohort_core::ValidatedCohort;
 use cohort_core::config::{AdapterKind, ArmConfig};
 use cohort_core::manifest::Manifest;
 use cohort_core::scoring::{UnjudgedReason, VerdictLabel, judge_sentence_into, strip_markers};
+use cohort_ledger::{AttemptRecord, Ledger, RunRow, RunStateKind, Status, split_run_id};
 use cohort_records::passes::{PassClaim, PassStore, PassVerdict};
 use cohort_records::record::{NOT_DISCLOSED, RunRecord};
 use serde::{Deserialize, Serialize};
@@ -61,6 +61,11 @@ pub struct FrozenCohort {
     /// The human review imported for the cohort (`review::load`), when
     /// there is one: the report's review section is computed from it.
     pub review: Option<crate::review::ReviewInput>,
+    /// The cohort declares a human review, so a report is final only with
+    /// an adjudicated one (`compute::publication_state`). Set by the caller:
+    /// a `[review]` section in the config when it has one, else a review
+    /// was exported for the cohort (`review::declared`).
+    pub review_declared: bool,
 }
 
 /// Where the claim and trace lines go while records are read: whole

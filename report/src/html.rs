@@ -213,6 +213,9 @@ code,pre,.mono{font-family:ui-monospace,"SFMono-Regular",Menlo,Consolas,"Liberat
 pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#f7f7f8;border:1px solid var(--line);padding:8px 10px;margin:.3em 0;max-height:32em;overflow:auto}
 .hash{overflow-wrap:anywhere}
 .sim{display:inline-block;background:var(--sim);color:#fff;font-weight:700;font-size:.75em;letter-spacing:.04em;padding:0 .4em;border-radius:3px;vertical-align:middle}
+.state{font-weight:700;padding:10px 14px;margin:10px 0;border-radius:4px;border:2px solid}
+.state.preliminary{background:#fff4e0;border-color:#b45f06;color:#7a3e00}
+.state.final{background:#e6f4ea;border-color:#1e7d32;color:#145a24}
 .banner{background:#fde8e8;border:2px solid var(--sim);color:var(--sim);font-weight:700;padding:10px 14px;margin:10px 0;border-radius:4px}
 .meta{color:var(--muted);margin:0}
 nav.toc{background:var(--head);border:1px solid var(--line);padding:8px 14px;margin:14px 0;border-radius:4px}
@@ -342,6 +345,10 @@ impl Page<'_> {
 
     fn head(&mut self) -> fmt::Result {
         let s = self.summary;
+        // The first line says whether the report is final (a comment before
+        // the doctype does not change the parsing mode).
+        let state_line = s.publication_state.line().replace("--", "- -").replace(['<', '>'], " ");
+        writeln!(self.out, "<!-- {state_line} -->")?;
         write!(
             self.out,
             "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
@@ -360,7 +367,9 @@ impl Page<'_> {
             Esc(&s.manifest_sha256),
             Esc(&s.cohort)
         )?;
-        write!(self.out, "<header>\n<h1>cohort report: {}", Esc(&s.cohort))?;
+        self.out.push_str("<header>\n");
+        self.publication_state()?;
+        write!(self.out, "<h1>cohort report: {}", Esc(&s.cohort))?;
         let simulated = !s.simulated.arms.is_empty() || s.simulated.judge || !self.simulated.is_empty();
         if simulated {
             self.out.push_str(" <span class=\"sim\">SIMULATED</span>");
@@ -410,6 +419,29 @@ impl Page<'_> {
         }
         self.out.push_str("</ol>\n</nav>\n");
         Ok(())
+    }
+
+    /// The publication state, first on the page: final, or preliminary
+    /// with what is missing.
+    fn publication_state(&mut self) -> fmt::Result {
+        let p = &self.summary.publication_state;
+        if p.is_final() {
+            write!(self.out, "<p class=\"state final\" id=\"publication-state\">{}</p>\n", Esc(&p.line()))
+        } else {
+            write!(
+                self.out,
+                "<p class=\"state preliminary\" id=\"publication-state\"><strong>Preliminary</strong>: not for \
+                 publication as final results. Missing: "
+            )?;
+            for (i, m) in p.missing.iter().enumerate() {
+                if i > 0 {
+                    self.out.push_str("; ");
+                }
+                write!(self.out, "{}", Esc(m))?;
+            }
+            self.out.push_str(".</p>\n");
+            Ok(())
+        }
     }
 
     fn kv(&mut self, key: &str, value: impl Display) -> fmt::Result {
@@ -1567,6 +1599,10 @@ pub mod testing {
             (ResolutionMacro, not_applicable("no citations")),
         ]);
         let summary = Summary {
+            publication_state: PublicationState::from_missing(vec![
+                "2 planned run(s) have no final outcome yet".into(),
+                "SIMULATED arms or judge: these are not actual runs".into(),
+            ]),
             kind: "cohort-report".into(),
             report_format: REPORT_FORMAT,
             metrics_version: 3,

@@ -56,6 +56,11 @@ pub enum ReportError {
     Exists { path: String },
     #[error("{0}")]
     Plot(#[from] plots::PlotError),
+    #[error(
+        "the report is preliminary, not final: {}; `cohort report` without --final writes it labelled preliminary",
+        missing.join("; ")
+    )]
+    NotFinal { missing: Vec<String> },
     #[error("{path} is not a cohort report: {why}")]
     NotAReport { path: String, why: String },
 }

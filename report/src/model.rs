@@ -22,11 +22,15 @@ pub use crate::rates::{
 };
 
 /// The layout version of `summary.json`; bumped when a field changes meaning.
-pub const REPORT_FORMAT: u32 = 1;
+pub const REPORT_FORMAT: u32 = 2;
 
 /// Everything `summary.json` holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
+    /// Whether the report may be published as final, and why not: the
+    /// first field, so it is the first line of `summary.json` (as of
+    /// `summary.md` and `index.html`).
+    pub publication_state: PublicationState,
     /// Always `cohort-report`.
     pub kind: String,
     pub report_format: u32,
@@ -62,6 +66,46 @@ pub struct Summary {
     /// unmeasured).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review: Option<crate::review::ReviewSummary>,
+}
+
+/// Whether a report is `preliminary` or `final` (seed 004: "No score may be
+/// published until actual runs and independent human reviews are
+/// complete"), and what is missing while it is preliminary.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PublicationState {
+    /// [`PublicationState::PRELIMINARY`] or [`PublicationState::FINAL`].
+    pub state: String,
+    /// What is missing for a final report, one sentence each; empty when
+    /// final.
+    pub missing: Vec<String>,
+}
+
+impl PublicationState {
+    pub const PRELIMINARY: &'static str = "preliminary";
+    pub const FINAL: &'static str = "final";
+
+    /// A state from what is missing: final when nothing is.
+    pub fn from_missing(missing: Vec<String>) -> PublicationState {
+        let state = if missing.is_empty() { Self::FINAL } else { Self::PRELIMINARY };
+        PublicationState { state: state.to_owned(), missing }
+    }
+
+    pub fn is_final(&self) -> bool {
+        self.state == Self::FINAL
+    }
+
+    /// The state and why, in one line: the first line of every writer.
+    pub fn line(&self) -> String {
+        if self.is_final() {
+            "Publication state: final (every planned run is final, and any declared human review is imported from two reviewers and adjudicated)"
+                .to_owned()
+        } else {
+            format!(
+                "Publication state: preliminary, not for publication as final results ({})",
+                self.missing.join("; ")
+            )
+        }
+    }
 }
 
 /// What is simulated, so every renderer labels it SIMULATED.

@@ -361,6 +361,12 @@ impl Differences {
     pub fn iter(&self) -> impl Iterator<Item = (RateKind, &Difference)> {
         self.0.iter().map(|(k, d)| (*k, d))
     }
+
+    /// The same, mutable (the statements are reworded while a report is
+    /// preliminary).
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (RateKind, &mut Difference)> {
+        self.0.iter_mut().map(|(k, d)| (*k, d))
+    }
 }
 
 impl FromIterator<(RateKind, Difference)> for Differences {

@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use cohort_artifacts::ArtifactStore;
-use cohort_ledger::Ledger;
 use cohort_core::hash::sha256_hex;
+use cohort_ledger::Ledger;
 use cohort_records::passes::{DEFAULT_PASS, PassStore};
 
 use crate::gather::{self, FrozenCohort};
@@ -38,6 +38,9 @@ pub struct ReportOptions {
     /// The judging pass whose verdicts the report uses; `None` uses the
     /// verdicts recorded with each run (see [`resolve_pass`]).
     pub pass: Option<Arc<PassStore>>,
+    /// `cohort report --final`: refuse ([`ReportError::NotFinal`], nothing
+    /// written) unless the report's publication state is final.
+    pub require_final: bool,
 }
 
 /// The pass a report uses: the one named, else the `default` pass when it
@@ -175,6 +178,9 @@ async fn fill(
     let started = std::time::Instant::now();
     let mut summary = compute::summarise(frozen, &gathered, options.draws);
     phase("summarise", started);
+    if options.require_final && !summary.publication_state.is_final() {
+        return Err(ReportError::NotFinal { missing: summary.publication_state.missing.clone() });
+    }
     let started = std::time::Instant::now();
     summary.generated_at = humantime::format_rfc3339_millis(options.now).to_string();
 
@@ -193,10 +199,25 @@ async fn fill(
     phase("render", started);
     files.sort_by(|a, b| a.name.cmp(&b.name));
     summary.files = files;
-    let json = serde_json::to_vec_pretty(&summary).map_err(|e| ReportError::io("summary.json", e.into()))?;
-    write_file(dir, "summary.json", &json)?;
+    let json = summary_json(&summary).map_err(|e| ReportError::io("summary.json", e.into()))?;
+    write_file(dir, "summary.json", json.as_bytes())?;
     make_read_only(dir)?;
     Ok(summary)
+}
+
+/// `summary.json`: pretty-printed, except that its first line holds the
+/// publication state whole (`{"publication_state":{...},`), so that the
+/// file says on its first line whether it is final, as `summary.md` and
+/// `index.html` do. The same JSON value as `to_string_pretty`.
+pub fn summary_json(summary: &Summary) -> Result<String, serde_json::Error> {
+    let pretty = serde_json::to_string_pretty(summary)?;
+    let state = serde_json::to_string(&summary.publication_state)?;
+    let state_pretty = serde_json::to_string_pretty(&summary.publication_state)?.replace('\n', "\n  ");
+    let prefix = format!("{{\n  \"publication_state\": {state_pretty},\n");
+    Ok(match pretty.strip_prefix(&prefix) {
+        Some(rest) => format!("{{\"publication_state\":{state},\n{rest}"),
+        None => pretty,
+    })
 }
 
 /// Logs how long a phase took and the peak memory so far (debug level:

@@ -130,6 +130,12 @@ fn attempt(class: AttemptClass, at: i64) -> AttemptRecord {
 /// Freezes the cohort, seeds an embedded ledger and records every run as
 /// [`plan`] says.
 async fn build(dir: &Path) -> (FrozenCohort, Vec<u8>, Arc<dyn Ledger>, ArtifactStore) {
+    build_with(dir, false).await
+}
+
+/// [`build`]; with `leave_pending`, q4:b:1 stays leased (no final outcome)
+/// and the cohort is not aborted: the cohort is still running.
+async fn build_with(dir: &Path, leave_pending: bool) -> (FrozenCohort, Vec<u8>, Arc<dyn Ledger>, ArtifactStore) {
     write_cohort(dir);
     freeze(dir, &FreezeOptions { now: UNIX_EPOCH + Duration::from_secs(1_790_000_000), amend: None }).unwrap();
     let (cohort, manifest, manifest_sha256) = load_frozen(dir).unwrap();
@@ -147,7 +153,9 @@ async fn build(dir: &Path) -> (FrozenCohort, Vec<u8>, Arc<dyn Ledger>, ArtifactS
         let lease = LeaseRef { run_id: grant.run_id.clone(), token: grant.token };
         let (outcome, completed) = plan(&grant.run_id);
         if outcome == Outcome::NotRun {
-            assert!(ledger.release("w", &lease, at).await.unwrap());
+            if !leave_pending {
+                assert!(ledger.release("w", &lease, at).await.unwrap());
+            }
             continue;
         }
         let record_sha256 = match &completed {
@@ -188,8 +196,10 @@ async fn build(dir: &Path) -> (FrozenCohort, Vec<u8>, Arc<dyn Ledger>, ArtifactS
         };
         assert!(ledger.finish("w", &lease, &result, at + 500).await.unwrap(), "{}", grant.run_id);
     }
-    ledger.abort("test: q4:b:1 never ran", t0 + 60_000).await.unwrap();
-    let frozen = FrozenCohort { cohort, manifest, manifest_sha256, review: None };
+    if !leave_pending {
+        ledger.abort("test: q4:b:1 never ran", t0 + 60_000).await.unwrap();
+    }
+    let frozen = FrozenCohort { cohort, manifest, manifest_sha256, review: None, review_declared: false };
     (frozen, manifest_bytes, ledger, artifacts)
 }
 
@@ -199,6 +209,7 @@ fn options(dir: &Path, secs: u64) -> ReportOptions {
         now: UNIX_EPOCH + Duration::from_secs(secs),
         reports_root: dir.join("reports"),
         pass: None,
+        require_final: false,
     }
 }
 
@@ -415,4 +426,83 @@ async fn a_report_from_a_pass_counts_only_the_pass_verdicts() {
     // Without a pass named and no `default` pass, the records' own verdicts.
     assert!(cohort_report::write::resolve_pass(&dir, None).unwrap().is_none());
     assert!(cohort_report::write::resolve_pass(&dir, Some("missing")).is_err());
+}
+
+/// The first line of a file.
+fn first_line(path: &Path) -> String {
+    fs::read_to_string(path).unwrap().lines().next().unwrap().to_owned()
+}
+
+/// A cohort with a run still pending, or one that declares a human review
+/// (a review was exported) without an adjudicated one, is `preliminary` on
+/// the first line of summary.md, index.html and summary.json, with what is
+/// missing, and its comparisons say "Preliminary"; `require_final`
+/// (`cohort report --final`) refuses it naming what is missing and writes
+/// nothing. With every run final and no review declared, the same cohort
+/// is `final` and `require_final` writes it.
+#[tokio::test]
+async fn a_report_is_preliminary_until_runs_and_a_declared_review_are_complete() {
+    let tmp = tempfile::tempdir().unwrap();
+    let check_preliminary = |path: &Path, why: &str| {
+        let md = first_line(&path.join("summary.md"));
+        assert!(md.contains("Publication state: preliminary") && md.contains(why), "summary.md: {md}");
+        let html = first_line(&path.join("index.html"));
+        assert!(html.starts_with("<!--") && html.contains("preliminary") && html.contains(why), "index.html: {html}");
+        let json = first_line(&path.join("summary.json"));
+        assert!(json.starts_with("{\"publication_state\":{\"state\":\"preliminary\""), "summary.json: {json}");
+        assert!(json.contains(why), "summary.json: {json}");
+        let page = fs::read_to_string(path.join("index.html")).unwrap();
+        let state = page.find("id=\"publication-state\"").unwrap();
+        assert!(state < page.find("<section id=\"method\">").unwrap(), "the state comes before the method block");
+    };
+
+    // Still running: q4:b:1 has no final outcome.
+    let dir = tmp.path().join("running");
+    let (frozen, manifest, ledger, artifacts) = build_with(&dir, true).await;
+    let written = write_report(&frozen, &manifest, &ledger, &artifacts, &options(&dir, 1_790_001_000)).await.unwrap();
+    let s = &written.summary;
+    assert_eq!(s.publication_state.state, "preliminary");
+    assert_eq!(s.publication_state.missing, ["1 planned run(s) have no final outcome yet"]);
+    check_preliminary(&written.path, "no final outcome");
+    for (_, d) in s.comparisons[0].differences.iter() {
+        assert!(d.statement.starts_with("Preliminary (not for publication): "), "{}", d.statement);
+    }
+    let md = fs::read_to_string(written.path.join("summary.md")).unwrap();
+    assert!(!md.lines().any(|l| l.starts_with("- a and b cannot")), "no comparison reads as final");
+    let mut strict = options(&dir, 1_790_001_001);
+    strict.require_final = true;
+    let refused = write_report(&frozen, &manifest, &ledger, &artifacts, &strict).await;
+    match refused {
+        Err(ReportError::NotFinal { missing }) => assert_eq!(missing, ["1 planned run(s) have no final outcome yet"]),
+        other => panic!("{other:?}"),
+    }
+    let folders: Vec<_> = fs::read_dir(dir.join("reports")).unwrap().collect();
+    assert_eq!(folders.len(), 1, "the refused report wrote nothing");
+    let verified = cohort_report::verify_report(&written.path, &dir, &frozen, &ledger, &artifacts).await.unwrap();
+    assert!(verified.ok(), "{:?}", verified.differences);
+
+    // Every run final, a review declared, none imported.
+    let dir = tmp.path().join("declared");
+    let (mut frozen, manifest, ledger, artifacts) = build(&dir).await;
+    frozen.review_declared = true;
+    let written = write_report(&frozen, &manifest, &ledger, &artifacts, &options(&dir, 1_790_001_000)).await.unwrap();
+    assert_eq!(written.summary.publication_state.state, "preliminary");
+    check_preliminary(&written.path, "no reviewer's labels are imported");
+    let mut strict = options(&dir, 1_790_001_001);
+    strict.require_final = true;
+    let refused = write_report(&frozen, &manifest, &ledger, &artifacts, &strict).await.unwrap_err();
+    assert!(refused.to_string().contains("no reviewer's labels are imported"), "{refused}");
+
+    // Every run final, no review declared: final, and --final writes it.
+    frozen.review_declared = false;
+    let written = write_report(&frozen, &manifest, &ledger, &artifacts, &strict).await.unwrap();
+    assert!(written.summary.publication_state.is_final());
+    assert!(first_line(&written.path.join("summary.md")).contains("Publication state: final"));
+    assert!(first_line(&written.path.join("summary.json")).starts_with("{\"publication_state\":{\"state\":\"final\""));
+    assert!(first_line(&written.path.join("index.html")).contains("Publication state: final"));
+    let cannot = &written.summary.comparisons[0].differences.get(RateKind::SupportMicro).unwrap().statement;
+    assert!(cannot.starts_with("a and b cannot be told apart"), "{cannot}");
+    // summary.json is one JSON value, whatever its first line looks like.
+    let parsed: Summary = serde_json::from_slice(&fs::read(written.path.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(parsed.publication_state, written.summary.publication_state);
 }

@@ -27,6 +27,11 @@ pub struct ReportArgs {
     /// the `default` pass when it exists, else each run's recorded verdicts.
     #[arg(long, value_name = "NAME")]
     pub pass: Option<String>,
+    /// Refuse (exit 2, nothing written) unless the report is final: every
+    /// planned run final and, where the cohort declares a human review,
+    /// that review imported from two reviewers and adjudicated.
+    #[arg(long = "final")]
+    pub final_only: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -48,10 +53,25 @@ pub const EXIT_CANNOT_VERIFY: u8 = 2;
 
 pub fn run(args: ReportArgs) -> anyhow::Result<()> {
     let runtime = super::runtime()?;
+    let how = How { final_only: args.final_only };
     let written =
-        runtime.block_on(report(&args.dir, &args.store, args.draws, args.out.clone(), args.pass.as_deref()))?;
+        runtime.block_on(report_with(&args.dir, &args.store, args.draws, args.out.clone(), args.pass.as_deref(), how));
+    let written = match written {
+        Ok(written) => written,
+        Err(e) => match e.downcast_ref::<ReportError>() {
+            // --final on a preliminary cohort: refused, naming what is missing.
+            Some(ReportError::NotFinal { .. }) => return Err(super::refuse(e)),
+            _ => return Err(e),
+        },
+    };
     super::emit(&format!("{}\nreport: {}\n", headline(&written.summary), written.path.display()));
     Ok(())
+}
+
+/// How `cohort report` writes, beyond what `cohort run`'s report does.
+#[derive(Debug, Clone, Copy, Default)]
+struct How {
+    final_only: bool,
 }
 
 /// Writes a report of the cohort in `dir` (also the last step of `cohort
@@ -63,6 +83,17 @@ pub async fn report(
     out: Option<PathBuf>,
     pass: Option<&str>,
 ) -> anyhow::Result<cohort_report::ReportWritten> {
+    report_with(dir, store, draws, out, pass, How::default()).await
+}
+
+async fn report_with(
+    dir: &Path,
+    store: &StoreArgs,
+    draws: u32,
+    out: Option<PathBuf>,
+    pass: Option<&str>,
+    how: How,
+) -> anyhow::Result<cohort_report::ReportWritten> {
     let (frozen, ledger, artifacts) = open(dir, store).await?;
     let manifest_bytes = std::fs::read(dir.join(manifest::FILE))
         .with_context(|| format!("cannot read {}", dir.join(manifest::FILE).display()))?;
@@ -71,6 +102,7 @@ pub async fn report(
         now: SystemTime::now(),
         reports_root: out.unwrap_or_else(|| dir.join(cohort_report::write::REPORTS_DIR)),
         pass: cohort_report::write::resolve_pass(dir, pass)?,
+        require_final: how.final_only,
     };
     Ok(cohort_report::write_report(&frozen, &manifest_bytes, &ledger, &artifacts, &options).await?)
 }
@@ -86,6 +118,7 @@ async fn open(
     let artifacts = local::artifact_store(&frozen, store)?;
     let frozen = FrozenCohort {
         review: cohort_report::review::load(dir)?,
+        review_declared: cohort_report::review::declared(dir),
         cohort: frozen.cohort,
         manifest: frozen.manifest,
         manifest_sha256: frozen.manifest_sha256,
@@ -96,7 +129,7 @@ async fn open(
 /// One line per arm: the numbers a reader looks for first.
 pub fn headline(s: &cohort_report::model::Summary) -> String {
     use cohort_report::model::RateKind;
-    let mut out = String::new();
+    let mut out = format!("{}\n", s.publication_state.line());
     for arm in &s.arms {
         let (support, resolution) = (&arm.rates[RateKind::SupportMicro], &arm.rates[RateKind::ResolutionMicro]);
         out.push_str(&format!(

@@ -732,7 +732,7 @@ mod tests {
         }
         let cohort = f.validate().unwrap();
         let manifest = Manifest::build(&cohort, UNIX_EPOCH, Vec::new());
-        FrozenCohort { cohort, manifest, manifest_sha256: "0".repeat(64), review: None }
+        FrozenCohort { cohort, manifest, manifest_sha256: "0".repeat(64), review: None, review_declared: false }
     }
 
     fn item(id: &str, kind: ItemKind, q: &str, claim: Option<&str>) -> ExportedItem {

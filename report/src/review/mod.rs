@@ -182,6 +182,14 @@ pub struct ReviewInput {
     pub adjudication: Option<import::Adjudication>,
 }
 
+/// Whether the cohort in `cohort_dir` declares a human review: a review
+/// was exported for it (`cohort review export` wrote `export.json`). A
+/// report of such a cohort is preliminary until the review is imported and
+/// adjudicated.
+pub fn declared(cohort_dir: &Path) -> bool {
+    state_dir(cohort_dir).join(EXPORT_FILE).is_file()
+}
+
 /// Reads what has been exported and imported for the cohort in
 /// `cohort_dir`; `None` when nothing was exported or no reviewer's labels
 /// were imported yet.
