@@ -184,7 +184,8 @@ const COUNT_COLUMNS: [CountColumn; 11] = [
     ("judged_runs", |c| c.judged_runs),
 ];
 
-const SECTIONS: [(&str, &str); 12] = [
+const SECTIONS: [(&str, &str); 13] = [
+    ("headline", "Headline"),
     ("method", "Method"),
     ("publication", "Publication"),
     ("arms", "Arms"),
@@ -318,6 +319,10 @@ impl Page<'_> {
         plots: &[(String, String)],
     ) -> fmt::Result {
         self.head()?;
+        // The state (in the header), the headline rates and the paired
+        // comparisons come first; the method block follows, complete.
+        self.headline()?;
+        self.contents()?;
         self.method()?;
         self.publication()?;
         self.arms()?;
@@ -413,11 +418,68 @@ impl Page<'_> {
             s.report_format,
             Esc(&s.manifest_sha256)
         )?;
+        Ok(())
+    }
+
+    fn contents(&mut self) -> fmt::Result {
         self.out.push_str("<nav class=\"toc\" aria-label=\"Contents\"><strong>Contents</strong>\n<ol>\n");
         for (id, title) in SECTIONS {
             writeln!(self.out, "<li><a href=\"#{id}\">{title}</a></li>")?;
         }
         self.out.push_str("</ol>\n</nav>\n");
+        Ok(())
+    }
+
+    /// What a reader looks for first: per arm, every micro rate with its
+    /// fraction and interval (macro rates, categories and counts are in
+    /// "Arms" below), and every paired comparison as its statement.
+    fn headline(&mut self) -> fmt::Result {
+        let s = self.summary;
+        self.out.push_str(
+            "<section id=\"headline\">\n<h2>Headline</h2>\n<p>Per arm: each rate's value, <em>numerator / \
+             denominator</em> and 95% cluster-bootstrap interval over questions (micro: pooled). Arms of different \
+             workflows are never compared.</p>\n",
+        );
+        let headline_kinds: Vec<RateKind> =
+            RateKind::ALL.into_iter().filter(|k| k.pooling() == crate::rates::Pooling::Micro).collect();
+        for (workflow, arms) in by_workflow(&s.arms) {
+            write!(
+                self.out,
+                "<h3>Workflow <code>{}</code></h3>\n<div class=\"scroll\"><table class=\"rates headline\">\n\
+                 <thead><tr><th>arm</th>",
+                Esc(workflow)
+            )?;
+            for kind in &headline_kinds {
+                write!(self.out, "<th class=\"num\">{}</th>", kind.label())?;
+            }
+            self.out.push_str("</tr></thead>\n<tbody>\n");
+            for arm in &arms {
+                write!(self.out, "<tr data-headline-arm=\"{}\"><td>", Esc(&arm.id))?;
+                self.arm(&arm.id)?;
+                self.out.push_str("</td>");
+                for kind in &headline_kinds {
+                    self.rate_cell(&arm.rates[*kind])?;
+                }
+                self.out.push_str("</tr>\n");
+            }
+            self.out.push_str("</tbody></table></div>\n");
+            let compared: Vec<&Comparison> = s.comparisons.iter().filter(|c| c.workflow == workflow).collect();
+            if !compared.is_empty() {
+                self.out.push_str("<ul class=\"statements\">\n");
+                for c in compared {
+                    for (_, d) in c.differences.iter() {
+                        write!(self.out, "<li>{}", Esc(&d.statement))?;
+                        write!(
+                            self.out,
+                            " <span class=\"why\">({} of {} questions completed by both)</span></li>\n",
+                            c.completed_pairs, c.questions
+                        )?;
+                    }
+                }
+                self.out.push_str("</ul>\n");
+            }
+        }
+        self.out.push_str("</section>\n");
         Ok(())
     }
 

@@ -108,3 +108,60 @@ fn index_html_screenshot() {
         fs::write(Path::new(&keep).with_extension("html"), testing::fixture_page()).unwrap();
     }
 }
+
+/// The first screen of the page, 1400 px wide (900 px high, a laptop's
+/// screen), as Chromium lays it out: the publication state, every arm's
+/// headline rates (value, fraction and interval) and the paired
+/// comparisons are on it, and the method block starts below them (and is
+/// still there, complete). A script added to a copy of the page measures
+/// the elements where Chromium placed them and writes the numbers into the
+/// DOM that `--dump-dom` prints.
+#[test]
+fn the_first_screen_shows_the_state_and_the_headline_before_the_method() {
+    const WIDTH: u32 = 1400;
+    const HEIGHT: f64 = 900.0;
+    let dir = tempfile::tempdir().unwrap();
+    let measure = "<script>(function(){var out=[];function at(name,el){if(!el){out.push(name+' missing');return;}\
+        var r=el.getBoundingClientRect();out.push(name+' '+Math.round(r.top)+' '+Math.round(r.bottom)+' '+\
+        Math.round(r.right));}\
+        at('state',document.getElementById('publication-state'));\
+        document.querySelectorAll('tr[data-headline-arm]').forEach(function(tr){at('arm:'+tr.getAttribute('data-headline-arm'),tr);});\
+        document.querySelectorAll('#headline ul.statements li').forEach(function(li,i){at('statement:'+i,li);});\
+        at('method',document.getElementById('method'));\
+        var pre=document.createElement('pre');pre.id='layout';pre.textContent=out.join('\\n');\
+        document.body.appendChild(pre);})();</script></body>";
+    let page = testing::fixture_page().replace("</body>", measure);
+    let path = temp_page(dir.path(), "index.html", &page);
+    let loaded =
+        chromium(dir.path(), &path, &["--dump-dom".into(), format!("--window-size={WIDTH},{}", HEIGHT as u32)]);
+    let dom = &loaded.dom;
+    let start = dom.find("<pre id=\"layout\">").expect("the measuring script ran") + "<pre id=\"layout\">".len();
+    let layout = &dom[start..start + dom[start..].find("</pre>").unwrap()];
+    let mut boxes = std::collections::BTreeMap::new();
+    for line in layout.lines() {
+        let parts: Vec<&str> = line.split(' ').collect();
+        assert_eq!(parts.len(), 4, "{line} (layout: {layout})");
+        let n: Vec<f64> = parts[1..].iter().map(|p| p.parse().unwrap()).collect();
+        boxes.insert(parts[0].to_owned(), (n[0], n[1], n[2]));
+    }
+    let (summary, _, _) = testing::fixture();
+    let state = boxes["state"];
+    assert!(state.0 >= 0.0 && state.1 <= HEIGHT, "the state is on the first screen: {layout}");
+    let method = boxes["method"];
+    for arm in &summary.arms {
+        let row = boxes[&format!("arm:{}", arm.id)];
+        assert!(row.1 <= HEIGHT, "{}'s headline rates are on the first screen: {layout}", arm.id);
+        assert!(row.2 <= f64::from(WIDTH), "{}'s headline rates fit the width: {layout}", arm.id);
+        assert!(row.1 <= method.0, "{}'s headline rates come before the method block: {layout}", arm.id);
+    }
+    let statements: usize = summary.comparisons.iter().map(|c| c.differences.iter().count()).sum();
+    for i in 0..statements {
+        let li = boxes[&format!("statement:{i}")];
+        assert!(li.1 <= HEIGHT && li.1 <= method.0, "comparison {i} is on the first screen: {layout}");
+    }
+    assert!(state.1 <= method.0, "the state comes before the method block: {layout}");
+    // The method block is still complete below.
+    for field in ["frozen at", "metrics_version", "collection window", "pinned served model", "verdicts"] {
+        assert!(dom.contains(&format!("<dt>{field}")), "method field {field}");
+    }
+}
