@@ -221,6 +221,24 @@ impl ServerTls {
         Ok(ServerTls { identity, client_ca })
     }
 
+    /// The coordinator's TLS from its flags: none, or its certificate and
+    /// key with the workers' CA when given; a CA without the coordinator's
+    /// own certificate is refused (TLS first, then mutual).
+    pub fn from_flags(
+        cert: Option<&Path>,
+        key: Option<&Path>,
+        client_ca: Option<&Path>,
+    ) -> Result<Option<ServerTls>, AuthError> {
+        match (cert, key) {
+            (Some(cert), Some(key)) => Ok(Some(ServerTls::from_files(cert, key, client_ca)?)),
+            _ if client_ca.is_some() => Err(AuthError::Tls(
+                "--tls-ca on the coordinator needs its own --tls-cert and --tls-key (TLS first, then mutual)"
+                    .to_owned(),
+            )),
+            _ => Ok(None),
+        }
+    }
+
     /// Whether a client certificate is required.
     pub fn mutual(&self) -> bool {
         self.client_ca.is_some()
@@ -267,6 +285,24 @@ impl ClientTls {
             _ => return Err(AuthError::Tls("give both --tls-cert and --tls-key, or neither".to_owned())),
         };
         Ok(ClientTls { ca, identity })
+    }
+
+    /// A worker's TLS from its flags: when any file is given or the
+    /// coordinator's `url` is `https://`; files with a plain `http://` URL
+    /// are refused.
+    pub fn for_url(
+        url: &str,
+        ca: Option<&Path>,
+        cert: Option<&Path>,
+        key: Option<&Path>,
+    ) -> Result<Option<ClientTls>, AuthError> {
+        if ca.is_none() && cert.is_none() && !url.starts_with("https://") {
+            return Ok(None);
+        }
+        if !url.starts_with("https://") {
+            return Err(AuthError::Tls(format!("TLS files were given but --coordinator {url} is not an https:// URL")));
+        }
+        Ok(Some(ClientTls::from_files(ca, cert, key)?))
     }
 
     /// The channel's tonic TLS configuration.

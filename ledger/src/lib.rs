@@ -28,6 +28,7 @@ use serde::{Deserialize, Serialize};
 
 #[cfg(any(test, feature = "testing"))]
 pub mod conformance;
+pub mod progress;
 pub mod redis;
 pub mod sqlite;
 

@@ -17,6 +17,7 @@
 //! folder is never written into.
 
 pub mod calibrate;
+pub mod calibration_text;
 pub mod compute;
 pub mod csv;
 pub mod gather;

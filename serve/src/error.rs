@@ -43,6 +43,13 @@ pub enum ServeError {
         #[source]
         source: std::io::Error,
     },
+    /// A file cannot be written.
+    #[error("cannot write {}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     /// The artifact store does not open (`url`: what `--artifacts` named).
     #[error("cannot open the artifact store (--artifacts {url})")]
     ArtifactStore {
@@ -109,6 +116,27 @@ pub enum ServeError {
     /// The worker stopped with an error.
     #[error(transparent)]
     Worker(#[from] cohort_worker::WorkerError),
+    /// `cohort judge` on a cohort without `[judge]`.
+    #[error(
+        "cohort {cohort:?} has no [judge] in cohort.toml: nothing says which judge is frozen for it, so it cannot be \
+         judged; freeze a cohort with a [judge] section (see docs/judging.md)"
+    )]
+    NoJudge { cohort: String },
+    /// `cohort judge` without `--judge` on a cohort whose judge is not the sim judge.
+    #[error(
+        "--judge FILE is required: the cohort's judge ({provider} {model:?}) is reached through a judge proxy; only \
+         [judge] provider = \"sim\" is judged in this process without one"
+    )]
+    JudgeFileRequired { provider: String, model: String },
+    /// No embedded ledger where one was expected.
+    #[error("no ledger at {}: collect the cohort first (`cohort run`), or name it with --ledger/--redis", path.display())]
+    NoLedger { path: PathBuf },
+    /// The ledger's runs cannot be read.
+    #[error("cannot read the ledger")]
+    ReadLedger(#[source] cohort_ledger::LedgerError),
+    /// A step of the judging stage failed.
+    #[error(transparent)]
+    Stage(#[from] cohort_worker::judging::StageError),
     /// Another I/O failure, as the operating system says it.
     #[error(transparent)]
     Io(#[from] std::io::Error),

@@ -14,6 +14,13 @@
 //!   ([`roles::serve_coordinator`], [`roles::serve_worker`]);
 //! - [`judge`]: a judge proxy started in this process (the built-in
 //!   SIMULATED judge, or a config file's);
+//! - [`judge_stage`]: `cohort judge`'s stage opened (judge proxy, pass,
+//!   runs, pre-flight, stores), ready for `cohort_worker::judging`;
+//! - [`manual`]: the manual arm's stage, `cohort pending` and `cohort
+//!   submit` (leases to a person, a submission checked, recorded and
+//!   finished as a worker's result is);
+//! - [`status`]: the text and JSON of `cohort status` and the outcome
+//!   table;
 //! - [`shutdown_signal`]: the one shutdown signal (Ctrl-C or SIGTERM) of
 //!   every command that runs until stopped.
 //!
@@ -23,10 +30,13 @@
 
 mod error;
 pub mod judge;
+pub mod judge_stage;
 pub mod local;
+pub mod manual;
 pub mod roles;
 pub mod run;
 mod signal;
+pub mod status;
 
 pub use error::ServeError;
 pub use local::Frozen;

@@ -21,6 +21,13 @@ use cohort_worker::{WorkerConfig, WorkerSummary};
 use crate::ServeError;
 use crate::local::{self, ScoringConfig, StoreConfig};
 
+/// Binds the coordinator's listener on `address`, or says where it cannot.
+pub async fn bind(address: &str) -> Result<tokio::net::TcpListener, ServeError> {
+    tokio::net::TcpListener::bind(address)
+        .await
+        .map_err(|source| ServeError::Listen { address: address.to_owned(), source })
+}
+
 /// What a role tells its caller while it starts.
 #[derive(Debug)]
 pub enum RoleEvent<'a> {
@@ -35,9 +42,6 @@ pub enum RoleEvent<'a> {
 pub struct CoordinatorRoleConfig {
     /// The frozen cohort directory (verified and seeded already).
     pub dir: PathBuf,
-    /// Where to listen for workers (port 0: any free port, told in
-    /// [`RoleEvent::CoordinatorListening`]).
-    pub listen: String,
     pub store: StoreConfig,
     /// The service's own settings (leases, reconcile, journal, auth, TLS).
     pub service: CoordinatorConfig,
@@ -45,19 +49,19 @@ pub struct CoordinatorRoleConfig {
     pub ops_listen: Option<String>,
 }
 
-/// Serves the coordinator of the seeded cohort in `config.dir` until
-/// `shutdown` resolves; returns the ledger's round trips when the ledger
-/// counts them.
+/// Serves the coordinator of the seeded cohort in `config.dir` on
+/// `listener` (bound by the caller, as `cohort_judge_proxy::run` takes
+/// its listeners: port 0 gives any free port, told in
+/// [`RoleEvent::CoordinatorListening`]) until `shutdown` resolves; returns
+/// the ledger's round trips when the ledger counts them.
 pub async fn serve_coordinator(
     config: CoordinatorRoleConfig,
+    listener: tokio::net::TcpListener,
     mut events: impl FnMut(RoleEvent<'_>),
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<Option<u64>, ServeError> {
     let plan = local::served_plan_from_files(&config.dir)?;
     let ledger = local::open_ledger_for(&config.dir, &plan.cohort, &config.store).await?;
-    let listener = tokio::net::TcpListener::bind(&config.listen)
-        .await
-        .map_err(|source| ServeError::Listen { address: config.listen.clone(), source })?;
     let address = listener.local_addr()?;
     let tls = config.service.tls.as_ref();
     tracing::info!(

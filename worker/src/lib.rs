@@ -56,6 +56,7 @@ pub use cohort_records::passes;
 pub mod preflight;
 pub mod record;
 pub mod score;
+pub mod score_file;
 
 /// The spool and the clock of a [`RunContext`], for its callers.
 pub use cohort_artifacts::Spool;

@@ -16,15 +16,11 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::Context as _;
-use cohort_core::taxonomy::Outcome;
-use cohort_worker::capture::{CaptureConfig, SourceCapturer};
-use cohort_worker::judging::{self, PassSummary, RunFailure, Stage};
-use cohort_worker::passes::{DEFAULT_PASS, PassKind, PassStore};
-use cohort_worker::score::JudgeEndpoint;
+use cohort_serve::judge_stage::{JudgeStageConfig, open_judge_stage};
+use cohort_worker::judging::{self, PassSummary, RunFailure};
+use cohort_worker::passes::{DEFAULT_PASS, PassKind};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
@@ -113,63 +109,23 @@ pub fn run(args: JudgeArgs) -> anyhow::Result<()> {
 
 async fn judge_stage(args: &JudgeArgs) -> Result<u8, Stop> {
     let frozen = local::load(&args.dir).map_err(refused)?;
-    let config = &frozen.cohort.config;
-    let Some(frozen_judge) = config.judge.clone() else {
-        return Err(refused(anyhow::anyhow!(
-            "cohort {:?} has no [judge] in cohort.toml: nothing says which judge is frozen for it, so it cannot be \
-             judged; freeze a cohort with a [judge] section (see docs/judging.md)",
-            config.name
-        )));
+    let asked = JudgeStageConfig {
+        pass: &args.pass,
+        judge_file: args.judge.as_deref(),
+        capture: args.capture,
+        capture_private_addresses: args.capture_private_addresses,
     };
-    // The built-in sim judge lives as long as this stage: stopped on return.
-    let (_stop_proxy, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let endpoint = match args.judge.as_deref() {
-        Some(file) => JudgeEndpoint::from_file(file).map_err(refused)?,
-        None => {
-            let Some(proxy) = local::builtin_sim_judge(config).map_err(refused)? else {
-                return Err(refused(anyhow::anyhow!(
-                    "--judge FILE is required: the cohort's judge ({} {:?}) is reached through a judge proxy; only \
-                     [judge] provider = \"sim\" is judged in this process without one",
-                    frozen_judge.provider,
-                    frozen_judge.model
-                )));
-            };
-            let stopped = async move {
-                let _ = stop_rx.await;
-            };
-            let (endpoint, _task) =
-                local::start_judge_proxy(proxy.config, &proxy.origin, &frozen, stopped).await.map_err(refused)?;
-            super::emit(&format!(
-                "judge {:?} is SIMULATED (the judge proxy's built-in sim judge, running in this process at {}): its \
-                 verdicts exercise the pipeline and measure nothing about real support\n",
-                endpoint.judge, endpoint.url
-            ));
-            endpoint
-        }
-    };
-    let pass_config = judging::judge_pass_config(&args.pass, &endpoint, &frozen_judge);
-    // An existing pass of another configuration is refused now, before
-    // anything is sent.
-    judging::check_pass_config(&args.dir, &pass_config).map_err(refused)?;
-    if args.store.redis.is_none() {
-        let ledger = args.store.sqlite_path(&args.dir);
-        if !ledger.exists() {
-            return Err(refused(anyhow::anyhow!(
-                "no ledger at {}: collect the cohort first (`cohort run`), or name it with --ledger/--redis",
-                ledger.display()
-            )));
-        }
+    let opened = open_judge_stage(&frozen, &args.store.config(), asked).await.map_err(refused)?;
+    let (stage, runs, frozen_judge, described) =
+        (&opened.stage, opened.runs.clone(), &opened.frozen_judge, &opened.described);
+    let endpoint = &stage.endpoint;
+    if opened.simulated_in_process {
+        super::emit(&format!(
+            "judge {:?} is SIMULATED (the judge proxy's built-in sim judge, running in this process at {}): its \
+             verdicts exercise the pipeline and measure nothing about real support\n",
+            endpoint.judge, endpoint.url
+        ));
     }
-    let ledger = local::open_ledger(&frozen, &args.store).await.map_err(refused)?;
-    let mut rows = ledger.runs().await.map_err(|e| refused(anyhow::anyhow!("cannot read the ledger: {e}")))?;
-    rows.sort_by_key(|r| r.position);
-    let runs: Vec<(String, String)> = rows
-        .into_iter()
-        .filter(|r| r.outcome == Some(Outcome::Completed) && !r.record_sha256.is_empty())
-        .map(|r| (r.run_id, r.record_sha256))
-        .collect();
-
-    let described = judging::preflight(&endpoint, &frozen_judge).await.map_err(|f| refused(f.error))?;
     super::emit(&format!(
         "pre-flight: proxy {} judge {:?} serves {:?} (requested {:?}{}{}), the cohort's frozen judge\n",
         endpoint.url,
@@ -184,34 +140,13 @@ async fn judge_stage(args: &JudgeArgs) -> Result<u8, Stop> {
         if described.simulated { ", SIMULATED" } else { "" },
     ));
 
-    // Before the pass is made: a store that cannot be opened writes nothing.
-    let artifacts = local::artifact_store(&frozen, &args.store).map_err(refused)?;
-    let pass = Arc::new(PassStore::create_or_open(&args.dir, pass_config).map_err(refused)?);
-    let capturer = if args.capture {
-        let config =
-            CaptureConfig { allow_private_addresses: args.capture_private_addresses, ..CaptureConfig::default() };
-        Some(Arc::new(
-            SourceCapturer::new(config, artifacts.clone()).context("cannot set up source capture").map_err(refused)?,
-        ))
-    } else {
-        None
-    };
-    let stage = Stage {
-        pass,
-        artifacts,
-        endpoint: Arc::new(endpoint),
-        expected_served: Arc::new(frozen_judge.served_model.clone()),
-        batch: usize::try_from(frozen_judge.batch_size).unwrap_or(1).max(1),
-        capturer,
-    };
-
     let bar = ProgressBar::new(runs.len() as u64).with_style(
         ProgressStyle::with_template("judging [{bar:30}] {pos}/{len} runs, {msg} eta {eta}")
             .unwrap_or_else(|_| ProgressStyle::default_bar())
             .progress_chars("=> "),
     );
     let started = Instant::now();
-    let outcome = judging::judge_runs(&stage, runs, args.concurrency, |total| {
+    let outcome = judging::judge_runs(stage, runs, args.concurrency, |total| {
         bar.inc(1);
         bar.set_message(format!("{} claims judged, {} sent", total.judged, total.sent));
     })
@@ -371,14 +306,4 @@ fn render_counts<K: std::fmt::Display>(counts: &BTreeMap<K, u64>) -> String {
         return "none".to_owned();
     }
     counts.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ")
-}
-
-/// `cohort run`'s inline pass ([`judging::inline_pass`]) for the cohort
-/// `frozen`: `None` without a judge or without a cohort `[judge]`.
-pub fn inline_pass(
-    frozen: &local::Frozen,
-    judge: Option<&JudgeEndpoint>,
-    name: &str,
-) -> anyhow::Result<Option<cohort_worker::InlinePass>> {
-    Ok(judging::inline_pass(&frozen.dir, frozen.cohort.config.judge.as_ref(), judge, name)?)
 }

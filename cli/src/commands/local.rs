@@ -10,10 +10,8 @@ use std::sync::Arc;
 use cohort_artifacts::{ArtifactStore, ArtifactsUrl};
 use cohort_ledger::Ledger;
 use cohort_serve::local::{ScoringConfig, StoreConfig};
-use cohort_worker::RunContext;
 use cohort_worker::preflight::Scope;
 
-pub use cohort_serve::judge::{builtin_sim_judge, start_judge_proxy};
 pub use cohort_serve::local::{load, seed};
 pub use cohort_serve::{Frozen, shutdown_signal};
 
@@ -45,12 +43,6 @@ pub struct StoreArgs {
 const DEFAULT_MAX_MIB: u64 = cohort_artifacts::s3::DEFAULT_MAX_BLOB_BYTES / (1024 * 1024);
 
 impl StoreArgs {
-    /// The embedded ledger file of the cohort in `dir`: `--ledger`, or
-    /// DIR/.cohort/ledger.sqlite.
-    pub fn sqlite_path(&self, dir: &Path) -> PathBuf {
-        self.config().sqlite_path(dir)
-    }
-
     /// The flags as `cohort_serve`'s plain config.
     pub fn config(&self) -> StoreConfig {
         StoreConfig {
@@ -124,10 +116,6 @@ pub fn store_flags(store: &StoreArgs) -> Vec<std::ffi::OsString> {
         flags.extend(["--artifacts-max-mib".into(), store.artifacts_max_mib.to_string().into()]);
     }
     flags
-}
-
-pub fn run_context(frozen: &Frozen, store: &StoreArgs, scoring: &ScoringArgs) -> anyhow::Result<RunContext> {
-    Ok(cohort_serve::local::run_context(frozen, &store.config(), &scoring.config())?)
 }
 
 /// The pre-flight ([`cohort_serve::local::preflight`]) over

@@ -17,7 +17,6 @@ mod review;
 mod roles;
 mod run;
 mod score;
-mod table;
 
 /// Citation-fidelity benchmarks of deep-research systems, with honest
 /// denominators.

@@ -70,33 +70,19 @@ impl AuthArgs {
         Ok(cohort_auth::ClusterToken::load(self.token_file.as_deref())?)
     }
 
-    /// The coordinator's TLS: none, or its certificate and key with the
-    /// workers' CA when given.
+    /// The coordinator's TLS ([`cohort_auth::ServerTls::from_flags`]).
     fn server_tls(&self) -> anyhow::Result<Option<cohort_auth::ServerTls>> {
-        match (&self.tls_cert, &self.tls_key) {
-            (Some(cert), Some(key)) => Ok(Some(cohort_auth::ServerTls::from_files(cert, key, self.tls_ca.as_deref())?)),
-            _ if self.tls_ca.is_some() => {
-                anyhow::bail!(
-                    "--tls-ca on the coordinator needs its own --tls-cert and --tls-key (TLS first, then mutual)"
-                )
-            }
-            _ => Ok(None),
-        }
-    }
-
-    /// A worker's TLS: when any file is given or the URL is `https://`.
-    fn client_tls(&self, url: &str) -> anyhow::Result<Option<cohort_auth::ClientTls>> {
-        if self.tls_ca.is_none() && self.tls_cert.is_none() && !url.starts_with("https://") {
-            return Ok(None);
-        }
-        if !url.starts_with("https://") {
-            anyhow::bail!("TLS files were given but --coordinator {url} is not an https:// URL");
-        }
-        Ok(Some(cohort_auth::ClientTls::from_files(
-            self.tls_ca.as_deref(),
+        Ok(cohort_auth::ServerTls::from_flags(
             self.tls_cert.as_deref(),
             self.tls_key.as_deref(),
-        )?))
+            self.tls_ca.as_deref(),
+        )?)
+    }
+
+    /// A worker's TLS ([`cohort_auth::ClientTls::for_url`]).
+    fn client_tls(&self, url: &str) -> anyhow::Result<Option<cohort_auth::ClientTls>> {
+        let (ca, cert, key) = (self.tls_ca.as_deref(), self.tls_cert.as_deref(), self.tls_key.as_deref());
+        Ok(cohort_auth::ClientTls::for_url(url, ca, cert, key)?)
     }
 }
 
@@ -175,7 +161,6 @@ pub fn coordinator(args: CoordinatorArgs) -> anyhow::Result<()> {
         }
         let config = CoordinatorRoleConfig {
             dir: args.dir.clone(),
-            listen: args.listen.clone(),
             store: args.store.config(),
             service: CoordinatorConfig {
                 lease_ttl_ms: args.lease_ttl_ms,
@@ -188,7 +173,8 @@ pub fn coordinator(args: CoordinatorArgs) -> anyhow::Result<()> {
             },
             ops_listen: args.ops_listen.clone(),
         };
-        let round_trips = serve_coordinator(config, show_role_event, local::shutdown_signal()).await?;
+        let listener = cohort_serve::roles::bind(&args.listen).await?;
+        let round_trips = serve_coordinator(config, listener, show_role_event, local::shutdown_signal()).await?;
         if let Some(n) = round_trips {
             super::emit(&format!("coordinator stopped: {n} ledger round trips\n"));
         }

@@ -93,7 +93,7 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
     };
 
     let mut out = String::from("\n");
-    out.push_str(&super::table::outcome_table(&status, dir));
+    out.push_str(&cohort_serve::status::outcome_table(&status, dir));
     if was_interrupted {
         out.push_str("\ninterrupted: state is kept in the ledger; `cohort run` again resumes where this stopped.\n");
     } else if nothing_left_for_workers(&status) {

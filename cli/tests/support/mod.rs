@@ -49,3 +49,45 @@ pub fn copy_example(name: &str, to: &Path) {
         fs::copy(from.join(file), to.join(file)).unwrap();
     }
 }
+
+/// Collects the cohort in `dir` in process, as `cohort run` does (frozen
+/// first when it is not), through the library entry point
+/// `cohort_serve::run_local`: no binary is spawned and no report written.
+/// For tests that need a collected cohort, not `cohort run`'s output.
+/// Returns the ledger's final status (every planned run has its outcome).
+#[allow(dead_code)]
+pub async fn collect(dir: &Path) -> cohort_ledger::Status {
+    use cohort_coordinator::freeze::{FreezeOptions, freeze};
+    use cohort_serve::local::{ScoringConfig, StoreConfig};
+    use cohort_serve::{LocalConfig, LocalOutcome, run_local};
+    if !dir.join("manifest.json").exists() {
+        freeze(dir, &FreezeOptions { now: std::time::SystemTime::now(), amend: None }).unwrap();
+    }
+    let config = LocalConfig {
+        dir: dir.to_owned(),
+        workers: 2,
+        slots: None,
+        store: StoreConfig {
+            redis: None,
+            ledger: None,
+            artifacts: None,
+            artifacts_max_blob_bytes: cohort_artifacts::s3::DEFAULT_MAX_BLOB_BYTES,
+        },
+        scoring: ScoringConfig::default(),
+        judge_proxy_config: None,
+        pass: cohort_worker::passes::DEFAULT_PASS.to_owned(),
+    };
+    match run_local(&config, |_| {}, std::future::pending::<()>()).await.unwrap() {
+        LocalOutcome::Ran { status, .. } => {
+            assert!(status.done(), "the cohort was not collected to the end: {status:?}");
+            status
+        }
+        LocalOutcome::JudgeRefused(e) => panic!("the judge refused: {e}"),
+    }
+}
+
+/// [`collect`] on a runtime of its own, for a test that is not async.
+#[allow(dead_code)]
+pub fn collect_blocking(dir: &Path) -> cohort_ledger::Status {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap().block_on(collect(dir))
+}
