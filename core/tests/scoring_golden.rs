@@ -251,22 +251,24 @@ fn numeric_anchors_autolinks_and_non_web_links() {
     assert_eq!(r.references.len(), 3);
 }
 
-/// Claims are judgeable only where real snippets were captured: [1] has
-/// text, [2] only whitespace, [3] nothing, so the claim citing only [3] is
-/// source_unavailable, the claims citing [1] await a judge (no verdict),
-/// and the uncited claim is not in the support counts.
+/// Claims are judgeable only where every cited source has real text: [1]
+/// has text, [2] only whitespace, [3] nothing, so the claim citing only [1]
+/// awaits a judge (no verdict), the claim citing [1, 2] and the one citing
+/// [3] are source_unavailable naming [2] and [3] (issue 20: [1, 2] was
+/// judged on [1] alone), and the uncited claim is not in the support counts.
 #[test]
 fn partial_snippets_split_judgeable_from_unavailable() {
     let r = score("12_partial_snippets");
-    let states: Vec<(Option<VerdictLabel>, Option<UnjudgedReason>)> =
-        r.claims.iter().map(|c| (c.verdict, c.unjudged_reason)).collect();
+    let states: Vec<(Option<VerdictLabel>, Option<UnjudgedReason>, Vec<u32>)> =
+        r.claims.iter().map(|c| (c.verdict, c.unjudged_reason, c.missing_sources.clone())).collect();
+    let unavailable = Some(UnjudgedReason::SourceUnavailable);
     assert_eq!(
         states,
         vec![
-            (None, None),
-            (None, None),
-            (Some(VerdictLabel::Unjudged), Some(UnjudgedReason::SourceUnavailable)),
-            (None, None),
+            (None, None, vec![]),
+            (Some(VerdictLabel::Unjudged), unavailable, vec![2]),
+            (Some(VerdictLabel::Unjudged), unavailable, vec![3]),
+            (None, None, vec![]),
         ]
     );
     assert_eq!(r.references[0].snippets.len(), 1);

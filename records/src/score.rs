@@ -22,8 +22,11 @@ pub struct SystemSource {
 pub struct EvidenceSource {
     pub index: u32,
     pub url: Option<String>,
-    /// `given` (supplied with the report), `system` (snippets the system
-    /// returned), `capture` (fetched), or `none` (no text recovered).
+    /// `given` (supplied with the report), `capture` (fetched),
+    /// `simulated` (a SIMULATED system's own page), or `none` (no text
+    /// recovered). `system` (the vendor's snippets used as evidence) is
+    /// found only in records written before issue 20: a vendor's snippet is
+    /// kept in the record's `system_sources`, never used as evidence.
     pub source: String,
 }
 

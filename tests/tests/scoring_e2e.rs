@@ -122,7 +122,7 @@ fn claims_verdicts_support_and_traces_land_in_the_records() {
             assert!(matches!(t["judge_verdict"].as_str(), Some("SUPPORTED" | "UNSUPPORTED")), "{t}");
         }
         assert_eq!(scoring["judge"]["served_models"][0], "judge-1");
-        assert!(scoring["evidence_sources"].as_array().unwrap().iter().all(|e| e["source"] == "system"));
+        assert!(scoring["evidence_sources"].as_array().unwrap().iter().all(|e| e["source"] == "simulated"));
         yes += support["yes"].as_u64().unwrap();
         judged += support["judged"].as_u64().unwrap();
     }

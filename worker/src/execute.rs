@@ -44,8 +44,9 @@ pub struct RunContext {
     pub spool: Spool,
     /// The run times recorded (`SystemClock` outside tests).
     pub clock: Arc<dyn Clock>,
-    /// Captures cited sources that the system returned no text for; `None`
-    /// leaves them uncaptured (their claims unjudged, source_unavailable).
+    /// Captures every cited source (a system's own snippets are never
+    /// evidence); `None` leaves them uncaptured (their claims unjudged,
+    /// source_unavailable, until `cohort judge --capture`).
     pub capturer: Option<SourceCapturer>,
     /// The judge proxy; `None`: claims are extracted and the deterministic
     /// metrics computed, and support stays unmeasured.
@@ -259,6 +260,7 @@ pub async fn record_answer(
             let input = ScoreInput {
                 output: text,
                 system_sources: &response.sources,
+                simulated: arm.adapter.simulated(),
                 citations: response.citations.clone(),
                 query_id: &lease.question_id,
                 system: &system,

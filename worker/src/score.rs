@@ -1,14 +1,22 @@
 //! Scoring one completed output (SPEC section 6): claims and citations from
-//! `cohort_core::scoring`, evidence from the snippets the system returned or
-//! from captured sources, and verdicts from the judge proxy.
+//! `cohort_core::scoring`, evidence from the cited sources as captured, and
+//! verdicts from the judge proxy.
 //!
-//! Rules kept here: a claim is judged only against real source text (the
-//! system's own snippets, recorded as such, or text captured from the cited
-//! URL, narrowed to the passages most relevant to the claim); a claim whose
-//! sources yielded no text is unjudged(source_unavailable); when the judge
-//! proxy cannot be reached every planned claim is unjudged(provider_error).
-//! Unjudged claims never count either way: the support rate is YES/judged,
-//! `None` when nothing was judged.
+//! Rules kept here (docs/judging.md "Evidence"): a claim is judged only
+//! against text captured from the URLs it cites, narrowed to the passages
+//! most relevant to the claim, the same way for every arm; a snippet the
+//! system returned beside its answer (Perplexity's `search_results`, an
+//! `http_json` snippet pointer) is the vendor's, kept in the record's
+//! `system_sources` and never used as evidence. A claim is judged only when
+//! *every* source it cites has captured text; otherwise it is
+//! unjudged(source_unavailable), and its `missing_sources` name the cited
+//! indices without text. The one exception is the built-in SIMULATED
+//! system, whose web is simulated too (its URLs are on the reserved
+//! `.invalid` domain, nothing to fetch): its own passages are its pages,
+//! recorded as `simulated` evidence. When the judge proxy cannot be reached
+//! every planned claim is unjudged(provider_error). Unjudged claims never
+//! count either way: the support rate is YES/judged, `None` when nothing
+//! was judged.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -139,8 +147,12 @@ pub struct ScoreInput<'a> {
     pub output: &'a str,
     /// `None` detects the format.
     pub format: Option<ReportFormat>,
-    /// Passages the system returned beside its output.
+    /// Passages the system returned beside its output: the vendor's
+    /// snippets, never evidence (but a SIMULATED system's pages).
     pub system_sources: &'a [SystemSource],
+    /// The system is the built-in SIMULATED one: its `system_sources` are
+    /// the pages of its simulated web, which no capture can reach.
+    pub simulated: bool,
     /// What the API said the output cites.
     pub citations: ApiCitations,
     /// Source text given by the caller per citation index (`cohort score
@@ -158,13 +170,13 @@ pub async fn score_output(
     capturer: Option<&SourceCapturer>,
     judge: Option<&JudgeEndpoint>,
 ) -> Result<RunScore, cohort_core::scoring::ScoringError> {
-    let ScoreInput { output, format, system_sources, citations, given, query_id, system, run } = input;
+    let ScoreInput { output, format, system_sources, simulated, citations, given, query_id, system, run } = input;
     let mut analysis = analyse_output(output, &citations, format)?;
 
-    // Evidence per reference: given text first, then the system's own
-    // snippets, else a capture.
+    // Evidence per reference: given text first, else a capture of the
+    // cited URL (a SIMULATED system's own pages stand for it).
     let EvidencePlan { mut texts, mut evidence_sources, to_capture } =
-        plan_evidence(&analysis.references, &given, system_sources);
+        plan_evidence(&analysis.references, &given, system_sources, simulated);
     let mut captures = Vec::new();
     if let Some(capturer) = capturer {
         let urls: Vec<String> = to_capture.iter().map(|(_, u)| u.clone()).collect();
@@ -192,13 +204,6 @@ pub async fn score_output(
     // Plan: which claims can be judged, with which passages.
     let ClaimPlan { mut verdicts, to_judge, used } =
         plan_claims(&analysis.claims, &analysis.references, ClaimIds::Index);
-    // The reference table keeps the passages actually used, not whole pages.
-    analysis.attach_snippets(&used);
-    for reference in &mut analysis.references {
-        if !used.contains_key(&reference.index) {
-            reference.snippets.clear();
-        }
-    }
 
     let mut judge_summary = None;
     let mut judge_traces = Vec::new();
@@ -224,13 +229,14 @@ pub async fn score_output(
             }
         }
     }
-    Ok(RunScore {
-        report: ScoreReport::assemble(analysis, &run, &verdicts),
-        evidence_sources,
-        captures,
-        judge: judge_summary,
-        judge_traces,
-    })
+    // Assembled while the references carry every evidence text (so an
+    // unjudged claim's `missing_sources` are named from them); then the
+    // reference table keeps the passages actually used, not whole pages.
+    let mut report = ScoreReport::assemble(analysis, &run, &verdicts);
+    for reference in &mut report.references {
+        reference.snippets = used.get(&reference.index).cloned().unwrap_or_default();
+    }
+    Ok(RunScore { report, evidence_sources, captures, judge: judge_summary, judge_traces })
 }
 
 /// One sent claim's answer from the judge proxy ([`apply_reply`]).
@@ -296,60 +302,60 @@ pub fn apply_reply(
 /// Where each reference's evidence comes from, before any capture.
 #[derive(Debug, Default)]
 pub struct EvidencePlan {
-    /// Text per citation index found without fetching: given, or the
-    /// system's own snippets.
+    /// Text per citation index found without fetching: given by the
+    /// caller, or a SIMULATED system's own pages.
     pub texts: BTreeMap<u32, Vec<String>>,
-    /// The sources decided so far (`given`, `system`, `none` for a
+    /// The sources decided so far (`given`, `simulated`, `none` for a
     /// reference without a URL).
     pub evidence_sources: Vec<EvidenceSource>,
-    /// (index, URL) of the references whose text must come from a capture.
+    /// (index, URL) of the references whose text must come from a capture:
+    /// every cited URL of a real system, whatever snippet it returned.
     pub to_capture: Vec<(u32, String)>,
 }
 
 /// Evidence per reference, the one rule of both the inline path and
-/// `cohort judge`: text given by the caller first, then the snippets the
-/// system returned itself for that URL, else the reference waits for a
-/// capture (fetched now inline; read back by `text_sha256` by the stage).
+/// `cohort judge` (docs/judging.md "Evidence"): text given by the caller
+/// first (`cohort score --snippets`), else the reference waits for a
+/// capture of its URL (fetched now inline; read back by `text_sha256` by
+/// the stage). The snippets a system returned (`system_sources`) are the
+/// vendor's and are never evidence, so every arm is judged on the same
+/// kind of text: the cited page as captured. The one exception is a
+/// `simulated` system, whose sources are pages of its simulated web on the
+/// reserved `.invalid` domain: its own passages are their text
+/// (`simulated` evidence), never fetched.
 pub fn plan_evidence(
     references: &[cohort_core::scoring::Reference],
     given: &BTreeMap<u32, Vec<String>>,
     system_sources: &[SystemSource],
+    simulated: bool,
 ) -> EvidencePlan {
     let mut plan = EvidencePlan::default();
     for reference in references {
+        let decided =
+            |source: &str| EvidenceSource { index: reference.index, url: reference.url.clone(), source: source.into() };
         if let Some(own) = given.get(&reference.index).filter(|t| t.iter().any(|s| !s.trim().is_empty())) {
             plan.texts.insert(reference.index, own.clone());
-            plan.evidence_sources.push(EvidenceSource {
-                index: reference.index,
-                url: reference.url.clone(),
-                source: "given".into(),
-            });
+            plan.evidence_sources.push(decided("given"));
             continue;
         }
-        let own: Vec<String> = reference
-            .url
-            .as_deref()
-            .map(|url| {
-                system_sources
-                    .iter()
-                    .filter(|s| same_source(&s.url, url))
-                    .map(|s| s.snippet.clone())
-                    .filter(|s| !s.trim().is_empty())
-                    .collect()
-            })
-            .unwrap_or_default();
-        if !own.is_empty() {
-            plan.texts.insert(reference.index, own);
-            plan.evidence_sources.push(EvidenceSource {
-                index: reference.index,
-                url: reference.url.clone(),
-                source: "system".into(),
-            });
-        } else if let Some(url) = &reference.url {
-            plan.to_capture.push((reference.index, url.clone()));
-        } else {
-            plan.evidence_sources.push(EvidenceSource { index: reference.index, url: None, source: "none".into() });
+        let Some(url) = &reference.url else {
+            plan.evidence_sources.push(decided("none"));
+            continue;
+        };
+        if simulated {
+            let pages: Vec<String> = system_sources
+                .iter()
+                .filter(|s| same_source(&s.url, url))
+                .map(|s| s.snippet.clone())
+                .filter(|s| !s.trim().is_empty())
+                .collect();
+            if !pages.is_empty() {
+                plan.texts.insert(reference.index, pages);
+                plan.evidence_sources.push(decided("simulated"));
+                continue;
+            }
         }
+        plan.to_capture.push((reference.index, url.clone()));
     }
     plan
 }
@@ -376,11 +382,13 @@ pub struct ClaimPlan {
 }
 
 /// The judging plan, the one rule of both the inline path and `cohort
-/// judge`: per cited claim with source text, the passages of each cited
-/// source most relevant to it (`core::passages::best_passages`) and the
-/// sentence as the judge sees it (`judge_sentence`: without its markers);
-/// a cited claim without source text is `unjudged(source_unavailable)`.
-/// `references` carry the evidence texts as their snippets.
+/// judge`: per cited claim whose every cited source has text, the passages
+/// of each cited source most relevant to it
+/// (`core::passages::best_passages`) and the sentence as the judge sees it
+/// (`judge_sentence`: without its markers); a cited claim with a source
+/// without text is `unjudged(source_unavailable)`
+/// (`cohort_core::scoring::plan_judging`). `references` carry the evidence
+/// texts as their snippets.
 pub fn plan_claims(
     claims: &[cohort_core::scoring::Claim],
     references: &[cohort_core::scoring::Reference],
@@ -446,6 +454,10 @@ pub enum ReplanError {
 pub struct StoredRunPlan {
     /// The cited claims' `ScoredClaim` ids that cannot be judged, with why.
     pub unjudgeable: Vec<(u32, UnjudgedReason)>,
+    /// For each `source_unavailable` claim of `unjudgeable` (by
+    /// `ScoredClaim` id): the cited indices whose source has no captured
+    /// text, as `ScoredClaim::missing_sources` names them.
+    pub missing_sources: BTreeMap<u32, Vec<u32>>,
     /// The judgeable claims, each named by its `ScoredClaim` id.
     pub to_judge: Vec<PlannedClaim>,
     /// The `system` of its trace records, as the inline path names it.
@@ -458,10 +470,11 @@ pub struct StoredRunPlan {
 }
 
 /// Rebuilds a completed run's judge requests from what was stored: the
-/// output (by `output_sha256`) read again with the recorded format, the
-/// system's snippets from the record's `system_sources`, captured text
-/// from the artifact store by each capture's `text_sha256`; then
+/// output (by `output_sha256`) read again with the recorded format,
+/// captured text from the artifact store by each capture's `text_sha256`
+/// (a SIMULATED system's pages from the record's `system_sources`); then
 /// [`plan_evidence`] and [`plan_claims`], exactly as the inline path. The
+/// vendor's snippets of a real system are never evidence here either. The
 /// claims must be the record's (same ids and text), or the run is refused.
 ///
 /// `late` are captures made after collection (a judging pass's own,
@@ -491,7 +504,7 @@ pub fn plan_stored_run(
         }
     }
     let EvidencePlan { mut texts, to_capture, .. } =
-        plan_evidence(&analysis.references, &BTreeMap::new(), &record.system_sources);
+        plan_evidence(&analysis.references, &BTreeMap::new(), &record.system_sources, record.simulated);
     let recorded = scoring.map(|s| s.captures.as_slice()).unwrap_or_default();
     let captures: Vec<&crate::capture::Capture> = recorded.iter().chain(late).collect();
     let mut uncaptured = Vec::new();
@@ -513,7 +526,7 @@ pub fn plan_stored_run(
     }
     analysis.attach_snippets(&texts);
     let plan = plan_claims(&analysis.claims, &analysis.references, ClaimIds::ScoredId);
-    let unjudgeable = plan
+    let unjudgeable: Vec<(u32, UnjudgedReason)> = plan
         .verdicts
         .iter()
         .enumerate()
@@ -522,9 +535,21 @@ pub fn plan_stored_run(
             _ => None,
         })
         .collect();
+    let missing_sources = analysis
+        .claims
+        .iter()
+        .filter(|c| unjudgeable.contains(&(c.id, UnjudgedReason::SourceUnavailable)))
+        .map(|c| (c.id, cohort_core::scoring::missing_sources(&c.cited, &analysis.references)))
+        .collect();
     // Labelled as the inline path labels it.
     let system = system_label(&record.product, record.simulated);
-    Ok(StoredRunPlan { unjudgeable, to_judge: plan.to_judge.into_iter().map(|(_, c)| c).collect(), system, uncaptured })
+    Ok(StoredRunPlan {
+        unjudgeable,
+        missing_sources,
+        to_judge: plan.to_judge.into_iter().map(|(_, c)| c).collect(),
+        system,
+        uncaptured,
+    })
 }
 
 /// `DescribeJudge` for the endpoint's judge, with its team key: checks the

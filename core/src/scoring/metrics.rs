@@ -109,17 +109,22 @@ pub enum JudgePlan {
     NotCited,
 }
 
-/// Decides, per claim, whether it can be judged: a cited claim whose cited
-/// sources have no captured snippet (unreachable, unparseable, or an
-/// unresolved index) is `source_unavailable`; it is never judged against a
-/// placeholder. `references[..].snippets` must hold only real captured text;
-/// blank snippets are ignored.
+/// Decides, per claim, whether it can be judged: a cited claim is judged
+/// only when *every* source it cites has captured text; one cited source
+/// without it (unreachable, unparseable, an unresolved index) makes the
+/// claim `source_unavailable` ([`missing_sources`] names which), so a claim
+/// citing [1,2] is never judged on [1] alone, and it is never judged
+/// against a placeholder. `references[..].snippets` must hold only real
+/// captured text; blank snippets are ignored.
 pub fn plan_judging(claims: &[Claim], references: &[Reference]) -> Vec<JudgePlan> {
     claims
         .iter()
         .map(|claim| {
             if claim.cited.is_empty() {
                 return JudgePlan::NotCited;
+            }
+            if !missing_sources(&claim.cited, references).is_empty() {
+                return JudgePlan::Unjudged(UnjudgedReason::SourceUnavailable);
             }
             let evidence: Vec<Evidence> = claim
                 .cited
@@ -133,13 +138,27 @@ pub fn plan_judging(claims: &[Claim], references: &[Reference]) -> Vec<JudgePlan
                     })
                 })
                 .collect();
-            if evidence.is_empty() {
-                JudgePlan::Unjudged(UnjudgedReason::SourceUnavailable)
-            } else {
-                JudgePlan::Judge(evidence)
-            }
+            JudgePlan::Judge(evidence)
         })
         .collect()
+}
+
+/// The indices of `cited` whose source has no captured text (blank
+/// snippets count as none), or that resolve to no reference, each once in
+/// citing order: the sources that keep a claim unjudged
+/// (`source_unavailable`).
+pub fn missing_sources(cited: &[u32], references: &[Reference]) -> Vec<u32> {
+    let mut missing = Vec::new();
+    for index in cited {
+        let has_text = references
+            .iter()
+            .find(|r| r.index == *index)
+            .is_some_and(|r| r.snippets.iter().any(|s| !s.trim().is_empty()));
+        if !has_text && !missing.contains(index) {
+            missing.push(*index);
+        }
+    }
+    missing
 }
 
 #[cfg(test)]
@@ -181,22 +200,27 @@ mod tests {
         }
     }
 
-    /// A claim is judged only against real snippets of its cited sources;
-    /// without any it is source_unavailable, and uncited claims are not judged.
+    /// A claim is judged only when every source it cites has real text
+    /// (issue 20: [1,3] with [3] empty was judged on [1] alone); without
+    /// it the claim is source_unavailable, naming the sources without
+    /// text, and uncited claims are not judged.
     #[test]
-    fn plans_judging_from_captured_snippets_only() {
-        let refs = vec![reference(1, &["real text"]), reference(2, &["  "]), reference(3, &[])];
-        let plans = plan_judging(&[claim(&[1, 3]), claim(&[2, 3]), claim(&[9]), claim(&[])], &refs);
-        assert_eq!(
-            plans[0],
-            JudgePlan::Judge(vec![Evidence {
-                index: 1,
-                source_url: Some("https://x.org/1".into()),
-                text: "real text".into()
-            }])
-        );
+    fn plans_judging_only_when_every_cited_source_has_text() {
+        let refs =
+            vec![reference(1, &["real text"]), reference(2, &["  "]), reference(3, &[]), reference(4, &["more"])];
+        let plans = plan_judging(&[claim(&[1, 3]), claim(&[2, 3]), claim(&[9]), claim(&[]), claim(&[1, 4])], &refs);
+        assert_eq!(plans[0], JudgePlan::Unjudged(UnjudgedReason::SourceUnavailable));
+        assert_eq!(missing_sources(&[1, 3], &refs), [3]);
         assert_eq!(plans[1], JudgePlan::Unjudged(UnjudgedReason::SourceUnavailable));
+        assert_eq!(missing_sources(&[2, 3, 2], &refs), [2, 3]);
         assert_eq!(plans[2], JudgePlan::Unjudged(UnjudgedReason::SourceUnavailable));
+        assert_eq!(missing_sources(&[9], &refs), [9]);
         assert_eq!(plans[3], JudgePlan::NotCited);
+        let evidence = |index: u32, text: &str| Evidence {
+            index,
+            source_url: Some(format!("https://x.org/{index}")),
+            text: text.into(),
+        };
+        assert_eq!(plans[4], JudgePlan::Judge(vec![evidence(1, "real text"), evidence(4, "more")]));
     }
 }

@@ -47,7 +47,9 @@ use serde::{Deserialize, Serialize};
 pub use claims::Claim;
 pub use document::options as markdown_options;
 pub use markers::{Marker, judge_sentence, judge_sentence_into, parse_markers, strip_markers};
-pub use metrics::{Cost, DeterministicMetrics, Evidence, JudgePlan, SupportSummary, plan_judging, support_summary};
+pub use metrics::{
+    Cost, DeterministicMetrics, Evidence, JudgePlan, SupportSummary, missing_sources, plan_judging, support_summary,
+};
 pub use prompt::{EvidencePassage, JudgeClaim, PlannedClaim, judge_prompt};
 pub use segment::split_sentences;
 pub use url::canonicalise;
@@ -543,6 +545,12 @@ pub struct ScoredClaim {
     pub unjudged_reason: Option<UnjudgedReason>,
     /// The judge's reply line for the claim, when there was one.
     pub judge_line: Option<String>,
+    /// For a claim `unjudged(source_unavailable)`: the cited indices whose
+    /// source had no captured text (or that resolve to no reference), the
+    /// reason it was not judged ([`missing_sources`]). Empty otherwise, and
+    /// absent from the JSON when empty (records written before it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing_sources: Vec<u32>,
 }
 
 /// Everything `cohort score` prints: see docs/scoring.md for every field.
@@ -570,12 +578,21 @@ impl ScoreReport {
     pub fn assemble(analysis: Analysis, run: &RunFacts, verdicts: &[Option<ParsedVerdict>]) -> ScoreReport {
         let metrics = analysis.metrics(run);
         let support = support_summary(verdicts.iter().flatten().map(|v| &v.verdict));
+        let references = &analysis.references;
         let claims = analysis
             .claims
             .into_iter()
             .enumerate()
             .map(|(i, claim)| {
                 let parsed = verdicts.get(i).cloned().flatten();
+                // Named from the evidence texts the references carry now
+                // (the caller attaches them before assembling).
+                let missing_sources = match parsed.as_ref().map(|p| p.verdict) {
+                    Some(Verdict::Unjudged(UnjudgedReason::SourceUnavailable)) => {
+                        missing_sources(&claim.cited, references)
+                    }
+                    _ => Vec::new(),
+                };
                 let (verdict, unjudged_reason) = match parsed.as_ref().map(|p| p.verdict) {
                     Some(Verdict::Yes) => (Some(VerdictLabel::Yes), None),
                     Some(Verdict::No) => (Some(VerdictLabel::No), None),
@@ -591,6 +608,7 @@ impl ScoreReport {
                     verdict,
                     unjudged_reason,
                     judge_line: parsed.and_then(|p| p.line),
+                    missing_sources,
                 }
             })
             .collect();

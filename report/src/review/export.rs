@@ -211,6 +211,19 @@ pub async fn export(
     let key: BTreeMap<&str, &cohort_core::uncertainty_key::UncertaintyEntry> =
         cohort.uncertainty_key.iter().flatten().map(|e| (e.question_id.as_str(), e)).collect();
 
+    // The judging passes, for the sources `cohort judge --capture` fetched
+    // after collection: a reviewer reads the text the judge read.
+    let pass_error = |e: cohort_records::passes::PassError| ReviewError::BadFile {
+        file: cohort_dir.join(cohort_artifacts::STATE_DIR).join("passes").display().to_string(),
+        message: e.to_string(),
+    };
+    let passes: Vec<cohort_records::passes::PassStore> = cohort_records::passes::list(cohort_dir)
+        .map_err(pass_error)?
+        .iter()
+        .map(|name| cohort_records::passes::PassStore::open(cohort_dir, name))
+        .collect::<Result<_, _>>()
+        .map_err(pass_error)?;
+
     // (output code, rows, items) per output, sorted by code afterwards.
     let mut outputs: Vec<(String, Vec<ItemRow>, Vec<ExportedItem>)> = Vec::new();
     for (done, row) in completed.iter().enumerate() {
@@ -247,7 +260,11 @@ pub async fn export(
             ..ItemRow::default()
         };
         if let Some(score) = &record.scoring {
-            let sources = source_texts(artifacts, &record)?;
+            let mut late = Vec::new();
+            for pass in &passes {
+                late.extend(pass.read_run(&record.run_id).map_err(pass_error)?.into_iter().flat_map(|r| r.captures));
+            }
+            let sources = source_texts(artifacts, &record, &late)?;
             let refs: BTreeMap<u32, &cohort_core::scoring::Reference> =
                 score.report.references.iter().map(|r| (r.index, r)).collect();
             let listed: Vec<(u32, &str, &[u32])> =
@@ -478,20 +495,33 @@ fn read_record(artifacts: &ArtifactStore, run_id: &str, sha256: &str) -> Result<
     serde_json::from_slice(&bytes).map_err(|e| corrupt(format!("it is not a run record ({e})")))
 }
 
-/// URL -> the text a reviewer reads for it: the capture's text, else the
-/// system's snippets.
-fn source_texts(artifacts: &ArtifactStore, record: &RunRecord) -> Result<BTreeMap<String, String>, ReviewError> {
+/// URL -> the text a reviewer reads for it: the cited page as captured
+/// (the judge's evidence, docs/judging.md "Evidence"), for a SIMULATED
+/// system its own simulated page. A real system's own snippet is never
+/// shown as the source: when nothing was captured the reviewer is told to
+/// open the URL, and the snippet follows labelled as the vendor's.
+/// `late` are the captures judging passes made after collection, read after
+/// the record's.
+fn source_texts(
+    artifacts: &ArtifactStore,
+    record: &RunRecord,
+    late: &[cohort_records::capture::Capture],
+) -> Result<BTreeMap<String, String>, ReviewError> {
     let mut out = BTreeMap::new();
-    for s in &record.system_sources {
-        out.entry(s.url.clone()).or_insert_with(|| format!("(the system's snippet) {}", s.snippet));
-    }
-    if let Some(score) = &record.scoring {
-        for c in &score.captures {
-            let Some(sha) = &c.text_sha256 else { continue };
-            if let Some(bytes) = artifacts.get(sha).map_err(|e| ReviewError::io(format!("artifact {sha}"), e))? {
-                out.insert(c.url.clone(), format!("(captured {}) {}", c.accessed_at, String::from_utf8_lossy(&bytes)));
-            }
+    let recorded = record.scoring.iter().flat_map(|s| &s.captures);
+    for c in recorded.chain(late).filter(|c| c.accessible) {
+        let Some(sha) = c.text_sha256.as_ref().filter(|_| !out.contains_key(&c.url)) else { continue };
+        if let Some(bytes) = artifacts.get(sha).map_err(|e| ReviewError::io(format!("artifact {sha}"), e))? {
+            out.insert(c.url.clone(), format!("(captured {}) {}", c.accessed_at, String::from_utf8_lossy(&bytes)));
         }
+    }
+    for s in &record.system_sources {
+        let text = if record.simulated {
+            format!("(the SIMULATED system's simulated page) {}", s.snippet)
+        } else {
+            format!("(no source text was captured: open the URL) the vendor's snippet (not the source): {}", s.snippet)
+        };
+        out.entry(s.url.clone()).or_insert(text);
     }
     Ok(out)
 }
