@@ -452,3 +452,55 @@ async fn accepted_versions_do_not_pause_and_pause_hints_name_the_cohort() {
     assert_eq!(m.accepted_versions, ["engine-7", "engine 7 (build 2)", "engine-8"]);
     assert_eq!(pending_json(d)["open"][0]["run_id"], order[2].as_str(), "resumed: the next run is offered");
 }
+
+/// Proves two `cohort submit` of one manual run at once record it once
+/// (issue 23): one exits 0, the other exits 2 naming the first ("already
+/// submitted at ..."), and the artifact store holds exactly what the
+/// winner wrote (the loser left no output or record), eight races in a
+/// row.
+#[tokio::test]
+async fn concurrent_submits_of_one_run_record_it_once() {
+    for race in 0..8 {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir: PathBuf = tmp.path().join("c");
+        write_cohort(&dir);
+        let d = dir.to_str().unwrap();
+        assert!(cohort(&["freeze", d]).status.success());
+        let offered = pending_json(d);
+        let run_id = offered["open"][0]["run_id"].as_str().unwrap().to_owned();
+        let before = count_files(&dir.join(".cohort/artifacts"));
+        let outputs: Vec<PathBuf> = (0..2)
+            .map(|i| {
+                let path = tmp.path().join(format!("out{i}.md"));
+                fs::write(&path, format!("Answer {i} of race {race} [1].\n\n1. https://example.org/{i}\n")).unwrap();
+                path
+            })
+            .collect();
+        let children: Vec<std::process::Child> = outputs
+            .iter()
+            .map(|o| {
+                Command::new(COHORT)
+                    .args(["submit", d, &run_id, o.to_str().unwrap()])
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let outs: Vec<Output> = children.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
+        let codes: Vec<Option<i32>> = outs.iter().map(|o| o.status.code()).collect();
+        let winner = codes.iter().position(|c| *c == Some(0)).unwrap_or_else(|| panic!("race {race}: {codes:?}"));
+        let loser = &outs[1 - winner];
+        let t = text(loser);
+        assert_eq!(loser.status.code(), Some(2), "race {race}: {t}");
+        assert!(t.contains(&format!("run {run_id:?} is already submitted at")), "race {race}: {t}");
+        let rows = ledger(&dir).runs().await.unwrap();
+        let row = rows.iter().find(|r| r.run_id == run_id).unwrap();
+        let record: serde_json::Value = serde_json::from_slice(&artifact(&dir, &row.record_sha256)).unwrap();
+        let output_sha = record["output_sha256"].as_str().unwrap_or_default().to_owned();
+        let recorded = String::from_utf8(artifact(&dir, &output_sha)).unwrap_or_default();
+        assert!(recorded.starts_with(&format!("Answer {winner} of race {race}")), "race {race}: {recorded:?}");
+        // The winner wrote its output and its record; nothing else is new.
+        assert_eq!(count_files(&dir.join(".cohort/artifacts")), before + 2, "race {race}: the loser left an artifact");
+    }
+}

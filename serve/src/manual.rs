@@ -419,6 +419,9 @@ pub async fn submit(
     if store.redis.is_none() && !store.sqlite_path(&frozen.dir).exists() {
         return Err(not_due(frozen, run_id));
     }
+    // One submit of a run at a time: a second one waits here, then finds
+    // the run final and is refused before it writes anything.
+    let _lock = submit_lock(&frozen.dir, run_id)?;
     let ledger = local::open_ledger(frozen, store).await?;
     let holder = manual::holder(&arm.id);
     let held = ledger.leases_held(&holder).await?;
@@ -493,6 +496,12 @@ pub async fn submit(
     };
     let lease_ref = LeaseRef { run_id: grant.run_id.clone(), token: grant.token };
     if !ledger.finish(&holder, &lease_ref, &result, now_ms()).await? {
+        // Another submit of the run (from another machine) came first:
+        // name it, not a closed window.
+        let rows = ledger.runs().await?;
+        if let Some(row) = rows.iter().find(|r| r.run_id == run_id && r.state == RunStateKind::Final) {
+            return Err(not_open(frozen, run_id, row));
+        }
         return Err(refused(format!(
             "run {run_id:?}: the lease is no longer current (the window closed or the cohort was aborted \
              meanwhile): nothing was recorded in the ledger"
@@ -515,6 +524,29 @@ pub async fn submit(
         judged: context.judge.is_some(),
         captured: context.capturer.is_some(),
     })
+}
+
+/// Where the submit locks of a cohort live.
+const SUBMIT_LOCKS: &str = ".cohort/submit-locks";
+
+/// An exclusive lock on `run_id`'s submission, held until dropped: two
+/// `cohort submit` of one run on this machine are serialised, so the
+/// second sees the first's result and is refused (exit 2, "already
+/// submitted") before it records an output or a run record. Submits of
+/// one run from two machines sharing a Redis ledger are not serialised by
+/// it: docs/manual.md says so.
+fn submit_lock(dir: &Path, run_id: &str) -> Result<std::fs::File, ManualError> {
+    let locks = dir.join(SUBMIT_LOCKS);
+    std::fs::create_dir_all(&locks).map_err(|source| ServeError::CreateDir { path: locks.clone(), source })?;
+    let path = locks.join(prompt_file_name(run_id).replace(".prompt.txt", ".lock"));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|source| ServeError::Write { path: path.clone(), source })?;
+    file.lock().map_err(|source| ServeError::Write { path, source })?;
+    Ok(file)
 }
 
 fn not_due(frozen: &Frozen, run_id: &str) -> ManualError {
