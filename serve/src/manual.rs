@@ -32,6 +32,7 @@ use cohort_worker::adapters::TokenUsage;
 use cohort_worker::adapters::manual::{self, ManualSettings, Submission, SubmittedOutcome};
 use cohort_worker::execute::{Report, record_answer};
 use cohort_worker::record::{ManualRun, rfc3339_ms};
+use cohort_worker::wire::RunLease;
 use cohort_worker::{ArmRuntime, adapters, judging};
 use serde::Serialize;
 
@@ -485,7 +486,7 @@ pub async fn submit(
     // and bounds.
     use cohort_coordinator::convert;
     let observed = convert::version_from_pb(&observed_version).map_err(|e| refused(e.message()))?;
-    let attempt_record = convert::attempt_from_pb(Some(&attempt)).map_err(|e| refused(e.message()))?;
+    let attempt_record = convert::attempt_from_pb(Some(&attempt.to_pb())).map_err(|e| refused(e.message()))?;
     let result = RunResult {
         outcome,
         // The coordinator keeps a worker's reason to 1024 characters too.
@@ -626,15 +627,16 @@ fn check_times(
 /// coordinator's own builder and reading of earlier attempts; a person's
 /// lease lasts to the window's end, which is its deadline. A person's run
 /// is not traced: no coordinator span leased it.
-async fn lease_of(ledger: &dyn Ledger, frozen: &Frozen, grant: &LeaseGrant) -> cohort_proto::v1::Lease {
+async fn lease_of(ledger: &dyn Ledger, frozen: &Frozen, grant: &LeaseGrant) -> RunLease {
     let previous = cohort_coordinator::service::previous_attempts(ledger, grant).await;
-    cohort_coordinator::service::lease_message(
+    let message = cohort_coordinator::service::lease_message(
         grant.clone(),
         &frozen.cohort.suffix,
         grant.expires_ms,
         previous,
         String::new(),
-    )
+    );
+    RunLease::from_pb(&message)
 }
 
 /// Pauses the arm when the submitted label is not one it accepts, by the

@@ -22,14 +22,14 @@ use cohort_clock::Clock;
 use cohort_core::config::{ArmConfig, PriceCatalog};
 use cohort_core::lifecycle::{final_outcome_of, reported_as_attempt};
 use cohort_core::taxonomy::{AttemptClass, Outcome};
-use cohort_proto::convert::{class_to_pb, outcome_to_pb};
-use cohort_proto::v1 as pb;
+use cohort_proto::convert::outcome_to_pb;
 use tracing::{Instrument as _, error, warn};
 
 use crate::adapters::{Adapter, AdapterRequest, AdapterResponse, Reply, TokenUsage, Turn};
 use crate::capture::SourceCapturer;
 use crate::record::{ManualRun, RECORD_VERSION, RunRecord, attempts_of, rfc3339_ms, version_label};
 use crate::score::{JudgeEndpoint, ScoreInput, score_output, system_label};
+use crate::wire::{Attempt, RunLease};
 
 /// What the worker knows about its cohort.
 #[derive(Debug)]
@@ -80,9 +80,9 @@ pub struct ArmRuntime {
 #[derive(Debug, Clone)]
 pub enum Report {
     /// A failed attempt (an outage): the coordinator decides retry or final.
-    Attempt(pb::Attempt),
+    Attempt(Attempt),
     /// The final result.
-    Result { outcome: Outcome, reason: String, record_sha256: String, observed_version: String, attempt: pb::Attempt },
+    Result { outcome: Outcome, reason: String, record_sha256: String, observed_version: String, attempt: Attempt },
 }
 
 /// What the system said, once its conversation is over: the input of
@@ -109,7 +109,7 @@ pub const SYSTEM: &str = "system_under_test";
 
 /// Runs `lease` on `arm` for the worker `worker_id` (as the coordinator
 /// named it at registration) and says what to report.
-pub async fn execute(ctx: &RunContext, arm: &ArmRuntime, lease: &pb::Lease, worker_id: &str) -> Report {
+pub async fn execute(ctx: &RunContext, arm: &ArmRuntime, lease: &RunLease, worker_id: &str) -> Report {
     let started_ms = ctx.clock.now_ms();
     let mut conversation = vec![Turn { role: USER.into(), text: lease.prompt.clone() }];
     let mut asked_clarification = false;
@@ -191,7 +191,7 @@ fn record_call(span: &tracing::Span, response: &AdapterResponse) {
 pub async fn record_answer(
     ctx: &RunContext,
     arm: &ArmRuntime,
-    lease: &pb::Lease,
+    lease: &RunLease,
     worker_id: &str,
     answer: Answer,
 ) -> Report {
@@ -200,14 +200,14 @@ pub async fn record_answer(
     // the wire, never compared with the pinned one.
     let reported_version =
         response.observed_version.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned);
-    let attempt = pb::Attempt {
-        class: class_to_pb(response.class) as i32,
-        http_status: u32::from(response.http_status),
+    let attempt = Attempt {
+        class: response.class,
+        http_status: response.http_status,
         detail: response.detail.clone(),
-        started_unix_ms: started_ms,
-        ended_unix_ms: ended_ms,
-        observed_version: reported_version.clone().unwrap_or_default(),
-        retry_after_ms: response.retry_after_ms.unwrap_or(0),
+        started_ms,
+        ended_ms,
+        observed_version: reported_version.clone(),
+        retry_after_ms: response.retry_after_ms.filter(|&ms| ms > 0),
     };
     // Outages, quota and auth errors go to the ledger as attempts: it
     // decides between a retry, a final outcome and pausing the arm.
@@ -277,8 +277,7 @@ pub async fn record_answer(
         }
         _ => (None, None),
     };
-    let (attempts, attempts_complete) =
-        attempts_of(lease, crate::record::from_wire(lease.attempt, &attempt, worker_id));
+    let (attempts, attempts_complete) = attempts_of(lease, attempt.recorded(lease.attempt, worker_id));
     let record = RunRecord {
         record_version: RECORD_VERSION,
         cohort: ctx.cohort.clone(),

@@ -1,7 +1,9 @@
 //! The cohort worker: leases runs from the coordinator, carries each out
 //! through its arm's adapter ([`execute`]), and reports attempts and
 //! results. It keeps its leases alive with heartbeats and drops a run the
-//! moment the coordinator says the lease is gone.
+//! moment the coordinator says the lease is gone. The lease loop speaks
+//! gRPC; what it hands a run is plain data ([`wire::RunLease`], and the
+//! run reports a [`wire::Attempt`]), converted in [`wire`] alone.
 //!
 //! When the coordinator is away it retries with backoff, and reports what it
 //! finished once the coordinator is back (a report that arrives after its
@@ -57,6 +59,7 @@ pub mod preflight;
 pub mod record;
 pub mod score;
 pub mod score_file;
+pub mod wire;
 
 /// The spool and the clock of a [`RunContext`], for its callers.
 pub use cohort_artifacts::Spool;
@@ -336,7 +339,7 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
                     for lease in response.leases {
                         summary.leased += 1;
                         crew.context.metrics.leased();
-                        crew.spawn_run(&mut tasks, lease);
+                        crew.spawn_run(&mut tasks, &lease);
                     }
                     (granted == 0 && !cohort_done)
                         .then(|| Duration::from_millis(u64::from(response.retry_after_ms.max(10))))
@@ -809,14 +812,14 @@ impl Crew {
     /// is the worker's, and may hold anything.
     fn report_panic(&self, tasks: &mut JoinSet<RunDone>, run_id: String, lease: pb::LeaseRef) {
         let now = self.context.clock.now_ms();
-        let attempt = pb::Attempt {
-            class: cohort_proto::convert::class_to_pb(cohort_core::taxonomy::AttemptClass::WorkerLost) as i32,
+        let attempt = wire::Attempt {
+            class: cohort_core::taxonomy::AttemptClass::WorkerLost,
             http_status: 0,
             detail: "the worker's run task panicked (the message is in the worker's log)".to_owned(),
-            started_unix_ms: now,
-            ended_unix_ms: now,
-            observed_version: String::new(),
-            retry_after_ms: 0,
+            started_ms: now,
+            ended_ms: now,
+            observed_version: None,
+            retry_after_ms: None,
         };
         let (client, results, fatal, worker_id) =
             (self.client.clone(), self.results.clone(), self.fatal.clone(), self.worker_id.clone());
@@ -833,8 +836,9 @@ impl Crew {
         lock(&self.inflight).insert(run_id, (held, handle, Arc::new(AtomicBool::new(true))));
     }
 
-    fn spawn_run(&self, tasks: &mut JoinSet<RunDone>, lease: pb::Lease) {
-        let lease_ref = pb::LeaseRef { run_id: lease.run_id.clone(), fencing_token: lease.fencing_token };
+    fn spawn_run(&self, tasks: &mut JoinSet<RunDone>, lease: &pb::Lease) {
+        let lease = wire::RunLease::from_pb(lease);
+        let lease_ref = lease.lease_ref();
         let (client, worker_id, context, arms) =
             (self.client.clone(), self.worker_id.clone(), Arc::clone(&self.context), Arc::clone(&self.arms));
         let (results, fatal) = (self.results.clone(), self.fatal.clone());
@@ -864,8 +868,7 @@ impl Crew {
                         Some(record_sha256.clone())
                     }
                     Report::Attempt(attempt) => {
-                        let class = cohort_proto::convert::class_from_pb(attempt.class);
-                        cohort_telemetry::genai::mark_error(&recorded, class.map_or("unknown", |c| c.as_str()));
+                        cohort_telemetry::genai::mark_error(&recorded, attempt.class.as_str());
                         None
                     }
                 };
@@ -894,7 +897,7 @@ impl Crew {
 /// coordinator's answer to its report: a child of the coordinator's lease
 /// span, so it lies in the run's trace; the adapter call, source capture
 /// and judge batches are its children.
-fn run_span(lease: &pb::Lease) -> tracing::Span {
+fn run_span(lease: &wire::RunLease) -> tracing::Span {
     let span = info_span!(
         parent: None,
         "run",
@@ -946,7 +949,7 @@ async fn send_report(
             let request = pb::ReportAttemptRequest {
                 worker_id: worker_id.to_owned(),
                 lease: Some(lease.clone()),
-                attempt: Some(attempt),
+                attempt: Some(attempt.to_pb()),
                 traceparent: cohort_telemetry::propagation::traceparent(&tracing::Span::current()),
             };
             let ids = journaling.write(vec![journal::Entry::Attempt(request.clone())]).await;
@@ -972,7 +975,7 @@ async fn send_report(
                 reason,
                 record_sha256,
                 observed_version,
-                attempt: Some(attempt),
+                attempt: Some(attempt.to_pb()),
                 traceparent: cohort_telemetry::propagation::traceparent(&tracing::Span::current()),
             };
             let (tx, rx) = oneshot::channel();

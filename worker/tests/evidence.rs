@@ -193,7 +193,8 @@ async fn run_once(b_online: bool) -> (RunRecord, Vec<pb::JudgeRequest>) {
         ..pb::Lease::default()
     };
     let runtime = ArmRuntime { config: arm, adapter };
-    let report = cohort_worker::execute::execute(&ctx, &runtime, &lease, "w1").await;
+    let report =
+        cohort_worker::execute::execute(&ctx, &runtime, &cohort_worker::wire::RunLease::from_pb(&lease), "w1").await;
     let Report::Result { record_sha256, .. } = &report else { panic!("no result: {report:?}") };
     let record: RunRecord = serde_json::from_slice(&store.get(record_sha256).unwrap().unwrap()).unwrap();
     let requests = judge.requests.lock().unwrap().clone();

@@ -120,7 +120,8 @@ pub async fn execute(arm: ArmConfig, adapter: Arc<dyn Adapter>, timeout: Duratio
         ..pb::Lease::default()
     };
     let runtime = ArmRuntime { config: arm, adapter };
-    let report = cohort_worker::execute::execute(&ctx, &runtime, &lease, "w1").await;
+    let report =
+        cohort_worker::execute::execute(&ctx, &runtime, &cohort_worker::wire::RunLease::from_pb(&lease), "w1").await;
     let record = match &report {
         Report::Result { record_sha256, .. } => {
             Some(serde_json::from_slice(&store.get(record_sha256).unwrap().unwrap()).unwrap())
