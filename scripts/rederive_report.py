@@ -5,8 +5,9 @@ alone, with Python's standard library, independently of cohort's Rust code.
     scripts/rederive_report.py REPORT_DIR              # counts, rates, statuses
     scripts/rederive_report.py REPORT_DIR --intervals  # and every 95% interval
 
-Reads REPORT_DIR/runs.csv (one row per planned run) and claims.jsonl (a
-header line, then one line per claim), recomputes every arm's counts, claim
+Reads REPORT_DIR/runs.csv (one row per planned run), claims.jsonl (a
+header line, then one line per claim) and review.jsonl (the human review's
+final decisions, when the report has one), recomputes every arm's counts, claim
 and citation totals and rates, and compares them with summary.json. Extra
 columns and fields are ignored.
 
@@ -26,10 +27,21 @@ Definitions (seed 004 "Metrics and denominators"), per arm:
     (empty `claims` column); completion not_applicable with 0 planned;
     otherwise measured. A rate that is not measured has value, ci_low and
     ci_high null.
+  claim_fidelity, citation_precision, citation_coverage (micro and macro,
+    as support's) from review.jsonl's final decisions: per question, factual
+    = claim lines labelled or unresolved (excluded ones out), fully = those
+    labelled fully_supported, covered = those with covered true, pairs =
+    pair lines, supporting = status supports; status: with no output line
+    for the arm, not_applicable with 0 completed runs else unmeasured; with
+    a zero denominator not_applicable; with an unresolved claim (fidelity),
+    pair (precision) or either (coverage) unmeasured; else measured.
 runs.csv's claims, judged and supported columns must agree with claims.jsonl,
 run by run; every file must carry the same metrics_version and manifest hash.
 
---intervals re-derives the cluster bootstrap exactly (algorithm
+--intervals also re-derives each comparison's paired review differences
+(claim_fidelity_micro, citation_precision_micro, citation_coverage_micro:
+a - b over the questions where both arms completed a run, both sides on
+the same draw) and re-derives the cluster bootstrap exactly (algorithm
 cohort-bootstrap-v1, documented in core/src/stats.rs): clusters are the
 questions in summary.json's "questions" order;
   key = SHA-256(b"cohort-bootstrap-v1:" + decimal ASCII seed);
@@ -62,7 +74,14 @@ from rederive_order import chacha20_block  # noqa: E402  (pure-Python RFC 8439 b
 
 ALGORITHM = "cohort-bootstrap-v1"
 OUTCOMES = ("completed", "refused", "failed", "timed_out", "unavailable", "not_run")
-RATES = ("completion", "support_micro", "support_macro", "resolution_micro", "resolution_macro")
+RATES = ("completion", "support_micro", "support_macro", "resolution_micro", "resolution_macro", "claim_fidelity_micro", "claim_fidelity_macro", "citation_precision_micro", "citation_precision_macro", "citation_coverage_micro", "citation_coverage_macro")
+# The human-review rates: (numerator, denominator, unresolved counts) of
+# review.jsonl's per-question sums, and what a zero denominator means.
+REVIEW_RATES = {
+    "claim_fidelity": ("fully", "factual", ("unresolved_claims",)),
+    "citation_precision": ("supporting", "pairs", ("unresolved_pairs",)),
+    "citation_coverage": ("covered", "factual", ("unresolved_claims", "unresolved_pairs")),
+}
 FLOAT_TOLERANCE = 1e-9
 
 
@@ -112,6 +131,49 @@ def read_claims(path):
     if header is None:
         raise ReportError("claims.jsonl: no header line")
     return header, claims
+
+
+def read_review(path):
+    """review.jsonl's decision lines (empty when the report has no review)."""
+    if not path.exists():
+        return []
+    _, lines = None, []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ReportError(f"review.jsonl line {number}: not JSON ({e})")
+            if record.get("kind") in ("output", "claim", "pair"):
+                lines.append(record)
+    return lines
+
+
+def review_vectors(review, arm, index):
+    """Per question sums of review.jsonl for one arm: outputs, factual
+    claims (labelled or unresolved), fully supported, covered, pairs,
+    supporting pairs, unresolved claims and pairs."""
+    Q = len(index)
+    v = {k: [0] * Q for k in ("outputs", "factual", "fully", "covered", "pairs", "supporting",
+                               "unresolved_claims", "unresolved_pairs")}
+    for line in review:
+        if line.get("arm") != arm or line.get("question_id") not in index:
+            continue
+        q, status = index[line["question_id"]], line.get("status")
+        if line["kind"] == "output":
+            v["outputs"][q] += 1
+        elif line["kind"] == "claim" and status in ("labelled", "unresolved"):
+            v["factual"][q] += 1
+            v["unresolved_claims"][q] += status == "unresolved"
+            v["fully"][q] += line.get("label") == "fully_supported"
+            v["covered"][q] += bool(line.get("covered"))
+        elif line["kind"] == "pair":
+            v["pairs"][q] += 1
+            v["supporting"][q] += status == "supports"
+            v["unresolved_pairs"][q] += status == "unresolved"
+    return v
 
 
 # === the bootstrap, algorithm cohort-bootstrap-v1 ===
@@ -194,7 +256,7 @@ def _macro(per_question):
     return total, len(rates), (total / len(rates)) if rates else None
 
 
-def derive(runs, claims, questions, arm_ids, with_intervals=False, draws=0, seed=0):
+def derive(runs, claims, questions, arm_ids, with_intervals=False, draws=0, seed=0, review=()):
     """The summary numbers of every arm, as a dict shaped like summary.json's
     arms[] (plus per-question vectors under "_vectors")."""
     problems = []
@@ -281,6 +343,21 @@ def derive(runs, claims, questions, arm_ids, with_intervals=False, draws=0, seed
             "resolution_macro": rate(resolution_status, r_macro[0], r_macro[1], r_macro[2],
                                      macro_vectors(vec["resolved"], vec["citations"])),
         }
+        rv = review_vectors(review, arm, index)
+        for name, (num_key, den_key, unresolved_keys) in REVIEW_RATES.items():
+            num, den = rv[num_key], rv[den_key]
+            nothing = "no claim-citation pairs" if den_key == "pairs" else "no factual claims"
+            if sum(rv["outputs"]) == 0:
+                status = "not_applicable" if counts["completed"] == 0 else "unmeasured"
+            elif sum(den) == 0:
+                status = "not_applicable"
+            elif sum(sum(rv[k]) for k in unresolved_keys) > 0:
+                status = "unmeasured"
+            else:
+                status = "measured"
+            m = _macro(list(zip(num, den)))
+            rates[f"{name}_micro"] = rate(status, sum(num), sum(den), _micro(sum(num), sum(den)), (num, den))
+            rates[f"{name}_macro"] = rate(status, m[0], m[1], m[2], macro_vectors(num, den))
         arms.append({"id": arm, "counts": counts,
                      "claims": {"extracted": extracted, "judged": judged, "supported": supported},
                      "citations": {"total": citations, "unresolved": citations - resolved},
@@ -296,6 +373,59 @@ def derive(runs, claims, questions, arm_ids, with_intervals=False, draws=0, seed
                 a["rates"][name].setdefault("ci_low", None)
                 a["rates"][name].setdefault("ci_high", None)
     return arms, problems
+
+
+def difference_intervals(pairs, clusters, draws, seed):
+    """One (ci_low, ci_high) per ((num_a, den_a), (num_b, den_b)) difference
+    a - b, both sides on the same draw (paired), undefined draws left out."""
+    key = bootstrap_key(seed)
+    values = [[] for _ in pairs]
+    for b in range(draws):
+        m = multiplicities(key, b, clusters)
+        for (ra, rb), out in zip(pairs, values):
+            sides = []
+            for num, den in (ra, rb):
+                n = d = 0.0
+                for q in range(clusters):
+                    if num[q] != 0 or den[q] != 0:
+                        n += m[q] * num[q]
+                        d += m[q] * den[q]
+                sides.append(n / d if d != 0 else None)
+            if None not in sides:
+                out.append(sides[0] - sides[1])
+    result = []
+    for v in values:
+        v.sort()
+        result.append((percentile_linear(v, 0.025), percentile_linear(v, 0.975)))
+    return result
+
+
+def derive_review_differences(runs, review, questions, comparisons, draws, seed):
+    """The paired review differences (micro, a - b over the questions where
+    both arms completed a run) of summary.json's comparisons: {(a, b, key):
+    (value, ci_low, ci_high, questions)}."""
+    index = {q: i for i, q in enumerate(questions)}
+    completed = {}
+    for r in runs:
+        if r["outcome"] == "completed" and r["question_id"] in index:
+            completed.setdefault(r["arm"], set()).add(index[r["question_id"]])
+    wanted, out = [], {}
+    for c in comparisons:
+        a, b = c["a"], c["b"]
+        paired = completed.get(a, set()) & completed.get(b, set())
+        va, vb = review_vectors(review, a, index), review_vectors(review, b, index)
+        for name, (num_key, den_key, _) in REVIEW_RATES.items():
+            mask = lambda v: [x if q in paired else 0 for q, x in enumerate(v)]
+            sa, sb = (mask(va[num_key]), mask(va[den_key])), (mask(vb[num_key]), mask(vb[den_key]))
+            value = None
+            if sum(sa[1]) and sum(sb[1]):
+                value = sum(sa[0]) / sum(sa[1]) - sum(sb[0]) / sum(sb[1])
+            both = sum(1 for q in range(len(questions)) if sa[1][q] > 0 and sb[1][q] > 0)
+            wanted.append(((a, b, f"{name}_micro"), (sa, sb), value, both))
+    cis = difference_intervals([w[1] for w in wanted], len(questions), draws, seed) if wanted else []
+    for (k, _, value, both), (lo, hi) in zip(wanted, cis):
+        out[k] = (value, lo if value is not None else None, hi if value is not None else None, both)
+    return out
 
 
 # === comparing ===
@@ -371,6 +501,7 @@ def rederive(report_dir, with_intervals=False):
         summary = json.loads((d / "summary.json").read_text(encoding="utf-8"))
         runs = read_runs(d / "runs.csv")
         header, claims = read_claims(d / "claims.jsonl")
+        review = read_review(d / "review.jsonl")
     except (OSError, json.JSONDecodeError, ReportError) as e:
         raise ReportError(str(e))
     boot = summary.get("bootstrap", {})
@@ -378,8 +509,21 @@ def rederive(report_dir, with_intervals=False):
         raise ReportError(f"summary.json: bootstrap algorithm {boot.get('algorithm')!r}; this script re-derives {ALGORITHM}")
     arm_ids = [a["id"] for a in summary.get("arms", [])]
     derived, problems = derive(runs, claims, summary.get("questions", []), arm_ids, with_intervals,
-                               int(boot.get("draws", 0)), int(boot.get("seed", 0)))
+                               int(boot.get("draws", 0)), int(boot.get("seed", 0)), review)
     cmp = compare(summary, header, runs, derived, problems, with_intervals)
+    if with_intervals and review:
+        # The paired review differences, re-derived independently.
+        diffs = derive_review_differences(runs, review, summary.get("questions", []),
+                                          summary.get("comparisons", []), int(boot.get("draws", 0)),
+                                          int(boot.get("seed", 0)))
+        for c in summary.get("comparisons", []):
+            for name in REVIEW_RATES:
+                key = f"{name}_micro"
+                value, lo, hi, both = diffs[(c["a"], c["b"], key)]
+                theirs = c.get(key, {})
+                where = f"comparisons[{c['a']} vs {c['b']}].{key}"
+                for field, mine in (("value", value), ("ci_low", lo), ("ci_high", hi), ("questions", both)):
+                    cmp.number(f"{where}.{field}", theirs.get(field), mine)
     return cmp.compared, cmp.differences
 
 

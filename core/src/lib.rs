@@ -50,8 +50,15 @@ pub use error::{Problem, ValidationError};
 /// History: 1, the first; 2, the reference table from the API's citations
 /// (Perplexity's numbered `citations`, `url_citation` annotations), no
 /// claim from a reasoning block, a parenthesised citation after the full
-/// stop belonging to the sentence before, and a cut-off answer failed.
-pub const METRICS_VERSION: u32 = 2;
+/// stop belonging to the sentence before, and a cut-off answer failed; 3,
+/// the human-review rates (claim fidelity, citation precision, coverage)
+/// micro and equal-question macro with paired differences on the report's
+/// bootstrap draws, the publication state, no resolution comparison across
+/// citation formats, and rates measured on fewer outputs than completed
+/// (scoring errors) saying so (issue 20).
+///
+/// When it changes: ARCHITECTURE.md, "When METRICS_VERSION changes".
+pub const METRICS_VERSION: u32 = 3;
 
 /// The version of the cohort tool, written into every manifest.
 pub const TOOL_VERSION: &str = env!("CARGO_PKG_VERSION");

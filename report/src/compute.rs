@@ -46,6 +46,9 @@ impl Tally {
         self.citations.total += other.citations.total;
         self.citations.unresolved += other.citations.unresolved;
         self.citations.contradictions_surfaced += other.citations.contradictions_surfaced;
+        self.formats.numbered += other.formats.numbered;
+        self.formats.markdown_links += other.formats.markdown_links;
+        self.review.add(&other.review);
     }
 
     fn add_run(&mut self, run: &RunView) {
@@ -80,6 +83,11 @@ impl Tally {
             self.citations.total += s.citations;
             self.citations.unresolved += s.unresolved;
             self.citations.contradictions_surfaced += s.contradictions;
+            match s.citation_format.as_str() {
+                "markdown_links" => self.formats.markdown_links += 1,
+                "numbered" => self.formats.numbered += 1,
+                _ => {}
+            }
         }
     }
 }
@@ -175,6 +183,17 @@ pub fn summarise(frozen: &FrozenCohort, gathered: &Gathered, draws: u32) -> Summ
         }
     }
 
+    // The human review's figures per (arm, question), so its rates are
+    // RateKinds like every other, on the same draws.
+    let review = crate::review::summarise_review(frozen, frozen.review.as_ref(), draws);
+    if let Some(parts) = &review {
+        for (arm_cells, tallies) in cells.iter_mut().zip(&parts.tallies) {
+            for (cell, tally) in arm_cells.iter_mut().zip(tallies) {
+                cell.review = *tally;
+            }
+        }
+    }
+
     // Estimands: per arm (one per kind), per arm x category (one per kind
     // each), per comparison (one per compared kind).
     let mut estimands: Vec<Estimand> = Vec::new();
@@ -242,6 +261,7 @@ pub fn summarise(frozen: &FrozenCohort, gathered: &Gathered, draws: u32) -> Summ
         t
     };
 
+    let totals: Vec<Cell> = cells.iter().map(|c| total_of(c)).collect();
     let mut arms = Vec::new();
     for (a, arm) in config.arms.iter().enumerate() {
         let (start, cat_slots) = &arm_slots[a];
@@ -296,7 +316,18 @@ pub fn summarise(frozen: &FrozenCohort, gathered: &Gathered, draws: u32) -> Summ
                 .iter()
                 .map(|&(kind, slot, questions)| {
                     let (e, iv) = (&estimands[slot], &intervals[slot]);
-                    (kind, difference(ida, idb, kind.measure_label(), e, iv, questions, *completed_pairs))
+                    let mut d = difference(ida, idb, kind.measure_label(), e, iv, questions, *completed_pairs);
+                    if let Some(why) = kind.not_comparable(&totals[a], &totals[b]) {
+                        d = Difference {
+                            value: None,
+                            ci_low: None,
+                            ci_high: None,
+                            undefined_draws: d.undefined_draws,
+                            questions,
+                            statement: format!("{}: {why}", kind.measure_label()),
+                        };
+                    }
+                    (kind, d)
                 })
                 .collect();
             Comparison {
@@ -399,7 +430,23 @@ pub fn summarise(frozen: &FrozenCohort, gathered: &Gathered, draws: u32) -> Summ
                 .to_owned(),
         );
     }
-    let review = crate::review::summarise_review(frozen, frozen.review.as_ref(), draws);
+    let review = review.map(|parts| {
+        let mut summary = parts.summary;
+        for (ar, arm) in summary.arms.iter_mut().zip(&arms) {
+            let copy = |f: &mut crate::review::metrics::ReviewFigures, rates: &Rates| {
+                f.claim_fidelity = rates[RateKind::ClaimFidelityMicro].clone();
+                f.citation_precision = rates[RateKind::CitationPrecisionMicro].clone();
+                f.citation_coverage = rates[RateKind::CitationCoverageMicro].clone();
+            };
+            copy(&mut ar.figures, &arm.rates);
+            for c in &arm.categories {
+                if let Some(f) = ar.categories.get_mut(&c.category) {
+                    copy(f, &c.rates);
+                }
+            }
+        }
+        summary
+    });
     let publication_state = publication_state(frozen, status, &simulated, review.as_ref());
     let mut comparisons: Vec<Comparison> = comparisons;
     if !publication_state.is_final() {

@@ -145,6 +145,8 @@ struct LeanRecord<'a> {
     currency: Option<Cow<'a, str>>,
     #[serde(borrow)]
     scoring: Option<LeanScore<'a>>,
+    #[serde(borrow, default)]
+    scoring_error: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -159,6 +161,8 @@ struct LeanScore<'a> {
 
 #[derive(Deserialize)]
 struct LeanReport<'a> {
+    #[serde(default)]
+    format: Option<cohort_core::scoring::ReportFormat>,
     metrics: LeanMetrics,
     #[serde(borrow)]
     claims: Vec<LeanClaim<'a>>,
@@ -670,6 +674,7 @@ fn run_view(
             unresolved: u64::from(metrics.unresolved_citations),
             uncited_sentences: u64::from(metrics.uncited_assertive_sentences),
             contradictions: u64::from(metrics.contradictions_surfaced),
+            citation_format: s.report.format.map(|f| f.as_str().to_owned()).unwrap_or_default(),
             ..RunScoreView::default()
         };
         for claim in &s.report.claims {
@@ -716,6 +721,7 @@ fn run_view(
         scored,
         cost: record.and_then(|r| r.cost),
         currency: record.and_then(|r| r.currency.as_deref().map(str::to_owned)),
+        scoring_error: record.and_then(|r| r.scoring_error.as_deref().map(str::to_owned)),
     }
 }
 
@@ -886,6 +892,7 @@ mod tests {
                 scored: None,
                 cost: None,
                 currency: None,
+                scoring_error: None,
             },
             claim_lines: Vec::new(),
             trace_lines: Vec::new(),

@@ -214,6 +214,7 @@ code,pre,.mono{font-family:ui-monospace,"SFMono-Regular",Menlo,Consolas,"Liberat
 pre{white-space:pre-wrap;overflow-wrap:anywhere;background:#f7f7f8;border:1px solid var(--line);padding:8px 10px;margin:.3em 0;max-height:32em;overflow:auto}
 .hash{overflow-wrap:anywhere}
 .sim{display:inline-block;background:var(--sim);color:#fff;font-weight:700;font-size:.75em;letter-spacing:.04em;padding:0 .4em;border-radius:3px;vertical-align:middle}
+table.headline th{font-size:.85em}
 .state{font-weight:700;padding:10px 14px;margin:10px 0;border-radius:4px;border:2px solid}
 .state.preliminary{background:#fff4e0;border-color:#b45f06;color:#7a3e00}
 .state.final{background:#e6f4ea;border-color:#1e7d32;color:#145a24}
@@ -436,9 +437,8 @@ impl Page<'_> {
     fn headline(&mut self) -> fmt::Result {
         let s = self.summary;
         self.out.push_str(
-            "<section id=\"headline\">\n<h2>Headline</h2>\n<p>Per arm: each rate's value, <em>numerator / \
-             denominator</em> and 95% cluster-bootstrap interval over questions (micro: pooled). Arms of different \
-             workflows are never compared.</p>\n",
+            "<section id=\"headline\">\n<h2>Headline</h2>\n<p>Micro rates: value, <em>numerator / denominator</em>, \
+             95% cluster-bootstrap interval. Arms of different workflows are never compared.</p>\n",
         );
         let headline_kinds: Vec<RateKind> =
             RateKind::ALL.into_iter().filter(|k| k.pooling() == crate::rates::Pooling::Micro).collect();
@@ -450,7 +450,8 @@ impl Page<'_> {
                 Esc(workflow)
             )?;
             for kind in &headline_kinds {
-                write!(self.out, "<th class=\"num\">{}</th>", kind.label())?;
+                // The ratio's name: every headline rate is the micro one.
+                write!(self.out, "<th class=\"num\">{}</th>", kind.measure())?;
             }
             self.out.push_str("</tr></thead>\n<tbody>\n");
             for arm in &arms {
@@ -1573,9 +1574,11 @@ pub mod testing {
                 uncited_sentences: 1,
                 contradictions: 0,
                 unjudged: BTreeMap::new(),
+                citation_format: "numbered".into(),
             }),
             cost: None,
             currency: None,
+            scoring_error: None,
         }
     }
 
@@ -1777,6 +1780,19 @@ pub mod testing {
                     ),
                 ]
                 .into_iter()
+                .chain([ClaimFidelityMicro, CitationPrecisionMicro, CitationCoverageMicro].map(|kind| {
+                    (
+                        kind,
+                        Difference {
+                            value: None,
+                            ci_low: None,
+                            ci_high: None,
+                            undefined_draws: 10_000,
+                            questions: 0,
+                            statement: "undefined: no output of beta-sim was reviewed".into(),
+                        },
+                    )
+                }))
                 .collect(),
             }],
             attempts_by_class: BTreeMap::from([

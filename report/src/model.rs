@@ -377,6 +377,10 @@ pub struct RunView {
     pub scored: Option<RunScoreView>,
     pub cost: Option<f64>,
     pub currency: Option<String>,
+    /// Why a completed output was not scored (the record's
+    /// `scoring_error`).
+    #[serde(default)]
+    pub scoring_error: Option<String>,
 }
 
 /// The scoring figures of one run.
@@ -391,6 +395,10 @@ pub struct RunScoreView {
     pub uncited_sentences: u64,
     pub contradictions: u64,
     pub unjudged: BTreeMap<String, u64>,
+    /// How the output cites: `numbered` or `markdown_links` (empty for a
+    /// record that does not say).
+    #[serde(default)]
+    pub citation_format: String,
 }
 
 /// What the HTML page shows when a run is opened.

@@ -42,6 +42,21 @@ pub enum RateKind {
     ResolutionMicro,
     /// The mean over questions of each question's resolution.
     ResolutionMacro,
+    /// Human review (seed 004): fully supported / all factual claims after
+    /// the extraction check, pooled (unverifiable and uncited claims in).
+    ClaimFidelityMicro,
+    /// The mean over questions of each question's claim fidelity.
+    ClaimFidelityMacro,
+    /// Claim-citation pairs whose source fully supports the claim / all
+    /// emitted pairs, pooled.
+    CitationPrecisionMicro,
+    /// The mean over questions of each question's citation precision.
+    CitationPrecisionMacro,
+    /// Factual claims with at least one fully supporting pair / all
+    /// factual claims, pooled.
+    CitationCoverageMicro,
+    /// The mean over questions of each question's citation coverage.
+    CitationCoverageMacro,
 }
 
 /// How a rate pools its questions.
@@ -76,12 +91,18 @@ pub struct Compared {
 
 impl RateKind {
     /// Every rate, in the order they are computed, stored and shown.
-    pub const ALL: [RateKind; 5] = [
+    pub const ALL: [RateKind; 11] = [
         RateKind::Completion,
         RateKind::SupportMicro,
         RateKind::SupportMacro,
         RateKind::ResolutionMicro,
         RateKind::ResolutionMacro,
+        RateKind::ClaimFidelityMicro,
+        RateKind::ClaimFidelityMacro,
+        RateKind::CitationPrecisionMicro,
+        RateKind::CitationPrecisionMacro,
+        RateKind::CitationCoverageMicro,
+        RateKind::CitationCoverageMacro,
     ];
 
     /// Its position in [`RateKind::ALL`] (the declaration order).
@@ -97,6 +118,12 @@ impl RateKind {
             RateKind::SupportMacro => "support_macro",
             RateKind::ResolutionMicro => "resolution_micro",
             RateKind::ResolutionMacro => "resolution_macro",
+            RateKind::ClaimFidelityMicro => "claim_fidelity_micro",
+            RateKind::ClaimFidelityMacro => "claim_fidelity_macro",
+            RateKind::CitationPrecisionMicro => "citation_precision_micro",
+            RateKind::CitationPrecisionMacro => "citation_precision_macro",
+            RateKind::CitationCoverageMicro => "citation_coverage_micro",
+            RateKind::CitationCoverageMacro => "citation_coverage_macro",
         }
     }
 
@@ -109,6 +136,12 @@ impl RateKind {
             RateKind::SupportMacro => "support (macro)",
             RateKind::ResolutionMicro => "resolution (micro)",
             RateKind::ResolutionMacro => "resolution (macro)",
+            RateKind::ClaimFidelityMicro => "claim fidelity (micro)",
+            RateKind::ClaimFidelityMacro => "claim fidelity (macro)",
+            RateKind::CitationPrecisionMicro => "citation precision (micro)",
+            RateKind::CitationPrecisionMacro => "citation precision (macro)",
+            RateKind::CitationCoverageMicro => "citation coverage (micro)",
+            RateKind::CitationCoverageMacro => "citation coverage (macro)",
         }
     }
 
@@ -118,7 +151,14 @@ impl RateKind {
             RateKind::Completion => "completed / planned (all attempts)",
             RateKind::SupportMicro => "YES / judged claims, pooled",
             RateKind::ResolutionMicro => "resolved / citations, pooled",
-            RateKind::SupportMacro | RateKind::ResolutionMacro => "mean over questions",
+            RateKind::ClaimFidelityMicro => "fully supported / factual claims (human review), pooled",
+            RateKind::CitationPrecisionMicro => "supporting / claim-citation pairs (human review), pooled",
+            RateKind::CitationCoverageMicro => "covered / factual claims (human review), pooled",
+            RateKind::SupportMacro
+            | RateKind::ResolutionMacro
+            | RateKind::ClaimFidelityMacro
+            | RateKind::CitationPrecisionMacro
+            | RateKind::CitationCoverageMacro => "mean over questions",
         }
     }
 
@@ -129,6 +169,9 @@ impl RateKind {
             RateKind::Completion => "completion",
             RateKind::SupportMicro | RateKind::SupportMacro => "support",
             RateKind::ResolutionMicro | RateKind::ResolutionMacro => "resolution",
+            RateKind::ClaimFidelityMicro | RateKind::ClaimFidelityMacro => "claim fidelity",
+            RateKind::CitationPrecisionMicro | RateKind::CitationPrecisionMacro => "citation precision",
+            RateKind::CitationCoverageMicro | RateKind::CitationCoverageMacro => "citation coverage",
         }
     }
 
@@ -143,8 +186,17 @@ impl RateKind {
 
     pub const fn pooling(self) -> Pooling {
         match self {
-            RateKind::Completion | RateKind::SupportMicro | RateKind::ResolutionMicro => Pooling::Micro,
-            RateKind::SupportMacro | RateKind::ResolutionMacro => Pooling::Macro,
+            RateKind::Completion
+            | RateKind::SupportMicro
+            | RateKind::ResolutionMicro
+            | RateKind::ClaimFidelityMicro
+            | RateKind::CitationPrecisionMicro
+            | RateKind::CitationCoverageMicro => Pooling::Micro,
+            RateKind::SupportMacro
+            | RateKind::ResolutionMacro
+            | RateKind::ClaimFidelityMacro
+            | RateKind::CitationPrecisionMacro
+            | RateKind::CitationCoverageMacro => Pooling::Macro,
         }
     }
 
@@ -175,7 +227,47 @@ impl RateKind {
                 markdown_label: "resolution (micro, completed pairs)",
                 html_label: "resolution, micro (completed pairs)",
             }),
-            RateKind::SupportMacro | RateKind::ResolutionMacro => None,
+            RateKind::ClaimFidelityMicro => Some(Compared {
+                over: PairScope::CompletedPairs,
+                markdown_label: "claim fidelity (micro, completed pairs)",
+                html_label: "claim fidelity, micro (completed pairs)",
+            }),
+            RateKind::CitationPrecisionMicro => Some(Compared {
+                over: PairScope::CompletedPairs,
+                markdown_label: "citation precision (micro, completed pairs)",
+                html_label: "citation precision, micro (completed pairs)",
+            }),
+            RateKind::CitationCoverageMicro => Some(Compared {
+                over: PairScope::CompletedPairs,
+                markdown_label: "citation coverage (micro, completed pairs)",
+                html_label: "citation coverage, micro (completed pairs)",
+            }),
+            RateKind::SupportMacro
+            | RateKind::ResolutionMacro
+            | RateKind::ClaimFidelityMacro
+            | RateKind::CitationPrecisionMacro
+            | RateKind::CitationCoverageMacro => None,
+        }
+    }
+
+    /// Why two arms' values of this rate are not a comparison even though
+    /// both are measured; `None` when they are. Resolution: an arm that
+    /// cites by Markdown links has its links as its references, so its
+    /// resolution is 1 by construction, and a difference against an arm
+    /// with numbered citations measures the formats, not the products.
+    pub(crate) fn not_comparable(self, a: &Tally, b: &Tally) -> Option<String> {
+        match self {
+            RateKind::ResolutionMicro | RateKind::ResolutionMacro => {
+                let links = |t: &Tally| t.formats.markdown_links > 0;
+                let numbered = |t: &Tally| t.formats.numbered > 0;
+                ((links(a) && numbered(b)) || (numbered(a) && links(b))).then(|| {
+                    "not compared: one arm cites by Markdown links, whose references are the links themselves \
+                     (resolution 1 by construction), the other by numbered citations; the difference would \
+                     measure the citation formats, not the products"
+                        .to_owned()
+                })
+            }
+            _ => None,
         }
     }
 
@@ -190,6 +282,11 @@ impl RateKind {
                 let c = &t.citations;
                 (c.total - c.unresolved.min(c.total), c.total)
             }
+            RateKind::ClaimFidelityMicro | RateKind::ClaimFidelityMacro => (t.review.fully, t.review.factual),
+            RateKind::CitationPrecisionMicro | RateKind::CitationPrecisionMacro => {
+                (t.review.supporting, t.review.pairs)
+            }
+            RateKind::CitationCoverageMicro | RateKind::CitationCoverageMacro => (t.review.covered, t.review.factual),
         }
     }
 
@@ -197,6 +294,43 @@ impl RateKind {
     pub(crate) fn status(self, t: &Tally) -> (RateStatus, Option<String>) {
         let unscored = t.counts.completed.saturating_sub(t.counts.scored);
         let not_scored = || (RateStatus::Unmeasured, Some(format!("{unscored} completed output(s) were not scored")));
+        // Measured on the scored outputs only: said, never silent.
+        let measured = || {
+            if unscored > 0 {
+                (
+                    RateStatus::Measured,
+                    Some(format!(
+                        "measured on {} of {} completed output(s): {unscored} could not be scored \
+                         (scoring_error or missing record) and are in neither numerator nor denominator",
+                        t.counts.scored, t.counts.completed
+                    )),
+                )
+            } else {
+                (RateStatus::Measured, None)
+            }
+        };
+        let review = |unresolved: u64, nothing: &str| {
+            let r = &t.review;
+            if r.outputs == 0 && t.counts.completed == 0 {
+                (RateStatus::NotApplicable, Some("no completed outputs".to_owned()))
+            } else if r.outputs == 0 {
+                (RateStatus::Unmeasured, Some("no output was reviewed (no human review imported)".to_owned()))
+            } else if self.fraction(t).1 == 0 {
+                (RateStatus::NotApplicable, Some(nothing.to_owned()))
+            } else if unresolved > 0 {
+                (RateStatus::Unmeasured, Some(format!("{unresolved} disagreement(s) await adjudication")))
+            } else if r.outputs < t.counts.completed {
+                (
+                    RateStatus::Measured,
+                    Some(format!(
+                        "measured on the {} reviewed of {} completed output(s)",
+                        r.outputs, t.counts.completed
+                    )),
+                )
+            } else {
+                (RateStatus::Measured, None)
+            }
+        };
         match self {
             RateKind::Completion if t.counts.planned == 0 => {
                 (RateStatus::NotApplicable, Some("no planned runs".into()))
@@ -218,7 +352,7 @@ impl RateKind {
                         )),
                     )
                 } else {
-                    (RateStatus::Measured, None)
+                    measured()
                 }
             }
             RateKind::ResolutionMicro | RateKind::ResolutionMacro => {
@@ -227,8 +361,17 @@ impl RateKind {
                 } else if t.citations.total == 0 {
                     (RateStatus::NotApplicable, Some("no citations".into()))
                 } else {
-                    (RateStatus::Measured, None)
+                    measured()
                 }
+            }
+            RateKind::ClaimFidelityMicro | RateKind::ClaimFidelityMacro => {
+                review(t.review.unresolved_claims, "no factual claims")
+            }
+            RateKind::CitationPrecisionMicro | RateKind::CitationPrecisionMacro => {
+                review(t.review.unresolved_pairs, "no claim-citation pairs")
+            }
+            RateKind::CitationCoverageMicro | RateKind::CitationCoverageMacro => {
+                review(t.review.unresolved_claims + t.review.unresolved_pairs, "no factual claims")
             }
         }
     }
@@ -241,6 +384,50 @@ pub(crate) struct Tally {
     pub(crate) counts: Counts,
     pub(crate) claims: ClaimCounts,
     pub(crate) citations: CitationCounts,
+    /// Scored runs by citation format.
+    pub(crate) formats: FormatCounts,
+    /// The human review's final figures (`review::metrics`).
+    pub(crate) review: ReviewTally,
+}
+
+/// Scored runs by the citation format their output used.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct FormatCounts {
+    pub(crate) numbered: u64,
+    pub(crate) markdown_links: u64,
+}
+
+/// The human review's final figures of one question (or summed): what the
+/// review rates are fractions of.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct ReviewTally {
+    /// Outputs in the review (exported, with labels imported).
+    pub(crate) outputs: u64,
+    /// Factual claim units after the extraction check (unresolved ones in).
+    pub(crate) factual: u64,
+    /// Factual claims finally `fully_supported`.
+    pub(crate) fully: u64,
+    /// Factual claims with at least one fully supporting pair.
+    pub(crate) covered: u64,
+    /// Claim-citation pairs (unresolved ones in).
+    pub(crate) pairs: u64,
+    pub(crate) supporting: u64,
+    /// Claim units and pairs whose disagreement awaits adjudication.
+    pub(crate) unresolved_claims: u64,
+    pub(crate) unresolved_pairs: u64,
+}
+
+impl ReviewTally {
+    pub(crate) fn add(&mut self, o: &ReviewTally) {
+        self.outputs += o.outputs;
+        self.factual += o.factual;
+        self.fully += o.fully;
+        self.covered += o.covered;
+        self.pairs += o.pairs;
+        self.supporting += o.supporting;
+        self.unresolved_claims += o.unresolved_claims;
+        self.unresolved_pairs += o.unresolved_pairs;
+    }
 }
 
 // === values ===
@@ -594,7 +781,17 @@ mod tests {
         };
         let differences = Differences::from_fn(difference);
         let compared: Vec<RateKind> = differences.iter().map(|(k, _)| k).collect();
-        assert_eq!(compared, [RateKind::Completion, RateKind::SupportMicro, RateKind::ResolutionMicro]);
+        assert_eq!(
+            compared,
+            [
+                RateKind::Completion,
+                RateKind::SupportMicro,
+                RateKind::ResolutionMicro,
+                RateKind::ClaimFidelityMicro,
+                RateKind::CitationPrecisionMicro,
+                RateKind::CitationCoverageMicro
+            ]
+        );
         let json = serde_json::to_value(&differences).unwrap();
         assert_eq!(serde_json::from_value::<Differences>(json).unwrap(), differences);
         assert!(differences.get(RateKind::SupportMacro).is_none());

@@ -26,6 +26,12 @@ use crate::{ReportError, compute, csv, html, markdown, plots};
 /// The folder under a cohort directory that holds its reports.
 pub const REPORTS_DIR: &str = "reports";
 
+/// The human review's final decisions, one JSON line each (docs/report.md).
+pub const REVIEW_JSONL: &str = "review.jsonl";
+/// The imported review files, byte for byte, are published as
+/// `review-imported-<name>`.
+pub const REVIEW_IMPORTED_PREFIX: &str = "review-imported-";
+
 /// How a report is made.
 #[derive(Debug, Clone)]
 pub struct ReportOptions {
@@ -70,7 +76,7 @@ pub struct ReportWritten {
 }
 
 /// The columns of `runs.csv`, in order (docs/report.md).
-pub const RUNS_CSV_COLUMNS: [&str; 30] = [
+pub const RUNS_CSV_COLUMNS: [&str; 32] = [
     "metrics_version",
     "tool_version",
     "manifest_sha256",
@@ -98,6 +104,8 @@ pub const RUNS_CSV_COLUMNS: [&str; 30] = [
     "unresolved_citations",
     "uncited_sentences",
     "contradictions",
+    "citation_format",
+    "scoring_error",
     "cost",
     "currency",
     "record_sha256",
@@ -189,6 +197,19 @@ async fn fill(
     files.push(runs_csv.finish()?);
 
     files.push(write_file(dir, "manifest.json", manifest_bytes)?);
+    if let Some(parts) = crate::review::summarise_review(frozen, frozen.review.as_ref(), options.draws) {
+        // The final decisions the review rates are made of (docs/report.md),
+        // and the imported files as they were imported.
+        let mut out = create(dir, REVIEW_JSONL)?;
+        writeln!(out, "{header}").map_err(|e| ReportError::io(REVIEW_JSONL, e))?;
+        for line in &parts.lines {
+            writeln!(out, "{line}").map_err(|e| ReportError::io(REVIEW_JSONL, e))?;
+        }
+        files.push(out.finish()?);
+        for (name, bytes) in frozen.review.iter().flat_map(|r| &r.imported_files) {
+            files.push(write_file(dir, &format!("{REVIEW_IMPORTED_PREFIX}{name}"), bytes)?);
+        }
+    }
     let plots = plots::render_plots(&summary)?;
     for (name, svg) in &plots {
         files.push(write_file(dir, name, svg.as_bytes())?);
@@ -385,7 +406,7 @@ pub fn write_runs_csv(w: &mut impl Write, summary: &Summary, runs: &[RunView]) -
     for run in runs {
         line.clear();
         let s = run.scored.as_ref();
-        let fields: [String; 30] = [
+        let fields: [String; 32] = [
             summary.metrics_version.to_string(),
             summary.tool_version.clone(),
             summary.manifest_sha256.clone(),
@@ -413,6 +434,8 @@ pub fn write_runs_csv(w: &mut impl Write, summary: &Summary, runs: &[RunView]) -
             opt(s.map(|s| s.unresolved)),
             opt(s.map(|s| s.uncited_sentences)),
             opt(s.map(|s| s.contradictions)),
+            s.map(|s| s.citation_format.clone()).unwrap_or_default(),
+            run.scoring_error.clone().unwrap_or_default(),
             run.cost.map(|c| c.to_string()).unwrap_or_default(),
             run.currency.clone().unwrap_or_default(),
             run.record_sha256.clone(),

@@ -506,3 +506,154 @@ async fn a_report_is_preliminary_until_runs_and_a_declared_review_are_complete()
     let parsed: Summary = serde_json::from_slice(&fs::read(written.path.join("summary.json")).unwrap()).unwrap();
     assert_eq!(parsed.publication_state, written.summary.publication_state);
 }
+
+/// A review planted by hand on the numbers cohort: two reviewers who agree
+/// on every label (nothing to adjudicate), over the six completed outputs
+/// of arms a and b (per question: a q1 3 claims, q2 none, q4 1; b q1 1,
+/// q2 2, q3 1, each claim with one cited pair).
+fn planted_review() -> cohort_report::review::ReviewInput {
+    use cohort_report::review::import::{ClaimDecision, ReviewerLabels};
+    use cohort_report::review::{ExportIndex, ExportedItem, ItemKind, ReviewInput};
+    // (run, claim item, label, its pair supports, reason)
+    let claims: [(&str, &str, &str, bool, &str); 8] = [
+        ("q1:a:1", "c1", "fully_supported", true, ""),
+        ("q1:a:1", "c2", "fully_supported", false, "broken"),
+        ("q1:a:1", "c3", "unsupported", false, "irrelevant"),
+        ("q4:a:1", "c4", "partially_supported", true, ""),
+        ("q1:b:1", "c5", "fully_supported", true, ""),
+        ("q2:b:1", "c6", "unsupported", false, "irrelevant"),
+        ("q2:b:1", "c7", "fully_supported", true, ""),
+        ("q3:b:1", "c8", "unverifiable", false, "inaccessible"),
+    ];
+    let outputs = ["q1:a:1", "q2:a:1", "q4:a:1", "q1:b:1", "q2:b:1", "q3:b:1"];
+    let item = |id: String, kind: ItemKind, run: &str, claim: Option<&str>| {
+        let (q, arm) = (run.split(':').next().unwrap(), run.split(':').nth(1).unwrap());
+        ExportedItem {
+            item_id: id,
+            kind,
+            run_id: run.into(),
+            arm: arm.into(),
+            question_id: q.into(),
+            output: format!("OUT-{run}"),
+            claim_item: claim.map(str::to_owned),
+            claim_id: Some(1),
+            citation: Some(1),
+            url: Some("https://example.org/source".into()),
+        }
+    };
+    let mut items: Vec<ExportedItem> =
+        outputs.iter().map(|r| item(format!("u-{r}"), ItemKind::Uncertainty, r, None)).collect();
+    for (run, c, ..) in &claims {
+        items.push(item((*c).into(), ItemKind::Claim, run, None));
+        items.push(item(format!("p-{c}"), ItemKind::Pair, run, Some(c)));
+    }
+    let reviewer = |who: &str| ReviewerLabels {
+        reviewer: who.into(),
+        file: format!("reviewer-{who}.csv"),
+        claims: claims
+            .iter()
+            .map(|(_, c, l, ..)| ((*c).into(), ClaimDecision::Label { label: (*l).into(), reason: "seen".into() }))
+            .collect(),
+        pairs: claims.iter().map(|(_, c, _, s, r)| (format!("p-{c}"), (*s, (*r).into()))).collect(),
+        uncertainty: outputs.iter().map(|r| (format!("u-{r}"), (2, false))).collect(),
+        added: Vec::new(),
+    };
+    ReviewInput {
+        index: ExportIndex {
+            kind: "cohort-review-export".into(),
+            manifest_sha256: String::new(),
+            exported_at: "2026-12-02T00:00:00.000Z".into(),
+            reviewers: vec!["alice".into(), "bob".into()],
+            folder: String::new(),
+            items,
+        },
+        reviewers: vec![reviewer("alice"), reviewer("bob")],
+        adjudication: None,
+        imported_files: vec![("reviewer-alice.csv".into(), b"planted".to_vec())],
+    }
+}
+
+/// The review rates of a planted review equal the hand computation:
+/// claim fidelity, citation precision and coverage, micro and
+/// equal-question macro, per arm and category, and the paired micro
+/// differences over the completed pairs (q1, q2), each with its
+/// cluster-bootstrap interval; scripts/rederive_report.py --intervals
+/// (stdlib Python, its own implementation of cohort-bootstrap-v1) re-derives
+/// every one of them, paired differences included, from the published
+/// files alone; review.jsonl and the imported files are published; verify
+/// agrees.
+#[tokio::test]
+async fn planted_review_rates_equal_the_hand_computation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("numbers");
+    let (mut frozen, manifest, ledger, artifacts) = build(&dir).await;
+    frozen.review = Some(planted_review());
+    frozen.review_declared = true;
+    let written = write_report(&frozen, &manifest, &ledger, &artifacts, &options(&dir, 1_790_001_000)).await.unwrap();
+    let s = &written.summary;
+    let close = |got: Option<f64>, want: f64| assert!((got.unwrap() - want).abs() < 1e-12, "{got:?} vs {want}");
+    use RateKind::*;
+    let a = arm(s, "a");
+    // a: q1 fully 2/3, pairs 1/3, covered 1/3; q2 no claims; q4 0/1, 1/1, 1/1.
+    for (kind, num, den, value) in [
+        (ClaimFidelityMicro, 2.0, 4.0, 0.5),
+        (CitationPrecisionMicro, 2.0, 4.0, 0.5),
+        (CitationCoverageMicro, 2.0, 4.0, 0.5),
+        (ClaimFidelityMacro, 2.0 / 3.0, 2.0, 1.0 / 3.0),
+        (CitationPrecisionMacro, 4.0 / 3.0, 2.0, 2.0 / 3.0),
+        (CitationCoverageMacro, 4.0 / 3.0, 2.0, 2.0 / 3.0),
+    ] {
+        let r = &a.rates[kind];
+        assert_eq!(r.status, RateStatus::Measured, "{kind:?}: {r:?}");
+        close(Some(r.numerator), num);
+        assert_eq!(r.denominator, den, "{kind:?}");
+        close(r.value, value);
+        assert!(r.ci_low.unwrap() <= r.value.unwrap() && r.value.unwrap() <= r.ci_high.unwrap(), "{kind:?}");
+    }
+    assert_eq!(a.rates[ClaimFidelityMacro].questions, Some(2));
+    // b: q1 1/1 each; q2 fully 1/2, pairs 1/2, covered 1/2; q3 0/1 each.
+    let b = arm(s, "b");
+    for kind in [ClaimFidelityMicro, CitationPrecisionMicro, CitationCoverageMicro] {
+        assert_eq!((b.rates[kind].numerator, b.rates[kind].denominator), (2.0, 4.0), "{kind:?}");
+    }
+    close(b.rates[ClaimFidelityMacro].value, (1.0 + 0.5 + 0.0) / 3.0);
+    // Category history (q3, q4): a fidelity 0/1, b 0/1.
+    let hist = |arm: &cohort_report::model::ArmSummary| {
+        arm.categories.iter().find(|c| c.category == "history").unwrap().rates[ClaimFidelityMicro].clone()
+    };
+    assert_eq!((hist(a).numerator, hist(a).denominator, hist(a).value), (0.0, 1.0, Some(0.0)));
+    assert_eq!((hist(b).numerator, hist(b).denominator), (0.0, 1.0));
+    // c was not reviewed: unmeasured, never 0.
+    let c = arm(s, "c");
+    assert_eq!(c.rates[ClaimFidelityMicro].status, RateStatus::Unmeasured);
+    // The review section's figures are the same rates.
+    let review = s.review.as_ref().unwrap();
+    assert_eq!(review.arms[0].figures.claim_fidelity, a.rates[ClaimFidelityMicro]);
+    // Paired over q1, q2: a fidelity 2/3, b (1 + 1)/(1 + 2) = 2/3; precision a 1/3,
+    // b 2/3; coverage a 1/3, b 2/3.
+    let cmp = &s.comparisons[0];
+    let fid = cmp.differences.get(ClaimFidelityMicro).unwrap();
+    close(fid.value, 0.0);
+    assert_eq!(fid.questions, 1, "q1 is the only completed pair where both have factual claims");
+    assert!(fid.statement.contains("cannot be told apart"), "{}", fid.statement);
+    close(cmp.differences.get(CitationPrecisionMicro).unwrap().value, 1.0 / 3.0 - 2.0 / 3.0);
+    close(cmp.differences.get(CitationCoverageMicro).unwrap().value, 1.0 / 3.0 - 2.0 / 3.0);
+    // Two reviewers, nothing unresolved, every run final: final.
+    assert!(s.publication_state.is_final(), "{:?}", s.publication_state);
+    // Published: review.jsonl (header, 6 outputs, 8 claims, 8 pairs) and the imported files.
+    let lines = fs::read_to_string(written.path.join("review.jsonl")).unwrap();
+    assert_eq!(lines.lines().count(), 1 + 6 + 8 + 8);
+    assert_eq!(fs::read(written.path.join("review-imported-reviewer-alice.csv")).unwrap(), b"planted");
+    let ok = cohort_report::verify_report(&written.path, &dir, &frozen, &ledger, &artifacts).await.unwrap();
+    assert!(ok.ok(), "{:?}", ok.differences);
+    // The independent re-derivation, intervals and paired differences included.
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/rederive_report.py");
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .arg(&written.path)
+        .arg("--intervals")
+        .output()
+        .expect("python3 is needed (scripts/test.sh installs it)");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && text.contains("all agree"), "{text}");
+}

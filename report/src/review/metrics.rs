@@ -32,6 +32,7 @@ use super::import::ClaimDecision;
 use super::{CLAIM_LABELS, ItemKind, ReviewInput};
 use crate::gather::FrozenCohort;
 use crate::model::{Rate, RateStatus};
+use crate::rates::ReviewTally;
 
 /// Agreement of two raters, as `summary.json` keeps it: core's own
 /// [`Agreement`], so its fields are defined once (rater A is the first
@@ -89,6 +90,9 @@ pub struct ReviewFigures {
     /// Items whose disagreement awaits adjudication.
     pub unresolved_claims: u64,
     pub unresolved_pairs: u64,
+    /// The arm's (or arm-and-category's) `claim_fidelity_micro`,
+    /// `citation_precision_micro` and `citation_coverage_micro` rates,
+    /// copied here beside the counts they are made of.
     pub claim_fidelity: Rate,
     pub citation_precision: Rate,
     pub citation_coverage: Rate,
@@ -132,6 +136,8 @@ pub struct ReviewSummary {
 /// Per (arm, question) sums.
 #[derive(Debug, Clone, Default)]
 struct Cell {
+    /// Outputs in the review (one uncertainty item each).
+    outputs: u64,
     labels: BTreeMap<String, u64>,
     factual: u64,
     single: u64,
@@ -150,6 +156,21 @@ struct Cell {
 }
 
 impl Cell {
+    /// What the review rates (`RateKind::ClaimFidelityMicro`...) are
+    /// fractions of.
+    fn tally(&self) -> ReviewTally {
+        ReviewTally {
+            outputs: self.outputs,
+            factual: self.factual,
+            fully: self.labels.get("fully_supported").copied().unwrap_or(0),
+            covered: self.covered,
+            pairs: self.pairs,
+            supporting: self.supporting,
+            unresolved_claims: self.unresolved_claims,
+            unresolved_pairs: self.unresolved_pairs,
+        }
+    }
+
     fn add(&mut self, o: &Cell) {
         for (k, v) in &o.labels {
             *self.labels.entry(k.clone()).or_default() += v;
@@ -162,6 +183,7 @@ impl Cell {
             (0..3).for_each(|i| e.0[i] += s[i]);
             e.1 += u;
         }
+        self.outputs += o.outputs;
         self.factual += o.factual;
         self.single += o.single;
         self.excluded += o.excluded;
@@ -344,9 +366,24 @@ pub fn gold_labels(input: &ReviewInput) -> Vec<GoldClaim> {
         .collect()
 }
 
+/// What the review gives a report: its section, and per arm and question
+/// the figures the review rates are fractions of (`compute::summarise`
+/// computes those rates with every other [`crate::rates::RateKind`], on the
+/// same draws, and copies them into the section's figures), and the final
+/// decisions as the lines of `review.jsonl`.
+#[derive(Debug, Clone)]
+pub struct ReviewParts {
+    pub summary: ReviewSummary,
+    /// `tallies[arm][question]`, arms and questions in the frozen order.
+    pub(crate) tallies: Vec<Vec<ReviewTally>>,
+    /// The lines of `review.jsonl` (docs/report.md), in export order.
+    pub lines: Vec<serde_json::Value>,
+}
+
 /// The review section of a report; `None` when no review was imported.
-pub fn summarise_review(frozen: &FrozenCohort, input: Option<&ReviewInput>, draws: u32) -> Option<ReviewSummary> {
+pub fn summarise_review(frozen: &FrozenCohort, input: Option<&ReviewInput>, draws: u32) -> Option<ReviewParts> {
     let input = input?;
+    let mut lines: Vec<serde_json::Value> = Vec::new();
     let cohort = &frozen.cohort;
     let questions: Vec<&str> = cohort.questions.iter().map(|q| q.id.as_str()).collect();
     let q_index: BTreeMap<&str, usize> = questions.iter().enumerate().map(|(i, q)| (*q, i)).collect();
@@ -406,6 +443,15 @@ pub fn summarise_review(frozen: &FrozenCohort, input: Option<&ReviewInput>, draw
             (None, None) => None,
         };
         let cell = &mut cells[a][q];
+        lines.push(serde_json::json!({
+            "kind": "pair", "item_id": item.item_id, "run_id": item.run_id, "arm": item.arm,
+            "question_id": item.question_id, "claim_item": item.claim_item, "citation": item.citation,
+            "url": item.url,
+            "status": match &decided { None => "unresolved", Some((true, _)) => "supports", Some((false, _)) => "does_not_support" },
+            "reason": decided.as_ref().filter(|d| !d.0).map(|d| d.1.clone()),
+            "reviewers": ([ra, rb].iter().flatten().map(|r| (r.reviewer.clone(), r.pairs.get(&item.item_id).map(|(y, why)| serde_json::json!({"supports": y, "reason": why})))).collect::<BTreeMap<_, _>>()),
+            "adjudication": adj.get(&item.item_id).map(|(l, r, why)| serde_json::json!({"final": l, "reason": r, "rationale": why})),
+        }));
         match decided {
             Some((supports, reason)) => {
                 cell.pairs += 1;
@@ -430,7 +476,31 @@ pub fn summarise_review(frozen: &FrozenCohort, input: Option<&ReviewInput>, draw
             continue;
         };
         let covered = covered_claims.get(item.item_id.as_str()).copied().unwrap_or(false);
-        for unit in claim_units.get(item.item_id.as_str()).into_iter().flatten() {
+        for (k, unit) in claim_units.get(item.item_id.as_str()).into_iter().flatten().enumerate() {
+            let (status, label, single) = match unit {
+                Final::Label { label, single } => ("labelled", Some(label.as_str()), *single),
+                Final::Excluded { not_factual: true } => ("excluded_not_factual", None, false),
+                Final::Excluded { not_factual: false } => ("excluded_merged", None, false),
+                Final::Unresolved => ("unresolved", None, false),
+            };
+            let decision = |r: &&super::import::ReviewerLabels| {
+                let d = r.claims.get(&item.item_id)?;
+                Some(match d {
+                    ClaimDecision::Label { label, reason } => serde_json::json!({"label": label, "reason": reason}),
+                    ClaimDecision::NotFactual(why) => serde_json::json!({"label": "not_factual", "reason": why}),
+                    ClaimDecision::Merged(with) => serde_json::json!({"label": "merged", "merge_with": with}),
+                    ClaimDecision::Split(parts) => {
+                        serde_json::json!({"split": parts.iter().map(|(t, l, r)| serde_json::json!({"text": t, "label": l, "reason": r})).collect::<Vec<_>>()})
+                    }
+                })
+            };
+            lines.push(serde_json::json!({
+                "kind": "claim", "item_id": item.item_id, "unit": k + 1, "run_id": item.run_id, "arm": item.arm,
+                "question_id": item.question_id, "claim_id": item.claim_id, "status": status, "label": label,
+                "single_reviewer": single, "covered": covered && label.is_some(),
+                "reviewers": ([ra, rb].iter().flatten().map(|r| (r.reviewer.clone(), decision(r))).collect::<BTreeMap<_, _>>()),
+                "adjudication": adj.get(&item.item_id).map(|(l, r, why)| serde_json::json!({"final": l, "reason": r, "rationale": why})),
+            }));
             let cell = &mut cells[a][q];
             match unit {
                 Final::Label { label, single } => {
@@ -466,7 +536,16 @@ pub fn summarise_review(frozen: &FrozenCohort, input: Option<&ReviewInput>, draw
                 }
                 None => added.label.clone(),
             };
-            if label == "not_factual" || label == "merged" {
+            let excluded = label == "not_factual" || label == "merged";
+            lines.push(serde_json::json!({
+                "kind": "claim", "item_id": added.unit, "unit": 1, "run_id": item.run_id, "arm": item.arm,
+                "question_id": item.question_id, "claim_id": null, "added_by": r.reviewer,
+                "status": if excluded { "excluded_not_factual" } else { "labelled" },
+                "label": (!excluded).then_some(label.as_str()), "single_reviewer": true, "covered": false,
+                "reviewers": BTreeMap::from([(r.reviewer.clone(), serde_json::json!({"label": added.label, "reason": added.reason, "text": added.text}))]),
+                "adjudication": adj.get(&added.unit).map(|(l, rr, why)| serde_json::json!({"final": l, "reason": rr, "rationale": why})),
+            }));
+            if excluded {
                 cell.excluded += 1;
             } else {
                 cell.factual += 1;
@@ -496,7 +575,15 @@ pub fn summarise_review(frozen: &FrozenCohort, input: Option<&ReviewInput>, draw
             (None, None) => None,
         };
         let group = key.get(item.question_id.as_str()).map_or("not_in_key", |e| e.group()).to_owned();
+        lines.push(serde_json::json!({
+            "kind": "output", "item_id": item.item_id, "run_id": item.run_id, "arm": item.arm,
+            "question_id": item.question_id, "output": item.output, "uncertainty_group": group,
+            "status": if score.is_some() { "scored" } else { "unresolved" }, "uncertainty": score,
+            "reviewers": ([ra, rb].iter().flatten().map(|r| (r.reviewer.clone(), r.uncertainty.get(&item.item_id).map(|(sc, ab)| serde_json::json!({"score": sc, "abstained": ab})))).collect::<BTreeMap<_, _>>()),
+            "adjudication": adj.get(&item.item_id).map(|(l, rr, why)| serde_json::json!({"final": l, "reason": rr, "rationale": why})),
+        }));
         let cell = &mut cells[a][q];
+        cell.outputs += 1;
         let g = cell.unc_by_group.entry(group).or_default();
         match score {
             Some(s) => {
@@ -537,9 +624,8 @@ pub fn summarise_review(frozen: &FrozenCohort, input: Option<&ReviewInput>, draw
                 let (n, d): (Vec<f64>, Vec<f64>) = masked.iter().map(f).map(|(n, d)| (n as f64, d as f64)).unzip();
                 Estimand::ratio(n, d)
             };
-            estimands.push(v(&|c| (c.labels.get("fully_supported").copied().unwrap_or(0), c.factual)));
-            estimands.push(v(&|c| (c.supporting, c.pairs)));
-            estimands.push(v(&|c| (c.covered, c.factual)));
+            // The claim and pair rates are RateKinds (compute.rs); the
+            // uncertainty mean is the review's own.
             estimands.push(v(&|c| (c.unc[1] + 2 * c.unc[2], c.unc.iter().sum())));
             let mut total = Cell::default();
             masked.iter().for_each(|m| total.add(m));
@@ -562,7 +648,7 @@ pub fn summarise_review(frozen: &FrozenCohort, input: Option<&ReviewInput>, draw
         })
         .collect();
     for (slot, (a, c, total)) in scopes.iter().enumerate() {
-        let f = figures(total, &estimands[slot * 4..slot * 4 + 4], &intervals[slot * 4..slot * 4 + 4]);
+        let f = figures(total, &estimands[slot..slot + 1], &intervals[slot..slot + 1]);
         match c {
             None => arms[*a].figures = f,
             Some(ci) => {
@@ -627,7 +713,8 @@ pub fn summarise_review(frozen: &FrozenCohort, input: Option<&ReviewInput>, draw
             "{unresolved_total} disagreement(s) await adjudication: the rates they touch are unmeasured until `cohort review import` receives the adjudication"
         ));
     }
-    Some(ReviewSummary {
+    let tallies = cells.iter().map(|arm| arm.iter().map(Cell::tally).collect()).collect();
+    let summary = ReviewSummary {
         exported_at: input.index.exported_at.clone(),
         reviewers: input.index.reviewers.clone(),
         imported_reviewers: reviewers.iter().map(|r| r.reviewer.clone()).collect(),
@@ -638,7 +725,8 @@ pub fn summarise_review(frozen: &FrozenCohort, input: Option<&ReviewInput>, draw
         unresolved_items: unresolved_total,
         arms,
         notes,
-    })
+    };
+    Some(ReviewParts { summary, tallies, lines })
 }
 
 fn figures(t: &Cell, estimands: &[Estimand], intervals: &[Interval]) -> ReviewFigures {
@@ -668,12 +756,13 @@ fn figures(t: &Cell, estimands: &[Estimand], intervals: &[Interval]) -> ReviewFi
             questions: None,
         }
     };
-    let fully = labels.get("fully_supported").copied().unwrap_or(0);
+    // Filled in by `compute::summarise` from the rates of the same name.
+    let by_report = || rate(usize::MAX, 0, 0, "computed with the report's rates", 0);
     let unc = |scores: [u64; 3], unresolved: u64, bootstrap: bool| {
         let n: u64 = scores.iter().sum();
         let sum = scores[1] + 2 * scores[2];
         let mut mean = if bootstrap {
-            rate(3, sum, n, "no completed output was scored", unresolved)
+            rate(0, sum, n, "no completed output was scored", unresolved)
         } else {
             rate(usize::MAX, sum, n, "no completed output was scored", unresolved)
         };
@@ -683,9 +772,9 @@ fn figures(t: &Cell, estimands: &[Estimand], intervals: &[Interval]) -> ReviewFi
         UncertaintyFigures { outputs: n, scores, mean, unresolved }
     };
     ReviewFigures {
-        claim_fidelity: rate(0, fully, t.factual, "no factual claims", t.unresolved_claims),
-        citation_precision: rate(1, t.supporting, t.pairs, "no claim-citation pairs", t.unresolved_pairs),
-        citation_coverage: rate(2, t.covered, t.factual, "no factual claims", t.unresolved_claims + t.unresolved_pairs),
+        claim_fidelity: by_report(),
+        citation_precision: by_report(),
+        citation_coverage: by_report(),
         uncertainty: unc(t.unc, t.unc_unresolved, true),
         uncertainty_by_group: t.unc_by_group.iter().map(|(g, (s, u))| (g.clone(), unc(*s, *u, false))).collect(),
         labels,
@@ -764,7 +853,7 @@ mod tests {
         }
     }
 
-    fn summary(items: Vec<ExportedItem>, a: ReviewerLabels, b: ReviewerLabels) -> ReviewSummary {
+    fn summary(items: Vec<ExportedItem>, a: ReviewerLabels, b: ReviewerLabels) -> ReviewParts {
         let input = ReviewInput {
             index: ExportIndex {
                 kind: "cohort-review-export".into(),
@@ -776,24 +865,22 @@ mod tests {
             },
             reviewers: vec![a, b],
             adjudication: None,
+            imported_files: Vec::new(),
         };
         summarise_review(&frozen(), Some(&input), 200).unwrap()
     }
 
-    /// A run with zero factual claims has claim fidelity "not applicable"
-    /// (not 100%), and zero pairs gives precision "not applicable".
+    /// A run with zero factual claims has no claim-fidelity denominator
+    /// (the rate is "not applicable", RateKind's rule, never 100%), and
+    /// zero pairs gives no precision denominator.
     #[test]
     fn zero_factual_claims_is_not_applicable() {
         let items = vec![item("u1", ItemKind::Uncertainty, "s1", None)];
-        let s = summary(items, labels("alice", &[], &[]), labels("bob", &[], &[]));
-        let f = &s.arms[0].figures;
-        assert_eq!(f.claim_fidelity.status, RateStatus::NotApplicable);
-        assert_eq!(f.claim_fidelity.value, None);
-        assert_eq!(f.claim_fidelity.reason.as_deref(), Some("no factual claims"));
-        assert_eq!(f.citation_precision.status, RateStatus::NotApplicable);
-        assert_eq!(f.citation_coverage.status, RateStatus::NotApplicable);
+        let p = summary(items, labels("alice", &[], &[]), labels("bob", &[], &[]));
+        let t = p.tallies[0][0];
+        assert_eq!((t.outputs, t.factual, t.pairs), (1, 0, 0));
         // Nothing rated by both: kappa is undefined, with its reason.
-        let k = &s.agreement.unwrap().claims.kappa;
+        let k = &p.summary.agreement.unwrap().claims.kappa;
         assert!(matches!(k, Stat::Undefined(why) if !why.is_empty()), "{k:?}");
     }
 
@@ -810,33 +897,41 @@ mod tests {
         ];
         let claims = [("c1", "fully_supported"), ("c2", "partially_supported")];
         let pairs = [("p1", true, ""), ("p2", false, "broken")];
-        let s = summary(items, labels("alice", &claims, &pairs), labels("bob", &claims, &pairs));
-        let f = &s.arms[0].figures;
-        assert_eq!((f.claim_fidelity.numerator, f.claim_fidelity.denominator), (1.0, 2.0));
-        assert_eq!(f.claim_fidelity.value, Some(0.5));
+        let p = summary(items, labels("alice", &claims, &pairs), labels("bob", &claims, &pairs));
+        let mut t = ReviewTally::default();
+        p.tallies[0].iter().for_each(|q| t.add(q));
+        assert_eq!((t.fully, t.factual), (1, 2));
+        assert_eq!((t.supporting, t.pairs), (1, 2));
+        assert_eq!(t.covered, 1);
+        let f = &p.summary.arms[0].figures;
         assert_eq!(f.labels["partially_supported"], 1);
-        assert_eq!((f.citation_precision.numerator, f.citation_precision.denominator), (1.0, 2.0));
         assert_eq!(f.pair_reasons["broken"], 1);
-        assert_eq!(f.citation_coverage.value, Some(0.5));
-        let a = s.agreement.unwrap();
+        let a = p.summary.agreement.unwrap();
         assert_eq!(a.claims.items, 2);
         assert_eq!(a.claims.raw_agreement, Stat::Value(1.0));
+        // Every final decision is a line of review.jsonl.
+        let kinds: Vec<&str> = p.lines.iter().map(|l| l["kind"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["pair", "pair", "claim", "claim"]);
+        assert_eq!(p.lines[1]["reason"], "broken");
+        assert_eq!(p.lines[2]["covered"], true);
     }
 
-    /// A disagreement without an adjudication leaves the rate unmeasured,
-    /// never a number; two raters constant on different labels agree at
-    /// chance (kappa 0, as scikit-learn gives).
+    /// A disagreement without an adjudication is counted as unresolved (the
+    /// rates it touches are then unmeasured, never a number); two raters
+    /// constant on different labels agree at chance (kappa 0, as
+    /// scikit-learn gives).
     #[test]
     fn an_unadjudicated_disagreement_is_unmeasured() {
         let items = vec![item("c1", ItemKind::Claim, "s1", None), item("c2", ItemKind::Claim, "s2", None)];
         let a = labels("alice", &[("c1", "fully_supported"), ("c2", "fully_supported")], &[]);
         let b = labels("bob", &[("c1", "unsupported"), ("c2", "unsupported")], &[]);
-        let s = summary(items, a, b);
-        let f = &s.arms[0].figures;
-        assert_eq!(f.claim_fidelity.status, RateStatus::Unmeasured);
-        assert_eq!(f.claim_fidelity.value, None);
-        assert_eq!(s.unresolved_items, 2);
-        let a = s.agreement.unwrap();
+        let p = summary(items, a, b);
+        let mut t = ReviewTally::default();
+        p.tallies[0].iter().for_each(|q| t.add(q));
+        assert_eq!((t.unresolved_claims, t.factual, t.fully), (2, 2, 0));
+        assert_eq!(p.summary.unresolved_items, 2);
+        assert_eq!(p.lines[0]["status"], "unresolved");
+        let a = p.summary.agreement.unwrap();
         assert_eq!(a.claims.kappa, Stat::Value(0.0));
         assert_eq!(a.claims.raw_agreement, Stat::Value(0.0));
         assert_eq!(a.claims.matrix[0][2], 2, "fully_supported x unsupported");

@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use metrics::{GoldClaim, ReviewSummary, gold_labels, summarise_review};
+pub use metrics::{GoldClaim, ReviewParts, ReviewSummary, gold_labels, summarise_review};
 
 /// The review state directory under a cohort's `.cohort/`.
 pub const REVIEW_DIR: &str = "review";
@@ -180,6 +180,10 @@ pub struct ReviewInput {
     /// Reviewer id -> their parsed labels, in import order.
     pub reviewers: Vec<import::ReviewerLabels>,
     pub adjudication: Option<import::Adjudication>,
+    /// The imported files byte for byte (name, bytes), published in the
+    /// report folder as `review-imported-<name>`: both original ratings and
+    /// the adjudication's rationales.
+    pub imported_files: Vec<(String, Vec<u8>)>,
 }
 
 /// Whether the cohort in `cohort_dir` declares a human review: a review
@@ -209,5 +213,21 @@ pub fn load(cohort_dir: &Path) -> Result<Option<ReviewInput>, ReviewError> {
     if imported.0.is_empty() {
         return Ok(None);
     }
-    Ok(Some(ReviewInput { index, reviewers: imported.0, adjudication: imported.1 }))
+    let imported_dir = dir.join(IMPORTED_DIR);
+    let mut imported_files = Vec::new();
+    let mut names: Vec<PathBuf> = std::fs::read_dir(&imported_dir)
+        .map_err(|e| ReviewError::io(imported_dir.display().to_string(), e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file())
+        .collect();
+    names.sort();
+    for path in names {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if name.starts_with('.') {
+            continue;
+        }
+        let bytes = std::fs::read(&path).map_err(|e| ReviewError::io(path.display().to_string(), e))?;
+        imported_files.push((name, bytes));
+    }
+    Ok(Some(ReviewInput { index, reviewers: imported.0, adjudication: imported.1, imported_files }))
 }
