@@ -357,12 +357,25 @@ impl CoordinatorService {
         Ok(accepted)
     }
 
-    /// The span of one granted lease: the root of this attempt's spans, in
-    /// the run's own trace (its id derived from the manifest and the run),
-    /// so every attempt of a run, whichever coordinator process leased it,
-    /// is one trace. Its context goes to the worker in the lease.
+    /// The span of one granted lease: the top of this attempt's spans, a
+    /// child of the run's root span (`cohort run`, emitted with the first
+    /// attempt's lease) in the run's own trace (both ids derived from the
+    /// manifest and the run), so every attempt of a run, whichever
+    /// coordinator process leased it, is one tree. Its context goes to the
+    /// worker in the lease.
     fn lease_span(&self, worker_id: &str, g: &LeaseGrant) -> tracing::Span {
         let key = format!("{}:{}", self.plan.manifest_sha256, g.run_id);
+        if g.attempt == 1 {
+            cohort_telemetry::emit_run_root(
+                &key,
+                &[
+                    ("cohort.name", self.plan.cohort.clone()),
+                    ("cohort.run.id", g.run_id.clone()),
+                    ("cohort.question.id", g.question_id.clone()),
+                    ("cohort.arm.id", g.arm_id.clone()),
+                ],
+            );
+        }
         cohort_telemetry::run_root(&key, || {
             let span = info_span!(
                 parent: None,

@@ -215,7 +215,7 @@ impl Upstreams {
         let up = &slot.config;
         let span = cohort_telemetry::genai::llm_span(
             cohort_telemetry::genai::CHAT,
-            provider_name(up.kind),
+            provider_name(up),
             &call.model,
             call.temperature,
         );
@@ -357,15 +357,16 @@ impl Upstreams {
     }
 }
 
-/// `gen_ai.provider.name` of an upstream kind: the API it speaks
-/// (OpenAI-compatible routers report as `openai`; the served model and
-/// provider headers say who answered).
-fn provider_name(kind: UpstreamKind) -> &'static str {
-    match kind {
+/// `gen_ai.provider.name` of an upstream: its host's well-known provider,
+/// else the API it speaks (an OpenAI-compatible router is `openai`; the
+/// served model and provider headers say who answered).
+fn provider_name(up: &UpstreamConfig) -> &'static str {
+    let api = match up.kind {
         UpstreamKind::Openai => "openai",
         UpstreamKind::Anthropic => "anthropic",
-        UpstreamKind::Sim => "cohort.sim",
-    }
+        UpstreamKind::Sim => return "cohort.sim",
+    };
+    cohort_telemetry::genai::provider_name(Some(&up.base_url), api)
 }
 
 /// The retry schedule of `policy`: exponential from the initial backoff,

@@ -197,11 +197,15 @@ impl<E: SpanExporter + 'static> SpanExporter for OnRuntime<E> {
 
 thread_local! {
     /// The trace id the next root span started on this thread takes
-    /// ([`with_trace_id_of`]).
+    /// ([`with_root_ids_of`]).
     static NEXT_TRACE_ID: Cell<Option<TraceId>> = const { Cell::new(None) };
+    /// The span id the next span started on this thread takes
+    /// ([`with_root_ids_of`]).
+    static NEXT_SPAN_ID: Cell<Option<SpanId>> = const { Cell::new(None) };
 }
 
-/// Random ids, except for a root span started inside [`with_trace_id_of`].
+/// Random ids, except for a run's root span started inside
+/// [`with_root_ids_of`].
 #[derive(Debug, Default)]
 struct RunTraceIds {
     random: RandomIdGenerator,
@@ -213,7 +217,7 @@ impl IdGenerator for RunTraceIds {
     }
 
     fn new_span_id(&self) -> SpanId {
-        self.random.new_span_id()
+        NEXT_SPAN_ID.with(Cell::take).unwrap_or_else(|| self.random.new_span_id())
     }
 }
 
@@ -229,11 +233,43 @@ pub fn trace_id_of(key: &str) -> TraceId {
     TraceId::from_bytes(bytes)
 }
 
-/// Runs `f` with the next root span on this thread taking `key`'s trace id.
-pub(crate) fn with_trace_id_of<T>(key: &str, f: impl FnOnce() -> T) -> T {
+/// The span id of the root span of `key`'s trace: the first 8 bytes of
+/// SHA-256 over another fixed prefix and the key (never the invalid id).
+pub fn root_span_id_of(key: &str) -> SpanId {
+    let digest = Sha256::new().chain_update(b"cohort-run-root\0").chain_update(key.as_bytes()).finalize();
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(&digest[..8]);
+    if bytes == [0u8; 8] {
+        bytes[7] = 1;
+    }
+    SpanId::from_bytes(bytes)
+}
+
+/// Whether the sampler `OTEL_TRACES_SAMPLER(_ARG)` names keeps the trace
+/// `trace_id` at its root, decided as the SDK's own samplers decide, so
+/// the spans of a run made as children of its root (which may be exported
+/// by another process, or not yet) are kept or dropped with it.
+pub(crate) fn root_sampled(trace_id: TraceId) -> bool {
+    use opentelemetry::trace::SpanKind;
+    use opentelemetry_sdk::trace::{Sampler, SamplingDecision, ShouldSample as _};
+    let ratio = || env("OTEL_TRACES_SAMPLER_ARG").and_then(|a| a.trim().parse::<f64>().ok()).unwrap_or(1.0);
+    let sampler = match env("OTEL_TRACES_SAMPLER").as_deref().map(str::trim) {
+        Some("always_off" | "parentbased_always_off") => Sampler::AlwaysOff,
+        Some("traceidratio" | "parentbased_traceidratio") => Sampler::TraceIdRatioBased(ratio()),
+        _ => Sampler::AlwaysOn,
+    };
+    let result = sampler.should_sample(None, trace_id, "cohort run", &SpanKind::Internal, &[], &[]);
+    result.decision == SamplingDecision::RecordAndSample
+}
+
+/// Runs `f` with the next span started on this thread taking `key`'s
+/// root ids: its trace id and its root span id.
+pub(crate) fn with_root_ids_of<T>(key: &str, f: impl FnOnce() -> T) -> T {
     NEXT_TRACE_ID.with(|c| c.set(Some(trace_id_of(key))));
+    NEXT_SPAN_ID.with(|c| c.set(Some(root_span_id_of(key))));
     let out = f();
     NEXT_TRACE_ID.with(|c| c.set(None));
+    NEXT_SPAN_ID.with(|c| c.set(None));
     out
 }
 
@@ -249,11 +285,13 @@ mod tests {
     }
 
     #[test]
-    fn only_the_first_root_inside_the_scope_takes_the_derived_id() {
+    fn a_run_key_gives_one_root_span_id() {
+        assert_eq!(root_span_id_of("m:q1:a:1"), root_span_id_of("m:q1:a:1"));
+        assert_ne!(root_span_id_of("m:q1:a:1"), root_span_id_of("m:q1:a:2"));
+        assert_ne!(root_span_id_of("m:q1:a:1"), SpanId::INVALID);
         let ids = RunTraceIds::default();
-        let (first, second) = with_trace_id_of("k", || (ids.new_trace_id(), ids.new_trace_id()));
-        assert_eq!(first, trace_id_of("k"));
-        assert_ne!(second, trace_id_of("k"));
-        assert_ne!(ids.new_trace_id(), trace_id_of("k"), "the override ends with the scope");
+        let (trace, span) = with_root_ids_of("k", || (ids.new_trace_id(), ids.new_span_id()));
+        assert_eq!((trace, span), (trace_id_of("k"), root_span_id_of("k")));
+        assert_ne!(ids.new_span_id(), root_span_id_of("k"), "the override ends with the scope");
     }
 }

@@ -112,20 +112,42 @@ pub fn init(service_name: &str, default_level: &str) -> Result<Telemetry, Teleme
     Ok(Telemetry { export })
 }
 
-/// Creates the root span of one attempt of a run with `make` (a span
-/// created with `parent: None`) in the trace whose id is derived from
-/// `run_key` (the cohort's manifest hash and the run id), so each attempt
-/// of a run, leased by any coordinator process, lands in the same trace,
-/// and a ratio sampler (`OTEL_TRACES_SAMPLER=traceidratio`) keeps or drops
-/// a run whole. Without export it is just `make()`.
+/// Creates the span of one attempt of a run with `make` (a span created
+/// with `parent: None`) as a child of the run's root (see
+/// [`emit_run_root`]): in the trace whose id is derived from `run_key`
+/// (the cohort's manifest hash and the run id), under the root span whose
+/// id is derived from it too. So every attempt of a run, leased by any
+/// coordinator process, lands in one tree, and a ratio sampler
+/// (`OTEL_TRACES_SAMPLER=traceidratio`) keeps or drops a run whole (the
+/// parent carries the root's own sampling decision). Without export it is
+/// just `make()`.
 pub fn run_root(run_key: &str, make: impl FnOnce() -> tracing::Span) -> tracing::Span {
-    export::with_trace_id_of(run_key, || {
-        let span = make();
-        // Starting the span's OpenTelemetry side now takes the trace id
-        // while the derived one is in force on this thread.
-        let _ = tracing_opentelemetry::OpenTelemetrySpanExt::context(&span);
-        span
-    })
+    use opentelemetry::trace::{SpanContext, TraceContextExt as _, TraceFlags, TraceState};
+    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+    let span = make();
+    let trace_id = export::trace_id_of(run_key);
+    let flags = if export::root_sampled(trace_id) { TraceFlags::SAMPLED } else { TraceFlags::default() };
+    let root = SpanContext::new(trace_id, export::root_span_id_of(run_key), flags, true, TraceState::NONE);
+    let _ = span.set_parent(opentelemetry::Context::new().with_remote_span_context(root));
+    span
+}
+
+/// Exports the root span of a run's trace, `cohort run`, with the ids
+/// [`run_root`] gives its attempts as their parent, and `attributes`. The
+/// coordinator emits it once, when it leases the run's first attempt (a
+/// span of no duration: it marks the run's start; the attempts below it
+/// carry the time). Nothing without export.
+pub fn emit_run_root(run_key: &str, attributes: &[(&'static str, String)]) {
+    use opentelemetry::trace::{Span as _, SpanKind, Tracer as _};
+    let tracer = opentelemetry::global::tracer("cohort");
+    let mut span = export::with_root_ids_of(run_key, || {
+        tracer
+            .span_builder("cohort run")
+            .with_kind(SpanKind::Internal)
+            .with_attributes(attributes.iter().map(|(k, v)| opentelemetry::KeyValue::new(*k, v.clone())))
+            .start_with_context(&tracer, &opentelemetry::Context::new())
+    });
+    span.end();
 }
 
 /// Links `span` to `to` (a span of another trace it belongs with, such as

@@ -162,9 +162,21 @@ pub async fn execute(ctx: &RunContext, arm: &ArmRuntime, lease: &RunLease, worke
 /// the provider is the arm's declared vendor lineage, the requested model
 /// its `model` setting (the pinned version label when it has none).
 fn adapter_span(arm: &ArmRuntime) -> tracing::Span {
-    let model = arm.config.settings.get("model").and_then(|m| m.as_str()).unwrap_or(&arm.config.pinned_version);
+    use cohort_core::config::AdapterKind;
+    let setting = |key: &str| arm.config.settings.get(key).and_then(|v| v.as_str());
+    let model = setting("model").unwrap_or(&arm.config.pinned_version);
     let temperature = arm.config.settings.get("temperature").and_then(serde_json::Value::as_f64);
-    cohort_telemetry::genai::llm_span(cohort_telemetry::genai::CHAT, &arm.config.vendor_lineage, model, temperature)
+    let (api, url) = match arm.config.adapter {
+        AdapterKind::OpenaiChat | AdapterKind::OpenaiResponses => ("openai", setting("base_url")),
+        AdapterKind::HttpJson => ("cohort.http_json", setting("url")),
+        AdapterKind::Command => ("cohort.command", None),
+        AdapterKind::Manual => ("cohort.manual", None),
+        AdapterKind::Sim => ("cohort.sim", None),
+    };
+    let provider = cohort_telemetry::genai::provider_name(url, api);
+    let span = cohort_telemetry::genai::llm_span(cohort_telemetry::genai::CHAT, provider, model, temperature);
+    cohort_telemetry::genai::set_vendor_lineage(&span, &arm.config.vendor_lineage);
+    span
 }
 
 /// What the call returned, on its span: the version the system reported
