@@ -61,7 +61,9 @@ fn protocol_v1_manifest_has_file_hashes_and_the_v1_order() {
     let out = freeze(&dir);
     assert!(out.status.success(), "{}", stderr(&out));
     let m = manifest(&dir);
-    assert_eq!(m.files.len(), 5);
+    // The five files and the uncertainty key ([review] requires it).
+    assert_eq!(m.files.len(), 6);
+    assert!(m.files.contains_key("uncertainty_key.json"));
     for (file, sha) in &m.files {
         assert_eq!(sha, &sha256sum(&dir.join(file)), "{file}");
     }

@@ -1,6 +1,8 @@
 //! The five files of a cohort directory, validated together, and the
-//! optional sixth, the uncertainty key of seed 004
-//! ([`crate::uncertainty_key`]), frozen with them when present.
+//! sixth, the uncertainty key of seed 004 ([`crate::uncertainty_key`]),
+//! frozen with them when present: required, with one entry per question,
+//! when `cohort.toml` declares human review (`[review]`), optional
+//! otherwise.
 //!
 //! The caller reads the files (this crate does no I/O) and hands over their
 //! bytes; [`CohortFiles::validate`] checks encoding, each file's contents
@@ -28,7 +30,8 @@ pub const FROZEN_FILES: [&str; 5] = [config::FILE, questions::FILE, SUFFIX_FILE,
 
 /// Files a cohort freezes when they are present. A cohort without them
 /// freezes exactly as one did before they existed (same manifest fields and
-/// hashes), so older frozen cohorts still verify.
+/// hashes), so older frozen cohorts still verify. The uncertainty key is
+/// required when the config declares `[review]`.
 pub const OPTIONAL_FILES: [&str; 1] = [uncertainty_key::FILE];
 
 /// The raw bytes of a cohort's files; `None` for a missing file.
@@ -121,6 +124,14 @@ impl CohortFiles {
             }
             _ => None,
         };
+        let review_declared = config.as_ref().is_some_and(|c| c.review.is_some());
+        if review_declared && self.get(uncertainty_key::FILE).is_none() {
+            problems.push(Problem::in_file(
+                uncertainty_key::FILE,
+                "missing: the cohort declares human review ([review] in cohort.toml), so seed 004's uncertainty key \
+                 must be frozen before collection, one entry per question (docs/review.md \"The uncertainty key\")",
+            ));
+        }
         let key = match (self.get(uncertainty_key::FILE), &questions) {
             (Some(bytes), Some(questions)) => match std::str::from_utf8(bytes) {
                 Ok(text) if text.starts_with(BOM) => {
@@ -130,6 +141,16 @@ impl CohortFiles {
                 Ok(text) => {
                     let ids = questions.iter().map(|q| q.id.as_str()).collect();
                     match uncertainty_key::parse_and_validate(text, &ids) {
+                        Ok(key) if review_declared => {
+                            let uncovered =
+                                uncertainty_key::check_every_question(&key, questions.iter().map(|q| q.id.as_str()));
+                            if uncovered.is_empty() {
+                                Some(key)
+                            } else {
+                                problems.extend(uncovered);
+                                None
+                            }
+                        }
                         Ok(key) => Some(key),
                         Err(p) => {
                             problems.extend(p);
@@ -264,6 +285,42 @@ mod tests {
         f.files.insert(uncertainty_key::FILE.into(), Some(br#"[{"question_id":"nope","answerable":true}]"#.to_vec()));
         let e = f.validate().unwrap_err();
         assert!(e.to_string().contains("uncertainty_key.json:1:2: field `[0].question_id`"), "{e}");
+    }
+
+    /// Proves the key is required with `[review]` (issue 20): missing, it
+    /// is named with what to do; present, every question needs an entry,
+    /// each uncovered question named with the file and field; covering all
+    /// of them freezes.
+    #[test]
+    fn a_cohort_declaring_review_needs_a_key_for_every_question() {
+        let toml = format!("{TOML}[review]\nreviewers = 2\n");
+        let two = r#"[{"id":"s1","category":"science","text":"Why?"},{"id":"s2","category":"science","text":"How?"}]"#;
+        let e = files(&toml, two).validate().unwrap_err();
+        assert_eq!(e.problems.len(), 1, "{e}");
+        assert!(
+            e.problems[0].to_string().starts_with("uncertainty_key.json: missing: the cohort declares human review")
+        );
+        let mut f = files(&toml, two);
+        f.files.insert(uncertainty_key::FILE.into(), Some(br#"[{"question_id":"s2","answerable":true}]"#.to_vec()));
+        let e = f.validate().unwrap_err();
+        let text: Vec<String> = e.problems.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            text,
+            [
+                "uncertainty_key.json: field `question_id`: question \"s1\" has no entry: the cohort declares human review \
+              ([review] in cohort.toml), so the key needs exactly one entry per question of questions.json"
+            ]
+        );
+        let both = br#"[{"question_id":"s2","answerable":true},{"question_id":"s1","answerable":false}]"#;
+        f.files.insert(uncertainty_key::FILE.into(), Some(both.to_vec()));
+        let c = f.validate().unwrap();
+        assert_eq!(c.uncertainty_key.map(|k| k.len()), Some(2));
+        assert_eq!(c.config.review.map(|r| r.reviewers), Some(2));
+        // Without [review] a partial key is still accepted (at most one
+        // entry per question), as before.
+        let mut f = files(TOML, two);
+        f.files.insert(uncertainty_key::FILE.into(), Some(br#"[{"question_id":"s2","answerable":true}]"#.to_vec()));
+        assert!(f.validate().is_ok());
     }
 
     /// Proves a byte-order mark in a parsed file is named (it was

@@ -47,6 +47,16 @@ struct RawConfig {
     retry: Option<Spanned<RawRetry>>,
     prices: Option<Spanned<RawPrices>>,
     publication: Option<Spanned<RawPublication>>,
+    review: Option<Spanned<RawReview>>,
+}
+
+/// `[review]` as written: the cohort declares seed 004's human review.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawReview {
+    reviewers: Option<Spanned<WholeNumber>>,
+    adjudicated: Option<bool>,
+    key_reviewer: Option<Spanned<String>>,
 }
 
 /// `[publication]` as written: what seed 004 ("Publication, independence
@@ -292,6 +302,36 @@ pub struct CohortConfig {
     /// `config_sha256`.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub accepted_versions: BTreeMap<String, Vec<String>>,
+    /// `[review]`: the cohort declares seed 004's independent human review.
+    /// Its uncertainty key is then required at freeze, one entry per
+    /// question (`crate::cohort`), and a report stays preliminary until an
+    /// adjudicated review is imported. Last in the canonical JSON and
+    /// skipped when absent, so configs frozen before it existed keep their
+    /// `config_sha256`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub review: Option<ReviewDeclaration>,
+}
+
+/// The independent reviewers per output that seed 004 asks for ("two
+/// independent reviewers"), and the default of `[review] reviewers`.
+pub const DEFAULT_REVIEWERS: u32 = 2;
+/// The most reviewers `[review] reviewers` may declare.
+pub const MAX_REVIEWERS: u32 = 20;
+
+/// A validated `[review]` table (docs/review.md "Declaring the review").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReviewDeclaration {
+    /// Independent reviewers who label every output, at least two
+    /// ([`DEFAULT_REVIEWERS`] when not written).
+    pub reviewers: u32,
+    /// A third person adjudicates the reviewers' disagreements with a
+    /// written rationale (seed 004); `true` when not written.
+    pub adjudicated: bool,
+    /// Who froze the uncertainty key (seed 004: "an independent subject
+    /// reviewer"), as written; `None`: not declared (a template's draft
+    /// key, say), which a report discloses.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_reviewer: Option<String>,
 }
 
 /// The publication fields of seed 004 ("Publication, independence and
@@ -717,6 +757,15 @@ impl Validator<'_> {
             prices,
             publication: raw.publication.map(|p| self.publication(p.into_inner())).unwrap_or_default(),
             accepted_versions,
+            review: raw.review.map(|r| self.review(r.into_inner())),
+        }
+    }
+
+    fn review(&mut self, raw: RawReview) -> ReviewDeclaration {
+        ReviewDeclaration {
+            reviewers: self.whole(raw.reviewers, "review.reviewers", 2, MAX_REVIEWERS, DEFAULT_REVIEWERS),
+            adjudicated: raw.adjudicated.unwrap_or(true),
+            key_reviewer: raw.key_reviewer.map(|v| self.non_empty(v, "review.key_reviewer")),
         }
     }
 
@@ -1150,6 +1199,36 @@ temperature = 0.0
         assert_eq!(c.categories.len(), 5);
         assert_eq!(c.judge.as_ref().unwrap().served_model, "judge-1");
         assert_eq!(c.arms[0].concurrency, 1);
+    }
+
+    /// Proves `[review]` is read with its defaults (two reviewers,
+    /// adjudicated), refuses fewer than two reviewers naming the field, and
+    /// leaves a config without it hashing as before (absent from the
+    /// canonical JSON).
+    #[test]
+    fn the_review_declaration_has_defaults_and_bounds() {
+        let without = build_and_validate(GOOD).unwrap();
+        assert_eq!(without.review, None);
+        assert!(!without.canonical_json().contains("\"review\""));
+        let with = build_and_validate(&format!("{GOOD}\n[review]\n")).unwrap();
+        assert_eq!(with.review, Some(ReviewDeclaration { reviewers: 2, adjudicated: true, key_reviewer: None }));
+        assert!(
+            with.canonical_json().ends_with(r#""review":{"reviewers":2,"adjudicated":true}}"#),
+            "{}",
+            with.canonical_json()
+        );
+        let declared = build_and_validate(&format!(
+            "{GOOD}\n[review]\nreviewers = 3\nadjudicated = false\nkey_reviewer = \"Dr. A. Subject\"\n"
+        ))
+        .unwrap();
+        assert_eq!(
+            declared.review,
+            Some(ReviewDeclaration { reviewers: 3, adjudicated: false, key_reviewer: Some("Dr. A. Subject".into()) })
+        );
+        let p = problems(&format!("{GOOD}\n[review]\nreviewers = 1\n"));
+        assert!(p.iter().any(|p| p.contains("field `review.reviewers`") && p.contains("from 2 to 20")), "{p:?}");
+        let p = problems(&format!("{GOOD}\n[review]\nreviewer = 2\n"));
+        assert!(p.iter().any(|p| p.contains("reviewer")), "{p:?}");
     }
 
     #[test]

@@ -5,9 +5,17 @@
 //! sources behind them. Human reviewers score each output's uncertainty
 //! handling (0/1/2) against it.
 //!
-//! The file is optional: a cohort without it freezes exactly as before (same
-//! manifest fields and hashes). When present it is frozen with the other
-//! five files, so it cannot be written after the outputs are seen.
+//! A cohort that declares human review (`[review]` in `cohort.toml`) must
+//! freeze a key with exactly one entry per question
+//! ([`check_every_question`], called by `crate::cohort`). Without
+//! `[review]` the file is optional: a cohort without it freezes exactly as
+//! before (same manifest fields and hashes); when present it is frozen with
+//! the other five files, so it cannot be written after the outputs are seen.
+//!
+//! Abstentions on answerable questions are reported apart from the 0/1/2
+//! distribution and mean (seed 004: "to prevent rewarding blanket
+//! refusal"): [`treatment`] is the one rule that says which outputs those
+//! are.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -37,6 +45,10 @@ pub struct UncertaintyEntry {
     /// Where the key's judgments come from.
     #[serde(default)]
     pub sources: Vec<String>,
+    /// Why the question is (or is not) answerable, in a sentence or two;
+    /// shown to reviewers beside the key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rationale: Option<String>,
 }
 
 impl UncertaintyEntry {
@@ -51,6 +63,74 @@ impl UncertaintyEntry {
             "answerable"
         }
     }
+}
+
+/// How one output's uncertainty item enters the review figures
+/// ([`treatment`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UncertaintyTreatment {
+    /// Its 0/1/2 score counts in the distribution and the mean (and in its
+    /// key group's). An abstention on an insufficient-evidence question is
+    /// here: there it is the calibrated answer, scored like any other.
+    Scored,
+    /// An abstention on a question the key calls answerable: reported
+    /// apart (a count over the arm's outputs on answerable questions) and
+    /// left out of the 0/1/2 distribution and mean, so declining to answer
+    /// is never rewarded as calibration.
+    AnswerableAbstention,
+    /// The question has no entry in the key (only possible in a cohort
+    /// without `[review]`): scored, under the group `not_in_key`.
+    NotInKey,
+}
+
+impl UncertaintyTreatment {
+    /// Whether the item's 0/1/2 score goes into the distribution and mean.
+    pub fn in_mean(self) -> bool {
+        !matches!(self, UncertaintyTreatment::AnswerableAbstention)
+    }
+}
+
+/// The one rule for an output's uncertainty item: `entry` is the key's
+/// entry for its question (`None` when the key has none) and `abstained`
+/// the reviewers' `abstained` marks on the item (one per reviewer who
+/// labelled it). It is an answerable-question abstention when the key calls
+/// the question answerable and every reviewer who labelled the item marked
+/// it as an abstention (at least one did); a split between reviewers keeps
+/// it scored, as its 0/1/2 score then rests on their labels.
+pub fn treatment(entry: Option<&UncertaintyEntry>, abstained: &[bool]) -> UncertaintyTreatment {
+    match entry {
+        None => UncertaintyTreatment::NotInKey,
+        Some(e) if e.answerable && !abstained.is_empty() && abstained.iter().all(|a| *a) => {
+            UncertaintyTreatment::AnswerableAbstention
+        }
+        Some(_) => UncertaintyTreatment::Scored,
+    }
+}
+
+/// The problems of a key that does not cover every question, for a cohort
+/// that declares human review: one problem per question without an entry,
+/// naming the file, the field and the question id. (Unknown and duplicate
+/// ids are [`parse_and_validate`]'s.)
+pub fn check_every_question<'a>(
+    entries: &[UncertaintyEntry],
+    question_ids: impl IntoIterator<Item = &'a str>,
+) -> Vec<Problem> {
+    let keyed: BTreeSet<&str> = entries.iter().map(|e| e.question_id.as_str()).collect();
+    question_ids
+        .into_iter()
+        .filter(|id| !keyed.contains(id))
+        .map(|id| {
+            Problem::in_file(
+                FILE,
+                format!(
+                    "question \"{id}\" has no entry: the cohort declares human review ([review] in cohort.toml), so \
+                     the key needs exactly one entry per question of questions.json"
+                ),
+            )
+            .field("question_id")
+        })
+        .collect()
 }
 
 /// Parses the key and checks it against the cohort's question ids: every
@@ -94,6 +174,9 @@ pub fn parse_and_validate(text: &str, question_ids: &BTreeSet<&str>) -> Result<V
             ));
         } else {
             first_line_of.insert(entry.question_id.clone(), line);
+        }
+        if entry.rationale.as_deref().is_some_and(|r| r.trim().is_empty()) {
+            problems.push(at("is blank: remove it or write it out".to_owned(), "rationale"));
         }
         for (field, list) in [
             ("required_caveats", &entry.required_caveats),
@@ -141,6 +224,50 @@ mod tests {
             "{text:?}"
         );
         assert!(text.iter().any(|p| p.contains("`[2].sources[0]`")), "{text:?}");
+    }
+
+    /// Proves the coverage rule of a cohort with `[review]`: every question
+    /// without an entry is one problem naming the file, the field and the
+    /// question id.
+    #[test]
+    fn every_question_needs_an_entry_when_review_is_declared() {
+        let key =
+            parse_and_validate(r#"[{"question_id": "s2", "answerable": true, "rationale": "known"}]"#, &ids()).unwrap();
+        assert_eq!(key[0].rationale.as_deref(), Some("known"));
+        let problems: Vec<String> = check_every_question(&key, ["s1", "s2"]).iter().map(ToString::to_string).collect();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].starts_with("uncertainty_key.json: field `question_id`: question \"s1\" has no entry"),
+            "{problems:?}"
+        );
+        assert!(check_every_question(&key, ["s2"]).is_empty());
+        let blank = parse_and_validate(r#"[{"question_id": "s1", "answerable": true, "rationale": " "}]"#, &ids());
+        assert!(blank.unwrap_err()[0].to_string().contains("`[0].rationale`"));
+    }
+
+    /// Proves the abstention rule: an abstention on an answerable question
+    /// is reported apart (out of the mean) only when every reviewer who
+    /// labelled the output marked it; on an insufficient-evidence question
+    /// it is scored; a question outside the key is `not_in_key`.
+    #[test]
+    fn answerable_abstentions_are_apart_from_the_mean() {
+        let answerable = UncertaintyEntry {
+            question_id: "s1".into(),
+            answerable: true,
+            required_caveats: vec![],
+            known_disputes: vec![],
+            sources: vec![],
+            rationale: None,
+        };
+        let insufficient = UncertaintyEntry { answerable: false, ..answerable.clone() };
+        assert_eq!(treatment(Some(&answerable), &[true, true]), UncertaintyTreatment::AnswerableAbstention);
+        assert_eq!(treatment(Some(&answerable), &[true]), UncertaintyTreatment::AnswerableAbstention);
+        assert_eq!(treatment(Some(&answerable), &[true, false]), UncertaintyTreatment::Scored);
+        assert_eq!(treatment(Some(&answerable), &[]), UncertaintyTreatment::Scored);
+        assert_eq!(treatment(Some(&insufficient), &[true, true]), UncertaintyTreatment::Scored);
+        assert_eq!(treatment(None, &[true, true]), UncertaintyTreatment::NotInKey);
+        assert!(!UncertaintyTreatment::AnswerableAbstention.in_mean());
+        assert!(UncertaintyTreatment::Scored.in_mean() && UncertaintyTreatment::NotInKey.in_mean());
     }
 
     #[test]

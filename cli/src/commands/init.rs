@@ -27,9 +27,15 @@ macro_rules! example_files {
 }
 
 pub fn run(dir: &Path, template: Template) -> anyhow::Result<()> {
-    let files = match template {
-        Template::Quickstart => example_files!("quickstart"),
-        Template::ProtocolV1 => example_files!("protocol-v1"),
+    let files: Vec<(&str, &str)> = match template {
+        Template::Quickstart => example_files!("quickstart").to_vec(),
+        // protocol-v1 declares [review], so it ships its (draft) uncertainty
+        // key, which freezing it then requires.
+        Template::ProtocolV1 => {
+            let mut files = example_files!("protocol-v1").to_vec();
+            files.push(("uncertainty_key.json", include_str!("../../../examples/protocol-v1/uncertainty_key.json")));
+            files
+        }
     };
     fs::create_dir(dir).with_context(|| format!("cannot create {} (it must not exist yet)", dir.display()))?;
     for (name, text) in files {

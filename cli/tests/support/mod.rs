@@ -48,6 +48,11 @@ pub fn copy_example(name: &str, to: &Path) {
     for file in ["cohort.toml", "questions.json", "suffix.txt", "protocol.md", "rubric.md"] {
         fs::copy(from.join(file), to.join(file)).unwrap();
     }
+    // protocol-v1 declares [review]: its uncertainty key is one of its files.
+    let key = from.join("uncertainty_key.json");
+    if key.exists() {
+        fs::copy(&key, to.join("uncertainty_key.json")).unwrap();
+    }
 }
 
 /// Collects the cohort in `dir` in process, as `cohort run` does (frozen
