@@ -64,6 +64,25 @@
 //!    `ci_high = percentile_linear(v, 0.975)`
 //!    ([`crate::stats::percentile_linear`], numpy's default); `None` when
 //!    no resample defined it.
+//!
+//! ## Resampling answers, procedure `cohort-calibration-v2`
+//!
+//! Claims cluster within answers (seed 004: "do not treat claims from one
+//! answer as independent samples"), so when each item's answer is known
+//! (`cohort calibrate --cohort`: an item is a claim, its answer the run)
+//! the resamples draw answers, not items
+//! ([`binary_scores_with_answer_intervals`]):
+//!
+//! 1. Key = SHA-256 of the bytes `cohort-calibration-v2:` followed by the
+//!    seed in decimal ASCII.
+//! 2. The answers are numbered `0..m` in the order their first item
+//!    appears in the item list.
+//! 3. Resample `r` reads the keystream of step 2 above with that key; `m`
+//!    times it draws an answer index as in step 3 above (with `m` in place
+//!    of `n`).
+//! 4. The resample is every item of every drawn answer, an answer drawn
+//!    twice counting twice; each metric is computed on its confusion
+//!    counts, and step 5 above gives the intervals.
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
@@ -78,8 +97,10 @@ use crate::stats::percentile_linear;
 pub const CALIBRATION_RESAMPLES: u32 = 2_000;
 /// The default seed of the calibration bootstrap (the protocol's seed).
 pub const CALIBRATION_SEED: u64 = 20261014;
-/// The name of the resampling procedure in the module header.
+/// The name of the item-level resampling procedure in the module header.
 pub const CALIBRATION_ALGORITHM: &str = "cohort-calibration-v1";
+/// The name of the answer-level (cluster) procedure in the module header.
+pub const CALIBRATION_ANSWER_ALGORITHM: &str = "cohort-calibration-v2";
 
 /// The reason kappa has no value when chance agreement is 1.
 pub const KAPPA_CONSTANT: &str = "both raters gave every item the same single label: chance agreement is 1";
@@ -420,6 +441,75 @@ pub fn binary_scores_with_intervals(
     ScoredWithIntervals { scores, intervals, resamples }
 }
 
+/// The scores and their bootstrap intervals with answers resampled
+/// (procedure `cohort-calibration-v2` in the module header): `answers[i]`
+/// names item `i`'s answer. Lists of different lengths get undefined
+/// scores and no intervals, as in [`binary_scores_with_intervals`].
+pub fn binary_scores_with_answer_intervals(
+    gold: &[bool],
+    predicted: &[bool],
+    answers: &[&str],
+    resamples: u32,
+    seed: u64,
+) -> ScoredWithIntervals {
+    let scores = binary_scores(gold, predicted);
+    let mut defined: BTreeMap<&str, Vec<f64>> = BINARY_METRICS.iter().map(|&m| (m, Vec::new())).collect();
+    let n = gold.len();
+    if n > 0 && n == predicted.len() && n == answers.len() {
+        let members = answer_members(answers);
+        let key = answer_key(seed);
+        for r in 0..resamples {
+            let mut counts = Counts::default();
+            for a in drawn(&key, r, members.len()) {
+                for &i in &members[a] {
+                    counts.add(gold[i], predicted[i]);
+                }
+            }
+            let scored = counts.scores();
+            for (name, values) in defined.iter_mut() {
+                if let Some(v) = scored.metric(name).and_then(Stat::value) {
+                    values.push(v);
+                }
+            }
+        }
+    }
+    let intervals = defined
+        .into_iter()
+        .map(|(name, mut values)| {
+            values.sort_unstable_by(f64::total_cmp);
+            (name.to_owned(), (percentile_linear(&values, 0.025), percentile_linear(&values, 0.975)))
+        })
+        .collect();
+    ScoredWithIntervals { scores, intervals, resamples }
+}
+
+/// Step 2 of `cohort-calibration-v2`: the items of each answer, answers in
+/// the order their first item appears.
+fn answer_members(answers: &[&str]) -> Vec<Vec<usize>> {
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    let mut members: Vec<Vec<usize>> = Vec::new();
+    for (i, a) in answers.iter().enumerate() {
+        let k = *index.entry(a).or_insert_with(|| {
+            members.push(Vec::new());
+            members.len() - 1
+        });
+        members[k].push(i);
+    }
+    members
+}
+
+/// The answer indices (numbered as step 2 of `cohort-calibration-v2`)
+/// drawn by resample `r` over `answers` answers (for re-derivation and
+/// tests).
+pub fn answer_resample_indices(answers: usize, r: u32, seed: u64) -> Vec<usize> {
+    drawn(&answer_key(seed), r, answers).collect()
+}
+
+/// Step 1 of `cohort-calibration-v2`.
+fn answer_key(seed: u64) -> [u8; 32] {
+    sha256(format!("{CALIBRATION_ANSWER_ALGORITHM}:{seed}").as_bytes())
+}
+
 /// Steps 2-4 for resample `r`: the confusion counts of the drawn items.
 fn resample(key: &[u8; 32], r: u32, gold: &[bool], predicted: &[bool]) -> Counts {
     let mut counts = Counts::default();
@@ -655,6 +745,47 @@ mod tests {
             got.scores.f1.reason(),
             Some("neither gold nor the judge has a pass: precision and recall are both undefined")
         );
+    }
+
+    /// Proves the answer-level bootstrap draws answers, keeping each
+    /// answer's items together: a hand computation of every resample from
+    /// `answer_resample_indices` (each drawn answer's items, with
+    /// multiplicity) gives the intervals exactly; the draws use their own
+    /// key (not the item-level procedure's); mismatched lengths get no
+    /// intervals.
+    #[test]
+    fn answer_intervals_resample_whole_answers() {
+        // Answers a (3 items, all right), b (1 item, a missed pass), c (2
+        // items, right); numbered a=0, b=1, c=2 by first appearance.
+        let gold = [true, false, true, true, false, true];
+        let predicted = [true, false, true, false, false, true];
+        let answers = ["a", "a", "c", "b", "c", "a"];
+        let members = [vec![0, 1, 5], vec![3], vec![2, 4]];
+        let s = binary_scores_with_answer_intervals(&gold, &predicted, &answers, 300, 7);
+        assert_eq!((s.scores.tp, s.scores.r#fn, s.scores.tn, s.scores.fp), (3, 1, 2, 0));
+        let mut fnr = Vec::new();
+        for r in 0..300 {
+            let drawn = answer_resample_indices(3, r, 7);
+            assert_eq!(drawn.len(), 3, "one draw per answer");
+            let mut counts = Counts::default();
+            for &a in &drawn {
+                for &i in &members[a] {
+                    counts.add(gold[i], predicted[i]);
+                }
+            }
+            if let Some(v) = counts.scores().fnr.value() {
+                fnr.push(v);
+            }
+        }
+        fnr.sort_unstable_by(f64::total_cmp);
+        assert_eq!(s.intervals["fnr"], (percentile_linear(&fnr, 0.025), percentile_linear(&fnr, 0.975)));
+        assert_ne!(
+            (0..20).map(|r| answer_resample_indices(6, r, 7)).collect::<Vec<_>>(),
+            (0..20).map(|r| resample_indices(6, r, 7)).collect::<Vec<_>>(),
+            "v2 has its own key"
+        );
+        let none = binary_scores_with_answer_intervals(&gold, &predicted, &answers[..5], 10, 7);
+        assert!(none.intervals.values().all(|i| *i == (None, None)));
     }
 
     #[test]

@@ -19,9 +19,11 @@
 //! - [`stats`]: the cluster bootstrap over questions (algorithm
 //!   `cohort-bootstrap-v1`) and numpy's linear percentile.
 //! - [`agreement`]: raw agreement, Cohen's kappa (nominal and weighted),
-//!   pass-class calibration scores with item bootstrap intervals
-//!   (`cohort-calibration-v1`), majority vote.
-//! - [`uncertainty_key`]: the optional `uncertainty_key.json` of seed 004.
+//!   pass-class calibration scores with bootstrap intervals over items
+//!   (`cohort-calibration-v1`) or answers (`cohort-calibration-v2`),
+//!   majority vote.
+//! - [`uncertainty_key`]: `uncertainty_key.json` of seed 004 (required with
+//!   `[review]`), and the rule for abstentions on answerable questions.
 //! - [`error`]: validation errors that name the file, the line and the field.
 
 pub mod agreement;

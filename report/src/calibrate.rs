@@ -16,7 +16,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use cohort_core::agreement::{
-    self, Agreement, BINARY_METRICS, CALIBRATION_ALGORITHM, ScoredWithIntervals, Stat, Weights,
+    self, Agreement, BINARY_METRICS, CALIBRATION_ALGORITHM, CALIBRATION_ANSWER_ALGORITHM, ScoredWithIntervals, Stat,
+    Weights,
 };
 use cohort_records::passes::{self, PassError, PassStore};
 use serde_json::{Value, json};
@@ -69,6 +70,12 @@ pub struct CalibrationInput {
     /// (item id, pass) in the order read.
     pub gold: Vec<(String, bool)>,
     pub judges: Vec<JudgeVerdicts>,
+    /// Gold item id -> the answer (run) it belongs to, when known
+    /// (`--cohort`: an item is a claim of a run): the bootstrap then
+    /// resamples answers, not items (`cohort-calibration-v2`), as claims
+    /// cluster within answers. `None` (label files, which name items only):
+    /// items are resampled one by one (`cohort-calibration-v1`).
+    pub answers: Option<HashMap<String, String>>,
 }
 
 /// Gold and judges from `--gold GOLD.csv` and `--verdicts NAME=FILE.csv`.
@@ -89,12 +96,13 @@ pub fn from_files(gold: &Path, verdicts: &[(String, PathBuf)]) -> Result<Calibra
         let verdicts = file.verdicts()?;
         judges.push(JudgeVerdicts { name: name.clone(), file: file.file.clone(), verdicts });
     }
-    Ok(CalibrationInput { gold_source: gold_file.file.clone(), gold, judges })
+    Ok(CalibrationInput { gold_source: gold_file.file.clone(), gold, judges, answers: None })
 }
 
 /// Gold from a cohort's adjudicated human review, judges from its judging
 /// passes (`passes`, or every pass when empty): the seed-002 comparison of
-/// judges against human labels, on the claims both have. Items are
+/// judges against human labels, on the claims both have, with each claim's
+/// answer (its run) so that the intervals resample answers. Items are
 /// `RUN_ID#CLAIM_ID`; a claim is a pass when its final label is
 /// fully_supported, a fail when partially_supported, unsupported or
 /// contradicted; unverifiable claims and unjudged verdicts are left out.
@@ -128,7 +136,13 @@ pub fn from_cohort(dir: &Path, passes: &[String]) -> Result<CalibrationInput, Ca
         }
         judges.push(JudgeVerdicts { name: name.clone(), file: store.dir().display().to_string(), verdicts });
     }
-    Ok(CalibrationInput { gold_source: format!("{} (adjudicated human review)", dir.display()), gold, judges })
+    let answers = gold_claims.iter().map(|g| (format!("{}#{}", g.run_id, g.claim_id), g.run_id.clone())).collect();
+    Ok(CalibrationInput {
+        gold_source: format!("{} (adjudicated human review)", dir.display()),
+        gold,
+        judges,
+        answers: Some(answers),
+    })
 }
 
 // === calibration ===
@@ -177,6 +191,8 @@ pub struct JudgeResult {
     pub not_in_gold: Vec<String>,
     /// Majority only: gold items on which the vote tied.
     pub undecided: Option<Vec<String>>,
+    /// The answers the scored items belong to, when answers are resampled.
+    pub answers: Option<usize>,
 }
 
 /// Two judges' agreement on the items both judged.
@@ -194,6 +210,10 @@ pub struct Calibration {
     pub dimension: Option<String>,
     pub resamples: u32,
     pub seed: u64,
+    /// `cohort-calibration-v2` (answers resampled) or `-v1` (items).
+    pub algorithm: &'static str,
+    /// What one bootstrap draw picks: `answer` or `item`.
+    pub resample_unit: &'static str,
     pub gold: GoldSummary,
     pub judges: Vec<JudgeResult>,
     pub pairs: Vec<PairResult>,
@@ -208,14 +228,15 @@ pub fn calibrate(
     options: &CalibrationOptions,
     mut progress: impl FnMut(CalibrationStep<'_>),
 ) -> Calibration {
-    let CalibrationInput { gold_source, gold, judges } = input;
+    let CalibrationInput { gold_source, gold, judges, answers } = input;
+    let answers = answers.as_ref();
     let gold_ids: HashSet<&str> = gold.iter().map(|(id, _)| id.as_str()).collect();
     let maps = verdict_maps(judges);
     let mut results = Vec::new();
     for (JudgeVerdicts { name, file, verdicts }, map) in judges.iter().zip(&maps) {
         progress(CalibrationStep::Scoring { judge: name });
         let per_item: Vec<Option<bool>> = gold.iter().map(|(id, _)| map.get(id.as_str()).copied()).collect();
-        let mut result = score(name, gold, &per_item, options);
+        let mut result = score(name, gold, &per_item, answers, options);
         result.file = Some(file.clone());
         result.not_in_gold =
             verdicts.iter().filter(|(id, _)| !gold_ids.contains(id.as_str())).map(|(id, _)| id.clone()).collect();
@@ -227,7 +248,7 @@ pub fn calibrate(
         let votes: Vec<Vec<Option<bool>>> =
             gold.iter().map(|(id, _)| maps.iter().map(|m| m.get(id.as_str()).copied()).collect()).collect();
         let majority = agreement::majority_vote(&votes);
-        let mut result = score(MAJORITY, gold, &majority, options);
+        let mut result = score(MAJORITY, gold, &majority, answers, options);
         // An item no judge voted on is missing; a tie is undecided.
         let (missing, undecided): (Vec<_>, Vec<_>) =
             result.missing.drain(..).partition(|id| maps.iter().all(|m| !m.contains_key(id.as_str())));
@@ -241,6 +262,8 @@ pub fn calibrate(
         dimension: options.dimension.clone(),
         resamples: options.resamples,
         seed: options.seed,
+        algorithm: if answers.is_some() { CALIBRATION_ANSWER_ALGORITHM } else { CALIBRATION_ALGORITHM },
+        resample_unit: if answers.is_some() { "answer" } else { "item" },
         gold: GoldSummary { file: gold_source.clone(), items: gold.len(), pass },
         judges: results,
         pairs: pairwise(judges, &maps),
@@ -251,22 +274,47 @@ fn verdict_maps(judges: &[JudgeVerdicts]) -> Vec<HashMap<&str, bool>> {
     judges.iter().map(|j| j.verdicts.iter().map(|(id, v)| (id.as_str(), *v)).collect()).collect()
 }
 
-/// Scores `predicted[i]` (None = no verdict) against `gold[i]`.
-fn score(name: &str, gold: &[(String, bool)], predicted: &[Option<bool>], options: &CalibrationOptions) -> JudgeResult {
+/// Scores `predicted[i]` (None = no verdict) against `gold[i]`, on the
+/// items with a verdict; with `answers`, the intervals resample the
+/// answers of those items (`cohort-calibration-v2`), else the items.
+fn score(
+    name: &str,
+    gold: &[(String, bool)],
+    predicted: &[Option<bool>],
+    answers: Option<&HashMap<String, String>>,
+    options: &CalibrationOptions,
+) -> JudgeResult {
     let mut g = Vec::new();
     let mut p = Vec::new();
+    let mut a: Vec<&str> = Vec::new();
     let mut missing = Vec::new();
     for ((id, gold), predicted) in gold.iter().zip(predicted) {
         match predicted {
             Some(v) => {
                 g.push(*gold);
                 p.push(*v);
+                // An item without a known answer is an answer of its own.
+                a.push(answers.and_then(|m| m.get(id)).map_or(id.as_str(), String::as_str));
             }
             None => missing.push(id.clone()),
         }
     }
-    let scored = agreement::binary_scores_with_intervals(&g, &p, options.resamples, options.seed);
-    JudgeResult { name: name.to_owned(), file: None, scored, missing, not_in_gold: Vec::new(), undecided: None }
+    let (scored, answers) = match answers {
+        Some(_) => (
+            agreement::binary_scores_with_answer_intervals(&g, &p, &a, options.resamples, options.seed),
+            Some(a.iter().collect::<BTreeSet<_>>().len()),
+        ),
+        None => (agreement::binary_scores_with_intervals(&g, &p, options.resamples, options.seed), None),
+    };
+    JudgeResult {
+        name: name.to_owned(),
+        file: None,
+        scored,
+        missing,
+        not_in_gold: Vec::new(),
+        undecided: None,
+        answers,
+    }
 }
 
 /// Every pair of judges, on the items both judged
@@ -298,7 +346,13 @@ impl Calibration {
                 "pass": gold.pass,
                 "fail": gold.items - gold.pass,
             },
-            "bootstrap": {"algorithm": CALIBRATION_ALGORITHM, "resamples": self.resamples, "seed": self.seed, "level": 0.95},
+            "bootstrap": {
+                "algorithm": self.algorithm,
+                "unit": self.resample_unit,
+                "resamples": self.resamples,
+                "seed": self.seed,
+                "level": 0.95,
+            },
             "judges": judges,
             "agreement": self.pairs.iter().map(pair_json).collect::<Vec<_>>(),
         })
@@ -316,6 +370,9 @@ fn judge_json(r: &JudgeResult) -> Value {
         "not_in_gold": ids_json(&r.not_in_gold),
     });
     if let Value::Object(map) = &mut j {
+        if let Some(answers) = r.answers {
+            map.insert("answers".into(), json!(answers));
+        }
         if let Some(undecided) = &r.undecided {
             map.insert("ensemble".into(), json!("majority vote"));
             map.insert("undecided".into(), ids_json(undecided));
@@ -428,6 +485,7 @@ impl RaterAgreement {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn judge(name: &str, verdicts: &[(&str, bool)]) -> JudgeVerdicts {
         JudgeVerdicts {
@@ -450,6 +508,7 @@ mod tests {
                 judge("x", &[("a", true), ("b", true), ("z", false)]),
                 judge("y", &[("a", true), ("b", false)]),
             ],
+            answers: None,
         };
         let options = CalibrationOptions { resamples: 10, seed: 1, dimension: None };
         let mut steps = Vec::new();
@@ -473,6 +532,110 @@ mod tests {
         assert_eq!(m.scored.scores.items, 1);
         assert_eq!(c.pairs.len(), 1);
         assert_eq!(c.pairs[0].agreement.items, 2);
+    }
+
+    /// Planted claims of 12 answers (runs) for three judges: `x` is right
+    /// on every claim of answers 0-7 and wrong on every claim of answers
+    /// 8-11 (its errors cluster within answers), `y` and `z` err here and
+    /// there. Returns the input with each item's answer.
+    fn clustered_input() -> CalibrationInput {
+        let sizes = [4, 3, 5, 2, 4, 3, 2, 5, 3, 4, 2, 3];
+        let (mut gold, mut answers) = (Vec::new(), HashMap::new());
+        let (mut x, mut y, mut z) = (Vec::new(), Vec::new(), Vec::new());
+        let mut k = 0usize;
+        for (a, size) in sizes.iter().enumerate() {
+            let run = format!("q{a}:arm:1");
+            for c in 1..=*size {
+                let id = format!("{run}#{c}");
+                let pass = (k * 7 + a) % 3 != 0;
+                gold.push((id.clone(), pass));
+                answers.insert(id.clone(), run.clone());
+                x.push((id.clone(), if a < 8 { pass } else { !pass }));
+                if k % 5 != 2 {
+                    y.push((id.clone(), if k % 4 == 1 { !pass } else { pass }));
+                }
+                z.push((id.clone(), if k % 6 == 0 { !pass } else { pass }));
+                k += 1;
+            }
+        }
+        let judge = |name: &str, verdicts: Vec<(String, bool)>| JudgeVerdicts {
+            name: name.into(),
+            file: format!(".cohort/passes/{name}"),
+            verdicts,
+        };
+        CalibrationInput {
+            gold_source: "planted".into(),
+            gold,
+            judges: vec![judge("x", x), judge("y", y), judge("z", z)],
+            answers: Some(answers),
+        }
+    }
+
+    /// Proves issue 20's calibration item: with each claim's answer known
+    /// (`--cohort`) the intervals resample answers (`cohort-calibration-v2`),
+    /// and every judge's and the majority's counts and interval ends equal
+    /// an independent computation (scripts/calibration_reference.py,
+    /// Python's standard library alone: its own ChaCha20 draws, counts,
+    /// figures and percentiles) with the same seed and 2,000 resamples; the
+    /// script also checks that item-level resampling gives other intervals
+    /// on these data (so the check could fail). Without answers (label
+    /// files) the procedure stays item-level, `cohort-calibration-v1`, and
+    /// judge `x`'s clustered errors give it narrower intervals.
+    #[test]
+    fn cohort_calibration_resamples_answers_as_an_independent_computation_does() {
+        let input = clustered_input();
+        let options = CalibrationOptions { resamples: 2_000, seed: 20261014, dimension: None };
+        let c = calibrate(&input, &options, |_| {});
+        let json = c.to_json();
+        assert_eq!(json["bootstrap"]["algorithm"], "cohort-calibration-v2");
+        assert_eq!(json["bootstrap"]["unit"], "answer");
+        assert_eq!(c.judges.iter().map(|j| j.answers).collect::<Vec<_>>(), [Some(12), Some(12), Some(12), Some(12)]);
+        assert!(json["judges"][0]["answers"] == 12, "{}", json["judges"][0]);
+
+        let mut rust = serde_json::Map::new();
+        for j in &c.judges {
+            let s = &j.scored.scores;
+            let intervals: serde_json::Map<String, Value> =
+                j.scored.intervals.iter().map(|(name, (lo, hi))| (name.clone(), json!([lo, hi]))).collect();
+            rust.insert(
+                j.name.clone(),
+                json!({"items": s.items, "answers": j.answers, "tp": s.tp, "fp": s.fp, "tn": s.tn, "fn": s.r#fn,
+                       "intervals": intervals}),
+            );
+        }
+        let data = json!({
+            "seed": options.seed,
+            "resamples": options.resamples,
+            "gold": input.gold,
+            "answers": input.answers,
+            "judges": input.judges.iter().map(|j| (j.name.clone(), json!(j.verdicts))).collect::<serde_json::Map<_, _>>(),
+            "rust": rust,
+        });
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("calibration.json");
+        std::fs::write(&file, serde_json::to_vec(&data).unwrap()).unwrap();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/calibration_reference.py");
+        let out = std::process::Command::new("python3").arg(&script).arg(&file).output().unwrap_or_else(|e| {
+            panic!("could not run python3 ({e}): install it ('apt-get install python3'; scripts/test.sh does)")
+        });
+        let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        println!("{said}");
+        assert!(out.status.success(), "the independent computation disagrees:\n{said}");
+
+        // Items one by one (label files have no answers): v1, narrower here.
+        let items = CalibrationInput { answers: None, ..input };
+        let v1 = calibrate(&items, &options, |_| {});
+        assert_eq!(v1.to_json()["bootstrap"]["algorithm"], "cohort-calibration-v1");
+        assert_eq!(v1.to_json()["bootstrap"]["unit"], "item");
+        let width = |c: &Calibration, metric: &str| {
+            let (lo, hi) = c.judges[0].scored.intervals[metric];
+            hi.unwrap() - lo.unwrap()
+        };
+        for metric in ["f1", "kappa", "fnr"] {
+            let (answer, item) = (width(&c, metric), width(&v1, metric));
+            println!("judge x {metric}: 95% interval width {answer:.4} resampling answers, {item:.4} resampling items");
+            assert!(answer > item, "{metric}: clustered errors widen the interval ({answer} vs {item})");
+        }
     }
 
     #[test]
