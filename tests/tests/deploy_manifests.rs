@@ -4,6 +4,10 @@
 //!   compose file (Docker Compose v2's own `config -q`) and the rendered
 //!   kustomization (`kubernetes-validate --strict`, the Kubernetes schemas).
 //!   A missing tool skips it with a message outside CI and fails it in CI.
+//!   It also checks that every coordinator and worker authenticates
+//!   workers with the cluster token, and
+//!   [`validate_deploy_refuses_an_unauthenticated_coordinator`] proves it
+//!   fails on a copy of deploy/ whose coordinator does not.
 //! - [`manifests_reference_existing_files`]: every file the compose file and
 //!   the kustomization name exists (Compose creates a missing bind-mount
 //!   source as an empty directory, and `config -q` does not check secret
@@ -207,6 +211,65 @@ fn validate_deploy_passes() {
     }
 }
 
+/// Copies `from` into `to`, recursively.
+fn copy_tree(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// Proves the validation fails (exit 1, naming the role and the fix) on a
+/// reference deployment whose coordinator accepts an unauthenticated
+/// worker: a copy of deploy/ with `--token-file` taken off the compose
+/// coordinator's command, then one with it taken off the Kubernetes
+/// worker's args.
+#[test]
+fn validate_deploy_refuses_an_unauthenticated_coordinator() {
+    let cases = [
+        (
+            "docker-compose.yml",
+            r#", "--token-file", "/run/secrets/cluster_token"]"#,
+            "]",
+            "service coordinator: `cohort coordinator` accepts an unauthenticated worker",
+        ),
+        (
+            "k8s/worker.yaml",
+            "            - --token-file\n            - /run/secrets/cluster_token\n",
+            "",
+            "container worker: `cohort worker` presents no cluster token",
+        ),
+    ];
+    for (file, remove, with, message) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        let copy = tmp.path().join("deploy");
+        copy_tree(&deploy_dir(), &copy);
+        let path = copy.join(file);
+        let text = read(&path);
+        assert!(text.contains(remove), "{file} no longer has {remove:?}: update the test");
+        fs::write(&path, text.replacen(remove, with, 1)).unwrap();
+        let out = Command::new("bash")
+            .arg(workspace_root().join("scripts/validate_deploy.sh"))
+            .current_dir(workspace_root())
+            .env("VALIDATE_DEPLOY_DIR", &copy)
+            .output()
+            .expect("run scripts/validate_deploy.sh");
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        if out.status.code() == Some(TOOL_MISSING) && std::env::var_os("CI").is_none() {
+            println!("SKIPPED validate_deploy_refuses_an_unauthenticated_coordinator: a tool is missing here:\n{text}");
+            return;
+        }
+        assert_eq!(out.status.code(), Some(1), "{file}: the unauthenticated deployment passed:\n{text}");
+        assert!(text.contains(message) && text.contains("pass --token-file"), "{file}:\n{text}");
+    }
+}
+
 /// Every file the manifests name exists; secrets and copies agree.
 #[test]
 fn manifests_reference_existing_files() {
@@ -247,6 +310,7 @@ fn manifests_reference_existing_files() {
         "config/judge.toml",
         "secrets.example/team_key",
         "secrets.example/openrouter_api_key",
+        "secrets.example/cluster_token",
     ] {
         if read(&deploy.join(copy)) != read(&deploy.join("k8s").join(copy)) {
             problems.push(format!("deploy/{copy} and deploy/k8s/{copy} differ: keep the copies equal"));
