@@ -547,14 +547,14 @@ mod tests {
             let run = format!("q{a}:arm:1");
             for c in 1..=*size {
                 let id = format!("{run}#{c}");
-                let pass = (k * 7 + a) % 3 != 0;
+                let pass = !(k * 7 + a).is_multiple_of(3);
                 gold.push((id.clone(), pass));
                 answers.insert(id.clone(), run.clone());
                 x.push((id.clone(), if a < 8 { pass } else { !pass }));
                 if k % 5 != 2 {
                     y.push((id.clone(), if k % 4 == 1 { !pass } else { pass }));
                 }
-                z.push((id.clone(), if k % 6 == 0 { !pass } else { pass }));
+                z.push((id.clone(), if k.is_multiple_of(6) { !pass } else { pass }));
                 k += 1;
             }
         }
