@@ -29,6 +29,14 @@ pub trait Backend: Send + Sync + fmt::Debug {
 
     /// The bytes kept under `sha256`; `None` when absent.
     fn get(&self, sha256: &str) -> io::Result<Option<Vec<u8>>>;
+
+    /// Removes the temporary files of writes that never finished (a writer
+    /// killed between its write and its rename) last modified more than
+    /// `min_age` ago; returns how many. A backend without such files has
+    /// nothing to do.
+    fn remove_stale_temporaries(&self, _min_age: std::time::Duration) -> io::Result<usize> {
+        Ok(0)
+    }
 }
 
 /// A content-addressed store over a [`Backend`]; cheap to clone (clones
@@ -61,6 +69,14 @@ impl ArtifactStore {
         let sha256 = sha256_hex(bytes);
         self.backend.put(&sha256, bytes)?;
         Ok(sha256)
+    }
+
+    /// Removes what killed writers left behind (see
+    /// [`Backend::remove_stale_temporaries`]): called when a role starts.
+    /// `min_age` keeps the files of writes in flight elsewhere (another
+    /// worker sharing the store) out of reach.
+    pub fn remove_stale_temporaries(&self, min_age: std::time::Duration) -> io::Result<usize> {
+        self.backend.remove_stale_temporaries(min_age)
     }
 
     /// The bytes stored under `sha256`, checked against it; `None` when
@@ -135,6 +151,41 @@ impl Backend for LocalBackend {
         Ok(())
     }
 
+    /// The `.<sha256>.*.tmp` files of [`temporary_name`] in the fan-out
+    /// folders, older than `min_age`.
+    fn remove_stale_temporaries(&self, min_age: std::time::Duration) -> io::Result<usize> {
+        let folders = match fs::read_dir(self.root.join("sha256")) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(e),
+        };
+        let now = SystemTime::now();
+        let mut removed = 0;
+        for folder in folders {
+            let folder = folder?.path();
+            if !folder.is_dir() {
+                continue;
+            }
+            for entry in fs::read_dir(&folder)? {
+                let entry = entry?;
+                let name = entry.file_name();
+                let name = name.to_string_lossy();
+                if !(name.starts_with('.') && name.ends_with(".tmp")) {
+                    continue;
+                }
+                let age = entry.metadata()?.modified().ok().and_then(|m| now.duration_since(m).ok());
+                if age.is_some_and(|a| a >= min_age) {
+                    match fs::remove_file(entry.path()) {
+                        Ok(()) => removed += 1,
+                        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+        }
+        Ok(removed)
+    }
+
     fn get(&self, sha256: &str) -> io::Result<Option<Vec<u8>>> {
         match fs::read(self.path_of(sha256)) {
             Ok(bytes) => Ok(Some(bytes)),
@@ -160,6 +211,33 @@ fn temporary_name(sha256: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Proves the start-up clean-up removes the temporary files a killed
+    /// writer left (older than the bound), and keeps a fresh one (a write
+    /// in flight elsewhere), the blobs and other files.
+    #[test]
+    fn stale_temporaries_are_removed_and_fresh_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = ArtifactStore::local(dir.path());
+        let sha = store.put(b"a blob").unwrap();
+        let folder = dir.path().join("sha256").join(&sha[..2]);
+        let old = folder.join(format!(".{sha}.4242.0.1.tmp"));
+        let fresh = folder.join(format!(".{sha}.4243.0.2.tmp"));
+        let other = folder.join("notes.txt");
+        for path in [&old, &fresh, &other] {
+            fs::write(path, b"partial").unwrap();
+        }
+        let hour_ago = SystemTime::now() - std::time::Duration::from_secs(3_600);
+        for path in [&old, &other] {
+            fs::File::options().write(true).open(path).unwrap().set_modified(hour_ago).unwrap();
+        }
+        let removed = store.remove_stale_temporaries(std::time::Duration::from_secs(600)).unwrap();
+        assert_eq!(removed, 1);
+        assert!(!old.exists() && fresh.exists() && other.exists());
+        assert_eq!(store.get(&sha).unwrap().as_deref(), Some(&b"a blob"[..]));
+        let empty = ArtifactStore::local(dir.path().join("none"));
+        assert_eq!(empty.remove_stale_temporaries(std::time::Duration::ZERO).unwrap(), 0);
+    }
 
     #[test]
     fn put_then_get_round_trips_and_dedups() {

@@ -207,6 +207,7 @@ pub fn arm_runtimes(frozen: &Frozen, only: &[String]) -> Result<HashMap<String, 
 pub fn run_context(frozen: &Frozen, store: &StoreConfig, scoring: &ScoringConfig) -> Result<RunContext, ServeError> {
     let c = &frozen.cohort.config;
     let artifacts = artifact_store(frozen, store)?;
+    remove_stale_temporaries(&artifacts);
     let judge = scoring.judge.as_deref().map(JudgeEndpoint::from_file).transpose()?;
     // `cohort run` may add a judge of its own afterwards (`set_judge`).
     let capturer = scoring.capturer(judge.is_some(), &artifacts)?;
@@ -227,6 +228,24 @@ pub fn run_context(frozen: &Frozen, store: &StoreConfig, scoring: &ScoringConfig
         // `cohort worker --ops-listen` serves these.
         metrics: Default::default(),
     })
+}
+
+/// How old a temporary file of the artifact store must be before a
+/// starting worker takes it for a killed writer's: a blob's write takes
+/// milliseconds to seconds, so a write still in flight on another worker
+/// sharing the store is never this old.
+pub const STALE_TEMPORARY_AGE: Duration = Duration::from_secs(15 * 60);
+
+/// Removes the temporary files killed writers left in the artifact store
+/// (a worker SIGKILLed between a blob's write and its rename), as a role
+/// that writes blobs starts; says what it removed, and warns when it
+/// cannot (the store still works: the files only take space).
+fn remove_stale_temporaries(artifacts: &ArtifactStore) {
+    match artifacts.remove_stale_temporaries(STALE_TEMPORARY_AGE) {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(removed = n, "removed temporary files that killed writers left in the artifact store"),
+        Err(e) => tracing::warn!(error = %e, "cannot clean the artifact store's stale temporary files"),
+    }
 }
 
 /// Gives `context` the judge `cohort run` started or chose itself (the
