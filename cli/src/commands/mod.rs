@@ -132,6 +132,9 @@ enum ReviewCommand {
     /// the export and kept write-once (docs/review.md; exit 2 on bad input,
     /// nothing written).
     Import(review::ImportArgs),
+    /// Write a reviewer's blinded, self-contained HTML sheet, or with
+    /// --adjudicate the sheet of the disagreements (docs/review.md).
+    Sheet(review::SheetArgs),
 }
 
 /// An error that carries the process exit code and whose message has been
@@ -209,6 +212,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Review { command: ReviewCommand::Agreement(args) } => calibrate::review_agreement(args),
         Command::Review { command: ReviewCommand::Export(args) } => review::export(args),
         Command::Review { command: ReviewCommand::Import(args) } => review::import(args),
+        Command::Review { command: ReviewCommand::Sheet(args) } => review::sheet(args),
         Command::Judge(args) => judge::run(args),
         Command::Passes(args) => judge::passes_command(args),
     }

@@ -1,11 +1,11 @@
-//! `cohort review export` and `cohort review import` (seed 004, human
-//! review; docs/review.md). `cohort-report`'s `review` module does the
+//! `cohort review export`, `import` and `sheet` (seed 004, human review;
+//! docs/review.md). `cohort-report`'s `review` module does the
 //! work; this module parses, shows progress and prints.
 
 use std::path::PathBuf;
 use std::time::SystemTime;
 
-use cohort_report::review::{ReviewError, export, import};
+use cohort_report::review::{ReviewError, export, import, sheet};
 
 use super::local::{self, StoreArgs};
 
@@ -63,35 +63,33 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
         &progress,
     ));
     bar.finish_and_clear();
-    let written = refused_or(result)?;
-    super::emit(&format!(
-        "exported {} item(s) for {} reviewer(s): {} output(s), {} claim(s), {} claim-citation pair(s)\n\
-         folder: {}\nthe blinding codes are in {} (keep it from the reviewers)\n",
-        written.items,
-        args.reviewers.len(),
-        written.outputs,
-        written.claims,
-        written.pairs,
-        written.folder.display(),
-        cohort_report::review::state_dir(&args.dir).join(cohort_report::review::BLINDING_FILE).display()
-    ));
+    super::emit(&refused_or(result)?.describe(&args.dir));
     Ok(())
 }
 
 pub fn import(args: ImportArgs) -> anyhow::Result<()> {
-    let imported = refused_or(import::import(&args.dir, &args.files))?;
-    let mut text = String::new();
-    for r in &imported.reviewers {
-        text.push_str(&format!("imported reviewer {r}'s labels\n"));
-    }
-    if imported.adjudication {
-        text.push_str("imported the adjudication\n");
-    }
-    for p in &imported.stored {
-        text.push_str(&format!("kept: {}\n", p.display()));
-    }
-    text.push_str(&format!("run `cohort report {}` for the review metrics\n", args.dir.display()));
-    super::emit(&text);
+    super::emit(&refused_or(import::import(&args.dir, &args.files))?.describe(&args.dir));
+    Ok(())
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SheetArgs {
+    /// The cohort directory.
+    pub dir: PathBuf,
+    /// The exported reviewer whose sheet to write.
+    #[arg(long, required_unless_present = "adjudicate", conflicts_with = "adjudicate")]
+    pub reviewer: Option<String>,
+    /// The adjudication sheet: the disagreements of both imported reviews.
+    #[arg(long)]
+    pub adjudicate: bool,
+    /// The file (default: in the export folder); written once.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+pub fn sheet(args: SheetArgs) -> anyhow::Result<()> {
+    let options = sheet::SheetOptions { reviewer: args.reviewer, adjudicate: args.adjudicate, out: args.out };
+    super::emit(&refused_or(sheet::write_sheet(&args.dir, &options))?.describe());
     Ok(())
 }
 

@@ -60,6 +60,24 @@ pub struct ExportWritten {
     pub outputs: usize,
     pub claims: usize,
     pub pairs: usize,
+    pub reviewers: usize,
+}
+
+impl ExportWritten {
+    /// What `cohort review export` prints.
+    pub fn describe(&self, cohort_dir: &Path) -> String {
+        format!(
+            "exported {} item(s) for {} reviewer(s): {} output(s), {} claim(s), {} claim-citation pair(s)\n\
+             folder: {}\nthe blinding codes are in {} (keep it from the reviewers)\n",
+            self.items,
+            self.reviewers,
+            self.outputs,
+            self.claims,
+            self.pairs,
+            self.folder.display(),
+            state_dir(cohort_dir).join(BLINDING_FILE).display()
+        )
+    }
 }
 
 /// One row of a reviewer's file (the columns of [`REVIEW_COLUMNS`]).
@@ -425,7 +443,14 @@ pub async fn export(
     write_once(&index_path, &pretty(&index, &index_path)?)?;
     write_once(&blinding_path, &pretty(&blinding, &blinding_path)?)?;
     std::fs::rename(&partial, &folder).map_err(|e| io(&folder, e))?;
-    Ok(ExportWritten { folder, items: nc + np + nu, outputs: nu, claims: nc, pairs: np })
+    Ok(ExportWritten {
+        folder,
+        items: nc + np + nu,
+        outputs: nu,
+        claims: nc,
+        pairs: np,
+        reviewers: options.reviewers.len(),
+    })
 }
 
 /// The claim-citation pairs of one answer as (claim id, cited index),

@@ -32,6 +32,10 @@ pub struct AddedClaim {
     pub text: String,
     pub label: String,
     pub reason: String,
+    /// The citation indices of the output the claim carries (`cited`,
+    /// `1;3`), empty for an uncited claim. Kept for the record: the metrics
+    /// score added claims as uncited (docs/review.md).
+    pub cited: Vec<u32>,
 }
 
 /// One reviewer's labels.
@@ -64,6 +68,24 @@ pub struct Imported {
     pub stored: Vec<PathBuf>,
 }
 
+impl Imported {
+    /// What `cohort review import` prints.
+    pub fn describe(&self, cohort_dir: &Path) -> String {
+        let mut text = String::new();
+        for r in &self.reviewers {
+            text.push_str(&format!("imported reviewer {r}'s labels\n"));
+        }
+        if self.adjudication {
+            text.push_str("imported the adjudication\n");
+        }
+        for p in &self.stored {
+            text.push_str(&format!("kept: {}\n", p.display()));
+        }
+        text.push_str(&format!("run `cohort report {}` for the review metrics\n", cohort_dir.display()));
+        text
+    }
+}
+
 enum Parsed {
     Reviewer(ReviewerLabels),
     Adjudication(Adjudication),
@@ -72,23 +94,13 @@ enum Parsed {
 /// Imports `files` for the cohort in `cohort_dir` (see the module docs).
 pub fn import(cohort_dir: &Path, files: &[PathBuf]) -> Result<Imported, ReviewError> {
     let state = state_dir(cohort_dir);
-    let index_path = state.join(super::EXPORT_FILE);
-    let index_bytes = std::fs::read(&index_path).map_err(|e| {
-        ReviewError::io(
-            format!("{} (export the review first: `cohort review export DIR --reviewers A,B`)", index_path.display()),
-            e,
-        )
-    })?;
-    let index: ExportIndex = serde_json::from_slice(&index_bytes).map_err(|e| ReviewError::BadFile {
-        file: index_path.display().to_string(),
-        message: format!("is not a review export index ({e})"),
-    })?;
+    let (index, export_sha256) = super::sheet::export_and_sha256(&state)?;
     let imported_dir = state.join(IMPORTED_DIR);
     let mut planned: Vec<(PathBuf, Vec<u8>, PathBuf, Parsed)> = Vec::new();
     let mut names = BTreeSet::new();
     for path in files {
         let bytes = std::fs::read(path).map_err(|e| ReviewError::io(path.display().to_string(), e))?;
-        let parsed = parse_file(&path.display().to_string(), &bytes, extension(path)?, &index)?;
+        let parsed = parse_file(&path.display().to_string(), &bytes, extension(path)?, &index, &export_sha256)?;
         let stored = match &parsed {
             Parsed::Reviewer(r) => format!("reviewer-{}.{}", r.reviewer, extension(path)?),
             Parsed::Adjudication(_) => format!("adjudication.{}", extension(path)?),
@@ -100,7 +112,7 @@ pub fn import(cohort_dir: &Path, files: &[PathBuf]) -> Result<Imported, ReviewEr
                 path.display()
             )));
         }
-        for ext in ["csv", "jsonl"] {
+        for ext in ["csv", "jsonl", "json"] {
             let existing = imported_dir.join(format!("{base}.{ext}"));
             if existing.exists() {
                 let who = match &parsed {
@@ -142,6 +154,14 @@ pub fn read_imported(
         Err(e) => return Err(ReviewError::io(dir.display().to_string(), e)),
     };
     entries.sort();
+    // A sheet's labels file names the export's hash; the state directory
+    // holding `imported/` holds the export.
+    let state = dir.parent().unwrap_or(dir);
+    let export_sha256 = if entries.iter().any(|p| p.extension().is_some_and(|e| e == "json")) {
+        super::sheet::export_and_sha256(state)?.1
+    } else {
+        String::new()
+    };
     let (mut reviewers, mut adjudication) = (Vec::new(), None);
     for path in entries {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -149,7 +169,7 @@ pub fn read_imported(
             continue;
         }
         let bytes = std::fs::read(&path).map_err(|e| ReviewError::io(path.display().to_string(), e))?;
-        match parse_file(&path.display().to_string(), &bytes, extension(&path)?, index)? {
+        match parse_file(&path.display().to_string(), &bytes, extension(&path)?, index, &export_sha256)? {
             Parsed::Reviewer(r) => reviewers.push(r),
             Parsed::Adjudication(a) => adjudication = Some(a),
         }
@@ -161,26 +181,47 @@ fn extension(path: &Path) -> Result<&'static str, ReviewError> {
     match path.extension().and_then(|e| e.to_str()) {
         Some("csv") => Ok("csv"),
         Some("jsonl") => Ok("jsonl"),
+        Some("json") => Ok("json"),
         _ => Err(ReviewError::BadFile {
             file: path.display().to_string(),
-            message: "is neither .csv nor .jsonl: import the items.csv or items.jsonl a reviewer filled, or an adjudication .csv/.jsonl".into(),
+            message: "is neither .csv, .jsonl nor .json: import the items.csv or items.jsonl a reviewer filled, an adjudication .csv/.jsonl, or the .json a review sheet saved".into(),
         }),
     }
 }
 
-fn parse_file(file: &str, bytes: &[u8], ext: &str, index: &ExportIndex) -> Result<Parsed, ReviewError> {
+fn parse_file(
+    file: &str,
+    bytes: &[u8],
+    ext: &str,
+    index: &ExportIndex,
+    export_sha256: &str,
+) -> Result<Parsed, ReviewError> {
     let text = std::str::from_utf8(bytes).map_err(|e| ReviewError::BadFile {
         file: file.into(),
         message: format!("is not valid UTF-8 (invalid byte at offset {}): save it as UTF-8", e.valid_up_to()),
     })?;
-    let table = if ext == "csv" { parse_csv(text) } else { parse_jsonl(text) };
-    let (header, rows) = table.map_err(|(line, column, message)| ReviewError::BadInput {
+    let table = match ext {
+        "csv" => parse_csv(text),
+        "json" => return parsed_rows(file, super::sheet::sheet_file_rows(file, text, export_sha256)?, index),
+        _ => parse_jsonl(text),
+    };
+    let table = table.map_err(|(line, column, message)| ReviewError::BadInput {
         file: file.into(),
         line,
         column,
         field: "(row)".into(),
         message,
     })?;
+    parsed_rows(file, table, index)
+}
+
+/// One validation for every shape: the rows of a CSV, a JSONL or a sheet's
+/// labels file, as a reviewer's labels or an adjudication.
+fn parsed_rows(
+    file: &str,
+    (header, rows): (Vec<String>, Vec<Row>),
+    index: &ExportIndex,
+) -> Result<Parsed, ReviewError> {
     if header.iter().any(|h| h == "final_label") {
         parse_adjudication(file, &rows, index).map(Parsed::Adjudication)
     } else if header.iter().any(|h| h == "reviewer") {
@@ -274,6 +315,22 @@ fn parse_reviewer(file: &str, rows: &[Row], index: &ExportIndex) -> Result<Revie
             }
             let (label, reason) = (row.get("label"), row.get("reason"));
             check_label(file, row, label, reason)?;
+            let mut cited = Vec::new();
+            for part in row.get("cited").split([';', ',', ' ']).filter(|p| !p.is_empty()) {
+                match part.trim_start_matches('[').trim_end_matches(']').parse::<u32>() {
+                    Ok(n) if n > 0 => cited.push(n),
+                    _ => {
+                        return Err(bad(
+                            file,
+                            row,
+                            "cited",
+                            format!(
+                                "\"{part}\" is not a citation index: give the output's indices as 1;3, or nothing for an uncited claim"
+                            ),
+                        ));
+                    }
+                }
+            }
             let local = if id.is_empty() { format!("line{}", row.line) } else { id.to_owned() };
             out.added.push(AddedClaim {
                 unit: format!("added:{}:{local}", out.reviewer),
@@ -281,6 +338,7 @@ fn parse_reviewer(file: &str, rows: &[Row], index: &ExportIndex) -> Result<Revie
                 text: text.into(),
                 label: label.into(),
                 reason: reason.into(),
+                cited,
             });
             continue;
         }
@@ -451,7 +509,7 @@ fn parse_reviewer(file: &str, rows: &[Row], index: &ExportIndex) -> Result<Revie
 }
 
 /// The final labels an adjudicator may give, per kind of item.
-fn adjudication_labels(kind: Option<ItemKind>) -> Vec<String> {
+pub(crate) fn adjudication_labels(kind: Option<ItemKind>) -> Vec<String> {
     match kind {
         Some(ItemKind::Pair) => vec!["yes".into(), "no".into()],
         Some(ItemKind::Uncertainty) => vec!["0".into(), "1".into(), "2".into()],

@@ -23,6 +23,7 @@ pub mod export;
 pub mod import;
 pub mod metrics;
 pub mod render;
+pub mod sheet;
 pub mod table;
 
 use std::collections::BTreeMap;
