@@ -146,8 +146,9 @@ pub fn freeze(dir: &Path, options: &FreezeOptions) -> Result<FreezeReport, Freez
             Ok(FreezeReport::Frozen { manifest, path: manifest_path })
         }
         (None, Some(_)) => Err(FreezeError::NotFrozen { dir: dir.to_owned() }),
-        (Some((manifest, _)), None) => {
+        (Some((manifest, sha256)), None) => {
             verify(dir, &files, &manifest)?;
+            check_bytes(&manifest_path, &manifest, &sha256)?;
             Ok(FreezeReport::Verified { manifest, path: manifest_path })
         }
         (Some((old, old_sha256)), Some(request)) => amend(dir, &files, &old, &old_sha256, request, options.now),
@@ -258,10 +259,17 @@ fn write_frozen(dir: &Path, files: &CohortFiles, manifest: &Manifest) -> Result<
                 .map_err(|source| FreezeError::Write { path: dir.join(cohort_artifacts::STATE_DIR), source })?;
         }
     }
-    let mut bytes = serde_json::to_vec_pretty(manifest)
+    let bytes = manifest_bytes(manifest)
         .map_err(|e| FreezeError::Write { path: dir.join(manifest::FILE), source: io::Error::other(e) })?;
-    bytes.push(b'\n');
     write_once(&dir.join(manifest::FILE), &bytes)
+}
+
+/// The bytes of `manifest.json` as freezing writes them: pretty JSON and a
+/// newline. The one serialisation, so reading can check a file is it.
+fn manifest_bytes(manifest: &Manifest) -> Result<Vec<u8>, serde_json::Error> {
+    let mut bytes = serde_json::to_vec_pretty(manifest)?;
+    bytes.push(b'\n');
+    Ok(bytes)
 }
 
 /// Writes `bytes` to `path` only if `path` does not exist, atomically: the
@@ -372,7 +380,33 @@ pub fn load_frozen(dir: &Path) -> Result<(ValidatedCohort, Manifest, String), Fr
     let path = dir.join(manifest::FILE);
     let (manifest, sha) = read_manifest(&path)?.ok_or_else(|| FreezeError::NotFrozen { dir: dir.to_owned() })?;
     let cohort = verify(dir, &files, &manifest)?;
+    check_bytes(&path, &manifest, &sha)?;
     Ok((cohort, manifest, sha))
+}
+
+/// Checks that a verified manifest's bytes (SHA-256 `sha256`) are the ones
+/// freezing writes. Everything that names the cohort (the ledger, the run
+/// records, the workers' registration) names it by the SHA-256 of the
+/// bytes: a re-indented manifest with the same content passes every other
+/// check and would then be another cohort to the ledger, so `cohort
+/// freeze` and `cohort run` refuse it alike. A legacy manifest (written
+/// before `amendments` existed) does not re-serialise the same way and is
+/// not checked.
+fn check_bytes(path: &Path, manifest: &Manifest, sha256: &str) -> Result<(), FreezeError> {
+    let Ok(written) = manifest_bytes(manifest) else { return Ok(()) };
+    let written = sha256_hex(&written);
+    if manifest.self_sha256.is_none() || written == sha256 {
+        return Ok(());
+    }
+    Err(FreezeError::BadManifest {
+        path: path.to_owned(),
+        message: format!(
+            "its content is the frozen manifest but its bytes are not the ones freezing wrote (re-formatted?): \
+             the ledger, the run records and the workers name a cohort by the SHA-256 of those bytes, so this \
+             file (SHA-256 {sha256}) would be another cohort to them than the one frozen (SHA-256 {written}); \
+             restore the file freezing wrote (for example `git checkout manifest.json`)"
+        ),
+    })
 }
 
 /// Checks a frozen directory: its files have the manifest's hashes, they

@@ -110,11 +110,16 @@ fn an_edit_only_the_self_hash_sees_names_the_candidate_fields() {
     edit_json(&dir, |v| v["frozen_at"] = json!("2026-09-21T14:13:21Z"));
     let message = refusal(&dir);
     assert!(message.contains("`self_sha256`") && message.contains("frozen_at"), "{message}");
-    // Whitespace is not an edit of a field: the self-hash covers the
-    // canonical form, so a re-indented manifest still verifies.
+    // Whitespace is not an edit of a field (the self-hash covers the
+    // canonical form), but the ledger and the records name a cohort by the
+    // bytes' hash: a re-indented manifest is refused by freeze and by a run
+    // alike, naming both hashes (issue 23), never verified by one and
+    // refused by the other.
     let (_tmp, dir) = frozen();
+    let (_, frozen_sha) = manifest_of(&dir);
     edit_json(&dir, |_| {});
-    assert!(matches!(freeze(&dir, &options()).unwrap(), FreezeReport::Verified { .. }));
+    let message = refusal(&dir);
+    assert!(message.contains("bytes are not the ones freezing wrote") && message.contains(&frozen_sha), "{message}");
 }
 
 /// The manifest and its bytes' hash.

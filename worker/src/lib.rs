@@ -89,7 +89,26 @@ pub struct WorkerConfig {
 
 /// The coordinator's client as the worker holds it: every call carries the
 /// cluster token (when there is one).
-type Client = CoordinatorClient<InterceptedService<Channel, cohort_auth::SendToken>>;
+/// The coordinator's gRPC client with the address it was made for (the
+/// warnings name it); it dereferences to the tonic client.
+#[derive(Clone)]
+struct Client {
+    grpc: CoordinatorClient<InterceptedService<Channel, cohort_auth::SendToken>>,
+    url: Arc<str>,
+}
+
+impl std::ops::Deref for Client {
+    type Target = CoordinatorClient<InterceptedService<Channel, cohort_auth::SendToken>>;
+    fn deref(&self) -> &Self::Target {
+        &self.grpc
+    }
+}
+
+impl std::ops::DerefMut for Client {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.grpc
+    }
+}
 
 /// What a worker did.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -196,8 +215,13 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
         }
     }
     // A lazy channel reconnects by itself after the coordinator restarts.
-    let mut client =
-        CoordinatorClient::with_interceptor(endpoint.connect_lazy(), cohort_auth::SendToken::new(config.token.clone()));
+    let mut client = Client {
+        grpc: CoordinatorClient::with_interceptor(
+            endpoint.connect_lazy(),
+            cohort_auth::SendToken::new(config.token.clone()),
+        ),
+        url: Arc::from(config.coordinator.as_str()),
+    };
     tokio::pin!(shutdown);
     // Answers an earlier run could not store go into the store first: a
     // worker whose store fails leases nothing.
@@ -210,7 +234,7 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
         manifest_sha256: config.context.manifest_sha256.clone(),
     };
     let registered = tokio::select! {
-        r = retry_until_ok(|| { let mut c = client.clone(); let req = register.clone(); async move { c.register(req).await } }) => r,
+        r = retry_until_ok(&client.url, || { let mut c = client.clone(); let req = register.clone(); async move { c.register(req).await } }) => r,
         () = &mut shutdown => return Ok(WorkerSummary::default()),
     };
     let registered = registered.map_err(|s| {
@@ -580,7 +604,7 @@ async fn resend(
             journal::Entry::Result(r) => results.push((id, r)),
             journal::Entry::Attempt(mut a) => {
                 a.worker_id = worker_id.to_owned();
-                let r = retry_until_ok(|| {
+                let r = retry_until_ok(&client.url, || {
                     let mut c = client.clone();
                     let r = a.clone();
                     async move { c.report_attempt(r).await }
@@ -596,7 +620,7 @@ async fn resend(
             worker_id: worker_id.to_owned(),
             results: batch.iter().map(|(_, r)| r.clone()).collect(),
         };
-        let r = retry_until_ok(|| {
+        let r = retry_until_ok(&client.url, || {
             let mut c = client.clone();
             let r = request.clone();
             async move { c.report_results(r).await }
@@ -953,7 +977,7 @@ async fn send_report(
                 traceparent: cohort_telemetry::propagation::traceparent(&tracing::Span::current()),
             };
             let ids = journaling.write(vec![journal::Entry::Attempt(request.clone())]).await;
-            retry_until_ok(|| {
+            retry_until_ok(&client.url, || {
                 let mut c = client.clone();
                 let r = request.clone();
                 async move { c.report_attempt(r).await }
@@ -1072,7 +1096,7 @@ async fn reporter_loop(
             results: batch.iter().map(|(r, _)| r.clone()).collect(),
         };
         let ids = journaling.write(request.results.iter().cloned().map(journal::Entry::Result).collect()).await;
-        let response = retry_until_ok(|| {
+        let response = retry_until_ok(&client.url, || {
             let mut c = client.clone();
             let r = request.clone();
             async move { c.report_results(r).await }
@@ -1102,24 +1126,44 @@ async fn reporter_loop(
 /// fix ([`retryable`]); outages (the coordinator is away or busy) are
 /// retried with exponential backoff and jitter, without limit: the caller
 /// bounds it (shutdown, task abort).
-async fn retry_until_ok<T, F, Fut>(mut f: F) -> Result<T, tonic::Status>
+async fn retry_until_ok<T, F, Fut>(coordinator: &str, mut f: F) -> Result<T, tonic::Status>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
 {
     let mut backoff = coordinator_backoff();
+    let mut warned: Option<tokio::time::Instant> = None;
     loop {
         match f().await {
-            Ok(r) => return Ok(r.into_inner()),
+            Ok(r) => {
+                if warned.is_some() {
+                    info!(coordinator, "coordinator reachable again");
+                }
+                return Ok(r.into_inner());
+            }
             Err(s) if is_outage(&s) => {
                 let delay = backoff.next().unwrap_or(Duration::from_secs(2));
-                debug!(error = %cohort_core::http_class::error_chain(&s), ?delay, "coordinator unavailable; retrying");
+                let error = cohort_core::http_class::error_chain(&s);
+                // Said at WARN the first time and then every
+                // UNREACHABLE_WARN_EVERY while it lasts, so an operator sees a
+                // worker that cannot reach its coordinator (a wrong address,
+                // http:// on a TLS port) without a flood.
+                if warned.is_none_or(|at| at.elapsed() >= UNREACHABLE_WARN_EVERY) {
+                    warn!(coordinator, %error, "cannot reach the coordinator; retrying");
+                    warned = Some(tokio::time::Instant::now());
+                } else {
+                    debug!(coordinator, %error, ?delay, "coordinator unavailable; retrying");
+                }
                 tokio::time::sleep(delay).await;
             }
             Err(s) => return Err(s),
         }
     }
 }
+
+/// How often a worker that still cannot reach its coordinator says so
+/// again at WARN.
+const UNREACHABLE_WARN_EVERY: Duration = Duration::from_secs(30);
 
 /// Whether a failed gRPC call (to the coordinator, or to the judge proxy)
 /// is an outage, worth calling again: the one rule of every gRPC client in
