@@ -6,7 +6,8 @@ alone, with Python's standard library, independently of cohort's Rust code.
     scripts/rederive_report.py REPORT_DIR --intervals  # and every 95% interval
 
 Reads REPORT_DIR/runs.csv (one row per planned run), claims.jsonl (a
-header line, then one line per claim) and review.jsonl (the human review's
+header line, then one line per claim), sources.jsonl (one line per cited
+source of each scored output) and review.jsonl (the human review's
 final decisions, when the report has one), recomputes every arm's counts, claim
 and citation totals and rates, and compares them with summary.json. Extra
 columns and fields are ignored.
@@ -35,8 +36,20 @@ Definitions (seed 004 "Metrics and denominators"), per arm:
     for the arm, not_applicable with 0 completed runs else unmeasured; with
     a zero denominator not_applicable; with an unresolved claim (fidelity),
     pair (precision) or either (coverage) unmeasured; else measured.
+  sources (sources.jsonl: one line per distinct normalised URL of a scored
+    output's reference table, status accessible, inaccessible or
+    uncaptured): per arm and category cited = lines, unique = distinct
+    url_sha256, accessible / inaccessible / uncaptured by status;
+    sources_per_output = lines / scored runs (runs.csv rows with a claims
+    column), not_applicable with 0 scored (unmeasured when a completed run is
+    unscored); inaccessible_source_rate = inaccessible / (accessible +
+    inaccessible), not_applicable with 0 lines, unmeasured with none
+    captured; secondary_only_sources is 0 / 0, not_applicable with 0 lines,
+    else unmeasured (the review has no secondary-source label).
 runs.csv's claims, judged and supported columns must agree with claims.jsonl,
-run by run; every file must carry the same metrics_version and manifest hash.
+and its sources, inaccessible_sources and uncaptured_sources columns with
+sources.jsonl, run by run; every file must carry the same metrics_version and
+manifest hash.
 
 --intervals also re-derives each comparison's paired review differences
 (claim_fidelity_micro, citation_precision_micro, citation_coverage_micro:
@@ -74,7 +87,7 @@ from rederive_order import chacha20_block  # noqa: E402  (pure-Python RFC 8439 b
 
 ALGORITHM = "cohort-bootstrap-v1"
 OUTCOMES = ("completed", "refused", "failed", "timed_out", "unavailable", "not_run")
-RATES = ("completion", "support_micro", "support_macro", "resolution_micro", "resolution_macro", "claim_fidelity_micro", "claim_fidelity_macro", "citation_precision_micro", "citation_precision_macro", "citation_coverage_micro", "citation_coverage_macro")
+RATES = ("completion", "support_micro", "support_macro", "resolution_micro", "resolution_macro", "claim_fidelity_micro", "claim_fidelity_macro", "citation_precision_micro", "citation_precision_macro", "citation_coverage_micro", "citation_coverage_macro", "sources_per_output", "inaccessible_source_rate", "secondary_only_sources")
 # The human-review rates: (numerator, denominator, unresolved counts) of
 # review.jsonl's per-question sums, and what a zero denominator means.
 REVIEW_RATES = {
@@ -149,6 +162,34 @@ def read_review(path):
             if record.get("kind") in ("output", "claim", "pair"):
                 lines.append(record)
     return lines
+
+
+def read_sources(path):
+    """sources.jsonl's source lines (empty when the report has none)."""
+    if not path.exists():
+        return []
+    lines = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ReportError(f"sources.jsonl line {number}: not JSON ({e})")
+            if record.get("kind") == "source":
+                if record.get("status") not in ("accessible", "inaccessible", "uncaptured"):
+                    raise ReportError(f"sources.jsonl line {number}: unknown status {record.get('status')!r}")
+                lines.append(record)
+    return lines
+
+
+def source_counts(lines):
+    """The sources block of summary.json for a set of source lines."""
+    return {"cited": len(lines), "unique": len({l["url_sha256"] for l in lines}),
+            "accessible": sum(1 for l in lines if l["status"] == "accessible"),
+            "inaccessible": sum(1 for l in lines if l["status"] == "inaccessible"),
+            "uncaptured": sum(1 for l in lines if l["status"] == "uncaptured")}
 
 
 def review_vectors(review, arm, index):
@@ -256,7 +297,7 @@ def _macro(per_question):
     return total, len(rates), (total / len(rates)) if rates else None
 
 
-def derive(runs, claims, questions, arm_ids, with_intervals=False, draws=0, seed=0, review=()):
+def derive(runs, claims, questions, arm_ids, with_intervals=False, draws=0, seed=0, review=(), sources=()):
     """The summary numbers of every arm, as a dict shaped like summary.json's
     arms[] (plus per-question vectors under "_vectors")."""
     problems = []
@@ -279,6 +320,17 @@ def derive(runs, claims, questions, arm_ids, with_intervals=False, draws=0, seed
             got = _count(row, column)
             if (got or 0) != want:
                 problems.append(f"runs.csv: run {row['run_id']}: {column} {row.get(column)!r} but claims.jsonl has {want}")
+    sources_by_run = {}
+    for l in sources:
+        sources_by_run.setdefault(l["run_id"], []).append(l)
+    for row in runs:
+        own = source_counts(sources_by_run.get(row["run_id"], []))
+        for column, key in (("sources", "cited"), ("inaccessible_sources", "inaccessible"),
+                            ("uncaptured_sources", "uncaptured")):
+            if column in row and (_count(row, column) or 0) != own[key]:
+                problems.append(f"runs.csv: run {row['run_id']}: {column} {row.get(column)!r} but sources.jsonl has {own[key]}")
+    for run_id in sources_by_run.keys() - run_ids:
+        problems.append(f"sources.jsonl: sources of run {run_id}, which runs.csv does not plan")
     for run_id in claims_by_run.keys() - run_ids:
         problems.append(f"claims.jsonl: claims of run {run_id}, which runs.csv does not plan")
     for c in claims:
@@ -343,6 +395,35 @@ def derive(runs, claims, questions, arm_ids, with_intervals=False, draws=0, seed
             "resolution_macro": rate(resolution_status, r_macro[0], r_macro[1], r_macro[2],
                                      macro_vectors(vec["resolved"], vec["citations"])),
         }
+        # Cited sources of scored outputs (sources.jsonl).
+        own_sources = [l for l in sources if l.get("arm") == arm and l.get("question_id") in index]
+        sv = {k: [0] * Q for k in ("scored", "cited", "inaccessible", "captured")}
+        for r in rows:
+            sv["scored"][index[r["question_id"]]] += (r.get("claims") or "") != ""
+        for l in own_sources:
+            q = index[l["question_id"]]
+            sv["cited"][q] += 1
+            sv["inaccessible"][q] += l["status"] == "inaccessible"
+            sv["captured"][q] += l["status"] != "uncaptured"
+        scored, cited_sources, captured = sum(sv["scored"]), sum(sv["cited"]), sum(sv["captured"])
+        if scored == 0:
+            spo_status = "unmeasured" if unscored > 0 else "not_applicable"
+        else:
+            spo_status = "measured"
+        if cited_sources == 0:
+            inacc_status = secondary_status = "unmeasured" if unscored > 0 else "not_applicable"
+        else:
+            inacc_status = "unmeasured" if captured == 0 else "measured"
+            secondary_status = "unmeasured"
+        rates["sources_per_output"] = rate(spo_status, cited_sources, scored, _micro(cited_sources, scored),
+                                           (sv["cited"], sv["scored"]))
+        rates["inaccessible_source_rate"] = rate(inacc_status, sum(sv["inaccessible"]), captured,
+                                             _micro(sum(sv["inaccessible"]), captured),
+                                             (sv["inaccessible"], sv["captured"]))
+        rates["secondary_only_sources"] = rate(secondary_status, 0, 0, None, None)
+        source_blocks = {"": source_counts(own_sources)}
+        for category in sorted({r["category"] for r in rows if r.get("category")}):
+            source_blocks[category] = source_counts([l for l in own_sources if l.get("category") == category])
         rv = review_vectors(review, arm, index)
         for name, (num_key, den_key, unresolved_keys) in REVIEW_RATES.items():
             num, den = rv[num_key], rv[den_key]
@@ -361,6 +442,8 @@ def derive(runs, claims, questions, arm_ids, with_intervals=False, draws=0, seed
         arms.append({"id": arm, "counts": counts,
                      "claims": {"extracted": extracted, "judged": judged, "supported": supported},
                      "citations": {"total": citations, "unresolved": citations - resolved},
+                     "sources": source_blocks[""],
+                     "category_sources": {k: v for k, v in source_blocks.items() if k},
                      "rates": rates})
 
     if with_intervals:
@@ -475,9 +558,14 @@ def compare(summary, header, runs, arms_derived, problems, with_intervals):
     for derived in arms_derived:
         arm = derived["id"]
         reported = summary_arms.get(arm, {})
-        for group in ("counts", "claims", "citations"):
+        for group in ("counts", "claims", "citations", "sources"):
             for key, value in derived[group].items():
                 cmp.number(f"arms[{arm}].{group}.{key}", reported.get(group, {}).get(key), value)
+        reported_categories = {c.get("category"): c for c in reported.get("categories", [])}
+        for category, block in derived["category_sources"].items():
+            for key, value in block.items():
+                cmp.number(f"arms[{arm}].categories[{category}].sources.{key}",
+                           reported_categories.get(category, {}).get("sources", {}).get(key), value)
         for name in RATES:
             mine = derived["rates"][name]
             theirs = reported.get("rates", {}).get(name, {})
@@ -502,6 +590,7 @@ def rederive(report_dir, with_intervals=False):
         runs = read_runs(d / "runs.csv")
         header, claims = read_claims(d / "claims.jsonl")
         review = read_review(d / "review.jsonl")
+        sources = read_sources(d / "sources.jsonl")
     except (OSError, json.JSONDecodeError, ReportError) as e:
         raise ReportError(str(e))
     boot = summary.get("bootstrap", {})
@@ -509,7 +598,7 @@ def rederive(report_dir, with_intervals=False):
         raise ReportError(f"summary.json: bootstrap algorithm {boot.get('algorithm')!r}; this script re-derives {ALGORITHM}")
     arm_ids = [a["id"] for a in summary.get("arms", [])]
     derived, problems = derive(runs, claims, summary.get("questions", []), arm_ids, with_intervals,
-                               int(boot.get("draws", 0)), int(boot.get("seed", 0)), review)
+                               int(boot.get("draws", 0)), int(boot.get("seed", 0)), review, sources)
     cmp = compare(summary, header, runs, derived, problems, with_intervals)
     if with_intervals and review:
         # The paired review differences, re-derived independently.

@@ -49,6 +49,7 @@ impl Tally {
         self.formats.numbered += other.formats.numbered;
         self.formats.markdown_links += other.formats.markdown_links;
         self.review.add(&other.review);
+        self.sources.add(&other.sources);
     }
 
     fn add_run(&mut self, run: &RunView) {
@@ -83,6 +84,14 @@ impl Tally {
             self.citations.total += s.citations;
             self.citations.unresolved += s.unresolved;
             self.citations.contradictions_surfaced += s.contradictions;
+            let uncaptured = s.uncaptured_sources.min(s.sources);
+            let inaccessible = s.inaccessible_sources.min(s.sources - uncaptured);
+            self.sources.add(&crate::rates::SourceTally {
+                cited: s.sources,
+                accessible: s.sources - uncaptured - inaccessible,
+                inaccessible,
+                uncaptured,
+            });
             match s.citation_format.as_str() {
                 "markdown_links" => self.formats.markdown_links += 1,
                 "numbered" => self.formats.numbered += 1,
@@ -272,9 +281,15 @@ pub fn summarise(frozen: &FrozenCohort, gathered: &Gathered, draws: u32) -> Summ
             .zip(cat_slots)
             .map(|(category, (slot, masked))| {
                 let t = total_of(masked);
+                let unique = gathered
+                    .source_urls
+                    .get(&arm.id)
+                    .and_then(|by| by.get(category))
+                    .map_or(0, |urls| urls.len() as u64);
                 CategorySummary {
                     category: category.clone(),
                     rates: rates_of(*slot, &t),
+                    sources: source_counts(&t.sources, unique),
                     counts: t.counts,
                     claims: t.claims,
                     citations: t.citations,
@@ -293,6 +308,7 @@ pub fn summarise(frozen: &FrozenCohort, gathered: &Gathered, draws: u32) -> Summ
             counts: total.counts,
             claims: total.claims,
             citations: total.citations,
+            sources: source_counts(&total.sources, unique_sources(gathered, &arm.id)),
             time_cost: TimeCost {
                 timed_runs: d.len() as u64,
                 median_duration_ms: nearest_rank(&d, 0.5),
@@ -535,6 +551,24 @@ pub fn publication_state(
 /// A comparison's statement while the report is preliminary: said as such.
 pub(crate) fn preliminary_statement(statement: &str) -> String {
     format!("Preliminary (not for publication): {statement}")
+}
+
+/// An arm's (or category's) source counts, with its distinct URLs.
+fn source_counts(t: &crate::rates::SourceTally, unique: u64) -> SourceCounts {
+    SourceCounts {
+        cited: t.cited,
+        unique,
+        accessible: t.accessible,
+        inaccessible: t.inaccessible,
+        uncaptured: t.uncaptured,
+    }
+}
+
+/// Distinct normalised URLs over an arm's scored outputs, every category.
+fn unique_sources(gathered: &Gathered, arm: &str) -> u64 {
+    let Some(by_category) = gathered.source_urls.get(arm) else { return 0 };
+    let all: BTreeSet<&String> = by_category.values().flatten().collect();
+    all.len() as u64
 }
 
 fn empty_interval(draws: u32) -> Interval {

@@ -74,6 +74,8 @@ pub struct FrozenCohort {
 pub trait LineSink {
     fn claims(&mut self, lines: Vec<u8>) -> Result<(), ReportError>;
     fn traces(&mut self, lines: Vec<u8>) -> Result<(), ReportError>;
+    /// Lines of `sources.jsonl`.
+    fn sources(&mut self, lines: Vec<u8>) -> Result<(), ReportError>;
 }
 
 /// A sink that drops every line (`cohort verify` needs only the numbers).
@@ -85,6 +87,9 @@ impl LineSink for NoLines {
         Ok(())
     }
     fn traces(&mut self, _: Vec<u8>) -> Result<(), ReportError> {
+        Ok(())
+    }
+    fn sources(&mut self, _: Vec<u8>) -> Result<(), ReportError> {
         Ok(())
     }
 }
@@ -108,6 +113,39 @@ pub struct ClaimLine<'a> {
     pub judge_model: Option<&'a str>,
 }
 
+/// One line of `sources.jsonl` (docs/report.md): one cited source of one
+/// scored output, a distinct normalised URL of its reference table, with
+/// what its capture found.
+#[derive(Debug, Serialize)]
+pub struct SourceLine<'a> {
+    pub kind: &'static str,
+    pub run_id: &'a str,
+    pub question_id: &'a str,
+    pub category: &'a str,
+    pub arm: &'a str,
+    /// The normalised URL.
+    pub url: Option<&'a str>,
+    /// SHA-256 of the normalised URL: what makes sources distinct, kept
+    /// when a redacted report leaves the URL out.
+    pub url_sha256: String,
+    /// The reference indices of the output that name it.
+    pub indices: &'a [u32],
+    /// `accessible`, `inaccessible` or `uncaptured`.
+    pub status: &'static str,
+    pub http_status: Option<u16>,
+    /// When the capture shown was made (RFC 3339 UTC).
+    pub accessed_at: Option<&'a str>,
+    /// The page's publication date, from its metadata, when it gave one.
+    pub published_at: Option<&'a str>,
+    /// Why the capture failed, by class (`non_success`, `timeout`...).
+    pub failure: Option<&'a str>,
+}
+
+/// The source status words of `sources.jsonl`.
+pub const SOURCE_ACCESSIBLE: &str = "accessible";
+pub const SOURCE_INACCESSIBLE: &str = "inaccessible";
+pub const SOURCE_UNCAPTURED: &str = "uncaptured";
+
 /// What reading the cohort gave.
 #[derive(Debug)]
 pub struct Gathered {
@@ -122,6 +160,9 @@ pub struct Gathered {
     pub notes: Vec<String>,
     /// The judging pass the verdicts came from; `None`: each record's own.
     pub pass: Option<cohort_records::passes::PassConfig>,
+    /// The distinct normalised URLs the scored outputs cite, per arm and
+    /// category (the unique-source counts).
+    pub source_urls: BTreeMap<String, BTreeMap<String, std::collections::BTreeSet<String>>>,
 }
 
 // === the fields of a run record a report reads, borrowed from its bytes ===
@@ -157,6 +198,29 @@ struct LeanScore<'a> {
     judge: Option<LeanJudge<'a>>,
     #[serde(borrow, default)]
     judge_traces: Vec<&'a RawValue>,
+    #[serde(borrow, default)]
+    captures: Vec<LeanCapture<'a>>,
+}
+
+#[derive(Deserialize)]
+struct LeanCapture<'a> {
+    #[serde(borrow)]
+    url: Cow<'a, str>,
+    http_status: Option<u16>,
+    accessible: bool,
+    #[serde(borrow, default)]
+    accessed_at: Cow<'a, str>,
+    #[serde(borrow, default)]
+    published_at: Option<Cow<'a, str>>,
+    #[serde(default)]
+    failure: Option<cohort_records::capture::CaptureFailure>,
+}
+
+#[derive(Deserialize)]
+struct LeanReference<'a> {
+    index: u32,
+    #[serde(borrow, default)]
+    url: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -166,6 +230,8 @@ struct LeanReport<'a> {
     metrics: LeanMetrics,
     #[serde(borrow)]
     claims: Vec<LeanClaim<'a>>,
+    #[serde(borrow, default)]
+    references: Vec<LeanReference<'a>>,
 }
 
 #[derive(Deserialize)]
@@ -211,6 +277,9 @@ struct RunOut {
     view: RunView,
     claim_lines: Vec<u8>,
     trace_lines: Vec<u8>,
+    source_lines: Vec<u8>,
+    /// The distinct normalised URLs it cites.
+    source_urls: Vec<String>,
     /// Claims judged per served model.
     served: BTreeMap<String, u64>,
     judge_simulated: bool,
@@ -248,6 +317,7 @@ pub async fn gather(
         drill: BTreeMap::new(),
         notes: Vec::new(),
         pass: pass.map(|p| p.config().clone()),
+        source_urls: BTreeMap::new(),
     };
     let threads = std::thread::available_parallelism().map_or(1, usize::from).clamp(1, 8);
     let mut drill_bytes = 0usize;
@@ -287,6 +357,11 @@ pub async fn gather(
             let run = result?;
             sink.claims(run.claim_lines)?;
             sink.traces(run.trace_lines)?;
+            sink.sources(run.source_lines)?;
+            if !run.source_urls.is_empty() {
+                let urls = out.source_urls.entry(input.arm.id.clone()).or_default();
+                urls.entry(input.category.to_owned()).or_default().extend(run.source_urls);
+            }
             for (model, n) in run.served {
                 *out.served_models.entry(model).or_default() += n;
             }
@@ -424,6 +499,8 @@ fn process_run(
         ),
         claim_lines: Vec::new(),
         trace_lines: Vec::new(),
+        source_lines: Vec::new(),
+        source_urls: Vec::new(),
         served: BTreeMap::new(),
         judge_simulated: false,
         missing_record,
@@ -437,6 +514,8 @@ fn process_run(
         if let Some(score) = &record.scoring {
             let models = with_drill.then_some(&mut claim_models);
             lines_of(record, score, input.category, &mut run, models, pass_view.as_ref())
+                .map_err(|e| corrupt(e.to_string()))?;
+            sources_of(record, score, input.category, &mut run, pass_view.as_ref())
                 .map_err(|e| corrupt(e.to_string()))?;
         }
     }
@@ -564,10 +643,130 @@ fn lines_of(
     Ok(())
 }
 
+/// A capture as the source figures read it: the record's or a pass's.
+struct SeenCapture<'a> {
+    url: &'a str,
+    http_status: Option<u16>,
+    accessible: bool,
+    accessed_at: &'a str,
+    published_at: Option<&'a str>,
+    failure: Option<&'static str>,
+}
+
+fn failure_word(f: Option<cohort_records::capture::CaptureFailure>) -> Option<&'static str> {
+    use cohort_records::capture::CaptureFailure as F;
+    // The enum's serde names (snake_case).
+    Some(match f? {
+        F::InvalidUrl => "invalid_url",
+        F::ReservedDomain => "reserved_domain",
+        F::NotAllowed => "not_allowed",
+        F::Dns => "dns",
+        F::ConnectionRefused => "connection_refused",
+        F::Connect => "connect",
+        F::Timeout => "timeout",
+        F::TooManyRedirects => "too_many_redirects",
+        F::NonSuccess => "non_success",
+        F::TooLarge => "too_large",
+        F::UnsupportedContentType => "unsupported_content_type",
+        F::NoText => "no_text",
+        F::Store => "store",
+        F::Other => "other",
+    })
+}
+
+/// A scored output's sources: one per distinct normalised URL of its
+/// reference table (in order of first index), accessible when any capture
+/// of it (the record's, then a judging pass's late ones) answered HTTP 200,
+/// inaccessible when captured and none did, uncaptured otherwise. Writes
+/// their `sources.jsonl` lines and counts them into the run's view.
+fn sources_of(
+    record: &LeanRecord<'_>,
+    score: &LeanScore<'_>,
+    category: &str,
+    run: &mut RunOut,
+    pass: Option<&PassView>,
+) -> Result<(), serde_json::Error> {
+    let mut by_url: Vec<(&str, Vec<u32>)> = Vec::new();
+    for reference in &score.report.references {
+        let Some(url) = reference.url.as_deref().filter(|u| !u.trim().is_empty()) else { continue };
+        match by_url.iter_mut().find(|(u, _)| *u == url) {
+            Some((_, indices)) => indices.push(reference.index),
+            None => by_url.push((url, vec![reference.index])),
+        }
+    }
+    let mut seen: Vec<SeenCapture<'_>> = score
+        .captures
+        .iter()
+        .map(|c| SeenCapture {
+            url: &c.url,
+            http_status: c.http_status,
+            accessible: c.accessible,
+            accessed_at: &c.accessed_at,
+            published_at: c.published_at.as_deref(),
+            failure: failure_word(c.failure),
+        })
+        .collect();
+    for c in pass.map(|p| p.captures.as_slice()).unwrap_or_default() {
+        seen.push(SeenCapture {
+            url: &c.url,
+            http_status: c.http_status,
+            accessible: c.accessible,
+            accessed_at: &c.accessed_at,
+            published_at: c.published_at.as_deref(),
+            failure: failure_word(c.failure),
+        });
+    }
+    let (mut inaccessible, mut uncaptured) = (0u64, 0u64);
+    for (url, indices) in &by_url {
+        let mine: Vec<&SeenCapture<'_>> = seen.iter().filter(|c| c.url == *url).collect();
+        // The accessible capture when there is one, else the last tried.
+        let shown = mine.iter().find(|c| c.accessible).or_else(|| mine.last()).copied();
+        let status = match shown {
+            Some(c) if c.accessible => SOURCE_ACCESSIBLE,
+            Some(_) => {
+                inaccessible += 1;
+                SOURCE_INACCESSIBLE
+            }
+            None => {
+                uncaptured += 1;
+                SOURCE_UNCAPTURED
+            }
+        };
+        serde_json::to_writer(
+            &mut run.source_lines,
+            &SourceLine {
+                kind: "source",
+                run_id: &record.run_id,
+                question_id: &record.question_id,
+                category,
+                arm: &record.arm,
+                url: Some(url),
+                url_sha256: cohort_core::hash::sha256_hex(url.as_bytes()),
+                indices,
+                status,
+                http_status: shown.and_then(|c| c.http_status),
+                accessed_at: shown.map(|c| c.accessed_at).filter(|t| !t.is_empty()),
+                published_at: shown.and_then(|c| c.published_at),
+                failure: shown.filter(|c| !c.accessible).and_then(|c| c.failure),
+            },
+        )?;
+        run.source_lines.push(b'\n');
+        run.source_urls.push((*url).to_owned());
+    }
+    if let Some(view) = &mut run.view.scored {
+        view.sources = by_url.len() as u64;
+        view.inaccessible_sources = inaccessible;
+        view.uncaptured_sources = uncaptured;
+    }
+    Ok(())
+}
+
 /// One run's verdicts in the chosen judging pass.
 struct PassView {
     claims: BTreeMap<u32, PassClaim>,
     traces: Vec<serde_json::Value>,
+    /// Captures the pass made after collection (`cohort judge --capture`).
+    captures: Vec<cohort_records::capture::Capture>,
 }
 
 impl PassView {
@@ -576,7 +775,7 @@ impl PassView {
     fn read(store: &PassStore, row: &RunRow) -> Result<PassView, ReportError> {
         let pass_error = |e: cohort_records::passes::PassError| ReportError::Inconsistent(e.to_string());
         match store.read_run(&row.run_id).map_err(pass_error)? {
-            None => Ok(PassView { claims: BTreeMap::new(), traces: Vec::new() }),
+            None => Ok(PassView { claims: BTreeMap::new(), traces: Vec::new(), captures: Vec::new() }),
             Some(run) if run.record_sha256 != row.record_sha256 => Err(ReportError::Inconsistent(format!(
                 "pass {:?} judged record {} of run {}, but the ledger's record is {}",
                 store.config().name,
@@ -584,9 +783,11 @@ impl PassView {
                 row.run_id,
                 row.record_sha256
             ))),
-            Some(run) => {
-                Ok(PassView { claims: run.claims.into_iter().map(|c| (c.claim_id, c)).collect(), traces: run.traces })
-            }
+            Some(run) => Ok(PassView {
+                claims: run.claims.into_iter().map(|c| (c.claim_id, c)).collect(),
+                traces: run.traces,
+                captures: run.captures,
+            }),
         }
     }
 
@@ -896,6 +1097,8 @@ mod tests {
             },
             claim_lines: Vec::new(),
             trace_lines: Vec::new(),
+            source_lines: Vec::new(),
+            source_urls: Vec::new(),
             served: BTreeMap::new(),
             judge_simulated: false,
             missing_record: false,

@@ -21,8 +21,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::{self, Display, Write};
 
 use crate::model::{
-    ArmSummary, Comparison, Counts, Difference, DrillDown, Rate, RateKind, RateStatus, Rates, RunView, Summary,
-    TimeCost,
+    ArmSummary, Comparison, Counts, Difference, DrillDown, Rate, RateKind, RateStatus, Rates, RunView, SourceCounts,
+    Summary, TimeCost,
 };
 
 /// Renders the page. `plots` are (file name, SVG text) as
@@ -824,9 +824,44 @@ impl Page<'_> {
                     t.total, t.unresolved, t.contradictions_surfaced
                 )?;
             }
-            self.out.push_str("</tbody></table></div>\n</div>\n");
+            self.out.push_str("</tbody></table></div>\n");
+            self.sources_table("arm", arms.iter().map(|a| (a.id.as_str(), &a.sources)), true)?;
+            self.out.push_str("</div>\n");
         }
         self.out.push_str("</section>\n");
+        Ok(())
+    }
+
+    /// The cited sources of scored outputs (seed 004): per output summed,
+    /// unique over the outputs, and by what their capture found.
+    fn sources_table<'s>(
+        &mut self,
+        first: &str,
+        rows: impl Iterator<Item = (&'s str, &'s SourceCounts)>,
+        arms: bool,
+    ) -> fmt::Result {
+        write!(
+            self.out,
+            "<h4>Cited sources of scored outputs</h4>\n<div class=\"scroll\"><table class=\"sources\">\n\
+             <thead><tr><th>{first}</th><th class=\"num\">sources (per output, summed)</th>\
+             <th class=\"num\">unique sources</th><th class=\"num\">accessible</th>\
+             <th class=\"num\">inaccessible</th><th class=\"num\">never captured</th></tr></thead>\n<tbody>\n"
+        )?;
+        for (name, c) in rows {
+            self.out.push_str("<tr><td>");
+            if arms {
+                self.arm(name)?;
+            } else {
+                write!(self.out, "{}", Esc(name))?;
+            }
+            writeln!(
+                self.out,
+                "</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+                 <td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+                c.cited, c.unique, c.accessible, c.inaccessible, c.uncaptured
+            )?;
+        }
+        self.out.push_str("</tbody></table></div>\n");
         Ok(())
     }
 
@@ -864,6 +899,11 @@ impl Page<'_> {
                     self.out.push_str("</tr>\n");
                 }
                 self.out.push_str("</tbody></table></div>\n");
+                self.sources_table(
+                    "category",
+                    arm.categories.iter().map(|c| (c.category.as_str(), &c.sources)),
+                    false,
+                )?;
             }
         }
         self.out.push_str("</section>\n");
@@ -1493,6 +1533,7 @@ pub mod testing {
                     counts: counts.clone(),
                     claims: ClaimCounts::default(),
                     citations: CitationCounts::default(),
+                    sources: SourceCounts::default(),
                     rates: rates.clone(),
                 },
                 CategorySummary {
@@ -1500,6 +1541,7 @@ pub mod testing {
                     counts: Counts::default(),
                     claims: ClaimCounts::default(),
                     citations: CitationCounts::default(),
+                    sources: SourceCounts::default(),
                     rates: Rates::from_fn(|_| not_applicable("no planned runs")),
                 },
             ],
@@ -1513,6 +1555,7 @@ pub mod testing {
                 unjudged: BTreeMap::from([("source_unavailable".into(), 4)]),
             },
             citations: CitationCounts { total: 18, unresolved: 2, contradictions_surfaced: 1 },
+            sources: SourceCounts { cited: 6, unique: 5, accessible: 4, inaccessible: 1, uncaptured: 1 },
             rates,
             time_cost: TimeCost {
                 timed_runs: 3,
@@ -1575,6 +1618,9 @@ pub mod testing {
                 contradictions: 0,
                 unjudged: BTreeMap::new(),
                 citation_format: "numbered".into(),
+                sources: 2,
+                inaccessible_sources: 1,
+                uncaptured_sources: 0,
             }),
             cost: None,
             currency: None,

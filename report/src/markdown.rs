@@ -19,6 +19,28 @@ pub fn render_markdown(s: &Summary) -> String {
     out
 }
 
+/// The cited sources of scored outputs (seed 004): a source is a distinct
+/// normalised URL of an output's reference table.
+fn sources_table<'s>(
+    o: &mut String,
+    first: &str,
+    rows: impl Iterator<Item = (String, &'s SourceCounts)>,
+) -> std::fmt::Result {
+    writeln!(
+        o,
+        "| {first} | sources (per output, summed) | unique sources | accessible | inaccessible | never captured |"
+    )?;
+    writeln!(o, "|---|---:|---:|---:|---:|---:|")?;
+    for (name, c) in rows {
+        writeln!(
+            o,
+            "| {name} | {} | {} | {} | {} | {} |",
+            c.cited, c.unique, c.accessible, c.inaccessible, c.uncaptured
+        )?;
+    }
+    writeln!(o)
+}
+
 fn render(o: &mut String, s: &Summary) -> std::fmt::Result {
     // The first line says whether these numbers may be published as final.
     writeln!(o, "**{}**\n", s.publication_state.line())?;
@@ -87,6 +109,11 @@ fn render(o: &mut String, s: &Summary) -> std::fmt::Result {
             )?;
         }
         writeln!(o)?;
+        sources_table(
+            o,
+            "arm",
+            s.arms.iter().filter(|a| a.workflow == workflow).map(|a| (arm_display(&a.id, a.simulated), &a.sources)),
+        )?;
 
         writeln!(o, "### Rates (workflow `{workflow}`)\n")?;
         writeln!(
@@ -127,6 +154,7 @@ fn render(o: &mut String, s: &Summary) -> std::fmt::Result {
             rates_rows(o, &c.category, &c.rates)?;
         }
         writeln!(o)?;
+        sources_table(o, "category", arm.categories.iter().map(|c| (c.category.clone(), &c.sources)))?;
     }
 
     writeln!(o, "## Paired comparisons\n")?;

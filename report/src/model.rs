@@ -277,6 +277,26 @@ pub struct CitationCounts {
     pub contradictions_surfaced: u64,
 }
 
+/// The cited sources of scored outputs (seed 004: "unique sources per
+/// product and category", "inaccessible-source rates"). A source is a
+/// distinct normalised URL of an output's reference table; `sources.jsonl`
+/// has one line per output and source.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceCounts {
+    /// Sources per output, summed over the scored outputs.
+    pub cited: u64,
+    /// Distinct normalised URLs over all those outputs: a source cited by
+    /// several outputs counts once.
+    pub unique: u64,
+    /// A capture of it answered HTTP 200.
+    pub accessible: u64,
+    /// Captured, never accessible.
+    pub inaccessible: u64,
+    /// Never captured: its accessibility is unknown (in neither side of
+    /// the inaccessible-source rate).
+    pub uncaptured: u64,
+}
+
 /// Elapsed time and cost, described (never ranked).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TimeCost {
@@ -303,6 +323,8 @@ pub struct ArmSummary {
     pub counts: Counts,
     pub claims: ClaimCounts,
     pub citations: CitationCounts,
+    #[serde(default)]
+    pub sources: SourceCounts,
     pub rates: Rates,
     pub time_cost: TimeCost,
     pub categories: Vec<CategorySummary>,
@@ -315,6 +337,8 @@ pub struct CategorySummary {
     pub counts: Counts,
     pub claims: ClaimCounts,
     pub citations: CitationCounts,
+    #[serde(default)]
+    pub sources: SourceCounts,
     pub rates: Rates,
 }
 
@@ -399,6 +423,14 @@ pub struct RunScoreView {
     /// record that does not say).
     #[serde(default)]
     pub citation_format: String,
+    /// Cited sources (distinct normalised URLs of its reference table),
+    /// and of them the inaccessible and the never captured.
+    #[serde(default)]
+    pub sources: u64,
+    #[serde(default)]
+    pub inaccessible_sources: u64,
+    #[serde(default)]
+    pub uncaptured_sources: u64,
 }
 
 /// What the HTML page shows when a run is opened.

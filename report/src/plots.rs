@@ -190,13 +190,25 @@ fn rates_svg(arms: &[&ArmSummary], labels: &[String]) -> Result<String, PlotErro
         let value_style = (FONT, 12).into_font().color(&BLACK);
         let words_style = (FONT, 12).into_font().color(&RGBColor(90, 90, 90));
         for (panel, kind) in panels.iter().zip(kinds) {
+            // A proportion on [0, 1]; a mean count on [0, its largest
+            // value or interval bound], rounded up.
+            let top = if kind.is_proportion() {
+                1.0
+            } else {
+                arms.iter()
+                    .flat_map(|a| [a.rates[kind].value, a.rates[kind].ci_high])
+                    .flatten()
+                    .filter(|v| v.is_finite())
+                    .fold(1.0f64, f64::max)
+                    .ceil()
+            };
             let mut chart = ChartBuilder::on(panel)
                 .caption(panel_title(kind), (FONT, 14))
                 .margin(6)
                 .margin_right(24)
                 .x_label_area_size(28)
                 .y_label_area_size(label_area)
-                .build_cartesian_2d(0f64..1f64, Rows(n))
+                .build_cartesian_2d(0f64..top, Rows(n))
                 .map_err(|e| draw_error(PLOT, e))?;
             chart
                 .configure_mesh()
@@ -212,7 +224,7 @@ fn rates_svg(arms: &[&ArmSummary], labels: &[String]) -> Result<String, PlotErro
                 chart
                     .draw_series(std::iter::once(Text::new(
                         "no arms",
-                        (0.5, 0.5),
+                        (0.5 * top, 0.5),
                         words_style.clone().pos(Pos::new(HPos::Center, VPos::Center)),
                     )))
                     .map_err(|e| draw_error(PLOT, e))?;
@@ -226,9 +238,9 @@ fn rates_svg(arms: &[&ArmSummary], labels: &[String]) -> Result<String, PlotErro
                         chart
                             .draw_series(std::iter::once(ErrorBar::new_horizontal(
                                 y,
-                                low.clamp(0.0, 1.0),
-                                value.clamp(0.0, 1.0),
-                                high.clamp(0.0, 1.0),
+                                low.clamp(0.0, top),
+                                value.clamp(0.0, top),
+                                high.clamp(0.0, top),
                                 color.stroke_width(2),
                                 10,
                             )))
@@ -237,7 +249,7 @@ fn rates_svg(arms: &[&ArmSummary], labels: &[String]) -> Result<String, PlotErro
                     }
                     Mark::Point { value } => {
                         chart
-                            .draw_series(std::iter::once(Circle::new((value.clamp(0.0, 1.0), y), 4, color.filled())))
+                            .draw_series(std::iter::once(Circle::new((value.clamp(0.0, top), y), 4, color.filled())))
                             .map_err(|e| draw_error(PLOT, e))?;
                         (value_text(value, rate), value, value_style.clone())
                     }
@@ -246,10 +258,10 @@ fn rates_svg(arms: &[&ArmSummary], labels: &[String]) -> Result<String, PlotErro
                 // The figure sits just above its point, reading rightwards,
                 // or leftwards near the right edge, so it never runs into
                 // the arm labels or off the plot.
-                let (x, pos) = if at <= 0.8 {
-                    (at.max(0.0) + 0.01, Pos::new(HPos::Left, VPos::Bottom))
+                let (x, pos) = if at <= 0.8 * top {
+                    (at.max(0.0) + 0.01 * top, Pos::new(HPos::Left, VPos::Bottom))
                 } else {
-                    (at.min(1.0) - 0.01, Pos::new(HPos::Right, VPos::Bottom))
+                    (at.min(top) - 0.01 * top, Pos::new(HPos::Right, VPos::Bottom))
                 };
                 chart
                     .draw_series(std::iter::once(Text::new(text, (x, y + 0.1), style.pos(pos))))

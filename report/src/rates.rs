@@ -57,6 +57,17 @@ pub enum RateKind {
     CitationCoverageMicro,
     /// The mean over questions of each question's citation coverage.
     CitationCoverageMacro,
+    /// Unique sources per output (seed 004 "unique sources per product and
+    /// category"): each scored output's distinct normalised cited URLs,
+    /// summed, / scored outputs. A mean count, not a proportion.
+    SourcesPerOutput,
+    /// Cited sources whose capture was not accessible / cited sources
+    /// whose accessibility was checked (captured), pooled.
+    InaccessibleSources,
+    /// Cited sources that are only secondary / cited sources: needs a
+    /// reviewer's label, which the review does not have, so it is never
+    /// measured (said, never 0).
+    SecondaryOnlySources,
 }
 
 /// How a rate pools its questions.
@@ -91,7 +102,7 @@ pub struct Compared {
 
 impl RateKind {
     /// Every rate, in the order they are computed, stored and shown.
-    pub const ALL: [RateKind; 11] = [
+    pub const ALL: [RateKind; 14] = [
         RateKind::Completion,
         RateKind::SupportMicro,
         RateKind::SupportMacro,
@@ -103,6 +114,9 @@ impl RateKind {
         RateKind::CitationPrecisionMacro,
         RateKind::CitationCoverageMicro,
         RateKind::CitationCoverageMacro,
+        RateKind::SourcesPerOutput,
+        RateKind::InaccessibleSources,
+        RateKind::SecondaryOnlySources,
     ];
 
     /// Its position in [`RateKind::ALL`] (the declaration order).
@@ -124,6 +138,9 @@ impl RateKind {
             RateKind::CitationPrecisionMacro => "citation_precision_macro",
             RateKind::CitationCoverageMicro => "citation_coverage_micro",
             RateKind::CitationCoverageMacro => "citation_coverage_macro",
+            RateKind::SourcesPerOutput => "sources_per_output",
+            RateKind::InaccessibleSources => "inaccessible_source_rate",
+            RateKind::SecondaryOnlySources => "secondary_only_sources",
         }
     }
 
@@ -142,6 +159,9 @@ impl RateKind {
             RateKind::CitationPrecisionMacro => "citation precision (macro)",
             RateKind::CitationCoverageMicro => "citation coverage (micro)",
             RateKind::CitationCoverageMacro => "citation coverage (macro)",
+            RateKind::SourcesPerOutput => "unique sources per output",
+            RateKind::InaccessibleSources => "inaccessible sources",
+            RateKind::SecondaryOnlySources => "secondary-only sources",
         }
     }
 
@@ -154,6 +174,9 @@ impl RateKind {
             RateKind::ClaimFidelityMicro => "fully supported / factual claims (human review), pooled",
             RateKind::CitationPrecisionMicro => "supporting / claim-citation pairs (human review), pooled",
             RateKind::CitationCoverageMicro => "covered / factual claims (human review), pooled",
+            RateKind::SourcesPerOutput => "distinct cited URLs per output / scored outputs, pooled",
+            RateKind::InaccessibleSources => "inaccessible / captured cited sources, pooled",
+            RateKind::SecondaryOnlySources => "only secondary / cited sources (a reviewer label), pooled",
             RateKind::SupportMacro
             | RateKind::ResolutionMacro
             | RateKind::ClaimFidelityMacro
@@ -172,6 +195,9 @@ impl RateKind {
             RateKind::ClaimFidelityMicro | RateKind::ClaimFidelityMacro => "claim fidelity",
             RateKind::CitationPrecisionMicro | RateKind::CitationPrecisionMacro => "citation precision",
             RateKind::CitationCoverageMicro | RateKind::CitationCoverageMacro => "citation coverage",
+            RateKind::SourcesPerOutput => "unique sources per output",
+            RateKind::InaccessibleSources => "inaccessible-source rate",
+            RateKind::SecondaryOnlySources => "secondary-only source rate",
         }
     }
 
@@ -191,13 +217,23 @@ impl RateKind {
             | RateKind::ResolutionMicro
             | RateKind::ClaimFidelityMicro
             | RateKind::CitationPrecisionMicro
-            | RateKind::CitationCoverageMicro => Pooling::Micro,
+            | RateKind::CitationCoverageMicro
+            | RateKind::SourcesPerOutput
+            | RateKind::InaccessibleSources
+            | RateKind::SecondaryOnlySources => Pooling::Micro,
             RateKind::SupportMacro
             | RateKind::ResolutionMacro
             | RateKind::ClaimFidelityMacro
             | RateKind::CitationPrecisionMacro
             | RateKind::CitationCoverageMacro => Pooling::Macro,
         }
+    }
+
+    /// Whether its value is a proportion in [0, 1] (every rate but a mean
+    /// count, [`RateKind::SourcesPerOutput`]): the plots scale the others'
+    /// axis to the values.
+    pub const fn is_proportion(self) -> bool {
+        !matches!(self, RateKind::SourcesPerOutput)
     }
 
     /// The macro rate of the same ratio, for a micro rate that has one
@@ -246,7 +282,10 @@ impl RateKind {
             | RateKind::ResolutionMacro
             | RateKind::ClaimFidelityMacro
             | RateKind::CitationPrecisionMacro
-            | RateKind::CitationCoverageMacro => None,
+            | RateKind::CitationCoverageMacro
+            | RateKind::SourcesPerOutput
+            | RateKind::InaccessibleSources
+            | RateKind::SecondaryOnlySources => None,
         }
     }
 
@@ -287,6 +326,10 @@ impl RateKind {
                 (t.review.supporting, t.review.pairs)
             }
             RateKind::CitationCoverageMicro | RateKind::CitationCoverageMacro => (t.review.covered, t.review.factual),
+            RateKind::SourcesPerOutput => (t.sources.cited, t.counts.scored),
+            RateKind::InaccessibleSources => (t.sources.inaccessible, t.sources.captured()),
+            // No label to count: nothing is numerator or denominator.
+            RateKind::SecondaryOnlySources => (0, 0),
         }
     }
 
@@ -373,6 +416,54 @@ impl RateKind {
             RateKind::CitationCoverageMicro | RateKind::CitationCoverageMacro => {
                 review(t.review.unresolved_claims + t.review.unresolved_pairs, "no factual claims")
             }
+            RateKind::SourcesPerOutput => {
+                if t.counts.scored == 0 && unscored > 0 {
+                    not_scored()
+                } else if t.counts.scored == 0 {
+                    (RateStatus::NotApplicable, Some("no scored outputs".into()))
+                } else {
+                    measured()
+                }
+            }
+            RateKind::InaccessibleSources => {
+                let s = &t.sources;
+                if s.cited == 0 && unscored > 0 {
+                    not_scored()
+                } else if s.cited == 0 {
+                    (RateStatus::NotApplicable, Some("no cited sources".into()))
+                } else if s.captured() == 0 {
+                    (
+                        RateStatus::Unmeasured,
+                        Some(format!(
+                            "none of the {} cited source(s) was captured (no capture at collection and no \
+                             `cohort judge --capture`), so their accessibility is unknown",
+                            s.cited
+                        )),
+                    )
+                } else if s.uncaptured > 0 {
+                    (
+                        RateStatus::Measured,
+                        Some(format!(
+                            "measured on the {} captured of {} cited source(s): {} were never captured and are in \
+                             neither numerator nor denominator",
+                            s.captured(),
+                            s.cited,
+                            s.uncaptured
+                        )),
+                    )
+                } else {
+                    measured()
+                }
+            }
+            RateKind::SecondaryOnlySources => {
+                if t.sources.cited == 0 && unscored > 0 {
+                    not_scored()
+                } else if t.sources.cited == 0 {
+                    (RateStatus::NotApplicable, Some("no cited sources".into()))
+                } else {
+                    (RateStatus::Unmeasured, Some(SECONDARY_UNMEASURED.to_owned()))
+                }
+            }
         }
     }
 }
@@ -388,6 +479,40 @@ pub(crate) struct Tally {
     pub(crate) formats: FormatCounts,
     /// The human review's final figures (`review::metrics`).
     pub(crate) review: ReviewTally,
+    /// The scored outputs' cited sources and their accessibility.
+    pub(crate) sources: SourceTally,
+}
+
+/// Why the secondary-only source rate is never measured in this version.
+pub const SECONDARY_UNMEASURED: &str = "not measured: the human review has no label for a source that is only \
+     secondary (its pair reasons are broken, fabricated, inaccessible and irrelevant), so how many are is unknown, \
+     never 0";
+
+/// The cited sources of scored outputs (one per distinct normalised URL of
+/// an output's reference table), by what their capture found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct SourceTally {
+    pub(crate) cited: u64,
+    /// A capture answered HTTP 200 (the record's, or a judging pass's).
+    pub(crate) accessible: u64,
+    /// Captured, and no capture was accessible.
+    pub(crate) inaccessible: u64,
+    /// Never captured: accessibility unknown.
+    pub(crate) uncaptured: u64,
+}
+
+impl SourceTally {
+    /// Sources whose accessibility was checked.
+    pub(crate) fn captured(&self) -> u64 {
+        self.accessible + self.inaccessible
+    }
+
+    pub(crate) fn add(&mut self, o: &SourceTally) {
+        self.cited += o.cited;
+        self.accessible += o.accessible;
+        self.inaccessible += o.inaccessible;
+        self.uncaptured += o.uncaptured;
+    }
 }
 
 /// Scored runs by the citation format their output used.

@@ -26,6 +26,9 @@ use crate::{ReportError, compute, csv, html, markdown, plots};
 /// The folder under a cohort directory that holds its reports.
 pub const REPORTS_DIR: &str = "reports";
 
+/// One line per cited source of each scored output (docs/report.md).
+pub const SOURCES_JSONL: &str = "sources.jsonl";
+
 /// The human review's final decisions, one JSON line each (docs/report.md).
 pub const REVIEW_JSONL: &str = "review.jsonl";
 /// The imported review files, byte for byte, are published as
@@ -76,7 +79,7 @@ pub struct ReportWritten {
 }
 
 /// The columns of `runs.csv`, in order (docs/report.md).
-pub const RUNS_CSV_COLUMNS: [&str; 32] = [
+pub const RUNS_CSV_COLUMNS: [&str; 35] = [
     "metrics_version",
     "tool_version",
     "manifest_sha256",
@@ -106,6 +109,9 @@ pub const RUNS_CSV_COLUMNS: [&str; 32] = [
     "contradictions",
     "citation_format",
     "scoring_error",
+    "sources",
+    "inaccessible_sources",
+    "uncaptured_sources",
     "cost",
     "currency",
     "record_sha256",
@@ -172,11 +178,12 @@ async fn fill(
     let mut files: Vec<FileEntry> = Vec::new();
     let mut claims = create(dir, "claims.jsonl")?;
     let mut traces = create(dir, "judge_traces.jsonl")?;
-    for w in [&mut claims, &mut traces] {
+    let mut sources = create(dir, SOURCES_JSONL)?;
+    for w in [&mut claims, &mut traces, &mut sources] {
         writeln!(w, "{header}").map_err(|e| ReportError::io(&w.name, e))?;
     }
     let started = std::time::Instant::now();
-    let mut sink = ThreadSink::start(claims, traces)?;
+    let mut sink = ThreadSink::start([claims, traces, sources])?;
     let gathered = gather::gather(frozen, ledger, artifacts, &mut sink, true, options.pass.as_deref()).await;
     let written = sink.finish();
     let gathered = gathered?;
@@ -309,35 +316,36 @@ fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<FileEntry, ReportE
     w.finish()
 }
 
-/// Writes claim and trace lines on a thread of its own (writing and
-/// hashing gigabytes overlaps with reading records), in the order given.
-/// The channel is bounded, so memory stays a few chunks' worth.
+/// Writes claim, trace and source lines on a thread of its own (writing
+/// and hashing gigabytes overlaps with reading records), in the order
+/// given. The channel is bounded, so memory stays a few chunks' worth.
 struct ThreadSink {
-    tx: Option<std::sync::mpsc::SyncSender<(bool, Vec<u8>)>>,
+    /// Lines for file 0 (claims), 1 (traces) or 2 (sources).
+    tx: Option<std::sync::mpsc::SyncSender<(usize, Vec<u8>)>>,
     handle: Option<std::thread::JoinHandle<Result<Vec<FileEntry>, ReportError>>>,
 }
 
 impl ThreadSink {
-    fn start(mut claims: HashedFile, mut traces: HashedFile) -> Result<ThreadSink, ReportError> {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<(bool, Vec<u8>)>(2 * gather::CHUNK_RUNS);
+    fn start(mut files: [HashedFile; 3]) -> Result<ThreadSink, ReportError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Vec<u8>)>(2 * gather::CHUNK_RUNS);
         let handle = std::thread::Builder::new()
             .name("report-writer".to_owned())
             .spawn(move || {
-                for (is_claims, lines) in rx {
-                    let file = if is_claims { &mut claims } else { &mut traces };
+                for (which, lines) in rx {
+                    let file = &mut files[which];
                     file.write_all(&lines).map_err(|e| ReportError::io(&file.name, e))?;
                 }
-                Ok(vec![claims.finish()?, traces.finish()?])
+                files.into_iter().map(HashedFile::finish).collect()
             })
             .map_err(|e| ReportError::io("cannot start the report writer", e))?;
         Ok(ThreadSink { tx: Some(tx), handle: Some(handle) })
     }
 
-    fn send(&mut self, is_claims: bool, lines: Vec<u8>) -> Result<(), ReportError> {
+    fn send(&mut self, which: usize, lines: Vec<u8>) -> Result<(), ReportError> {
         if lines.is_empty() {
             return Ok(());
         }
-        let sent = self.tx.as_ref().is_some_and(|tx| tx.send((is_claims, lines)).is_ok());
+        let sent = self.tx.as_ref().is_some_and(|tx| tx.send((which, lines)).is_ok());
         if sent {
             return Ok(());
         }
@@ -348,7 +356,7 @@ impl ThreadSink {
         }
     }
 
-    /// Closes the channel and waits for the writer: the two files' entries.
+    /// Closes the channel and waits for the writer: the three files' entries.
     fn finish(&mut self) -> Result<Vec<FileEntry>, ReportError> {
         self.tx = None;
         match self.handle.take().map(std::thread::JoinHandle::join) {
@@ -361,10 +369,13 @@ impl ThreadSink {
 
 impl gather::LineSink for ThreadSink {
     fn claims(&mut self, lines: Vec<u8>) -> Result<(), ReportError> {
-        self.send(true, lines)
+        self.send(0, lines)
     }
     fn traces(&mut self, lines: Vec<u8>) -> Result<(), ReportError> {
-        self.send(false, lines)
+        self.send(1, lines)
+    }
+    fn sources(&mut self, lines: Vec<u8>) -> Result<(), ReportError> {
+        self.send(2, lines)
     }
 }
 
@@ -406,7 +417,7 @@ pub fn write_runs_csv(w: &mut impl Write, summary: &Summary, runs: &[RunView]) -
     for run in runs {
         line.clear();
         let s = run.scored.as_ref();
-        let fields: [String; 32] = [
+        let fields: [String; RUNS_CSV_COLUMNS.len()] = [
             summary.metrics_version.to_string(),
             summary.tool_version.clone(),
             summary.manifest_sha256.clone(),
@@ -436,6 +447,9 @@ pub fn write_runs_csv(w: &mut impl Write, summary: &Summary, runs: &[RunView]) -
             opt(s.map(|s| s.contradictions)),
             s.map(|s| s.citation_format.clone()).unwrap_or_default(),
             run.scoring_error.clone().unwrap_or_default(),
+            opt(s.map(|s| s.sources)),
+            opt(s.map(|s| s.inaccessible_sources)),
+            opt(s.map(|s| s.uncaptured_sources)),
             run.cost.map(|c| c.to_string()).unwrap_or_default(),
             run.currency.clone().unwrap_or_default(),
             run.record_sha256.clone(),

@@ -83,19 +83,68 @@ fn output(n: usize) -> String {
     s
 }
 
+/// [`output`] whose reference list also names `extra` URLs ([2], [3]...),
+/// uncited in the text: more sources, the same claims and citations.
+fn output_also_listing(n: usize, extra: &[&str]) -> String {
+    let mut s = output(n);
+    for (i, url) in extra.iter().enumerate() {
+        s.push_str(&format!("[{}] {url}\n", i + 2));
+    }
+    s
+}
+
+/// A capture of `url` as the record keeps it: HTTP `status` (none: the
+/// fetch never got an answer), accessible only for 200.
+fn capture(url: &str, status: Option<u16>, at: &str) -> serde_json::Value {
+    let accessible = status == Some(200);
+    json!({
+        "url": url, "final_url": url, "http_status": status, "accessible": accessible,
+        "content_type": "text/html", "accessed_at": at, "published_at": if accessible { Some("2026-01-05") } else { None },
+        "bytes": 10, "raw_sha256": null, "text_sha256": null,
+        "error": if accessible { None } else { Some("planted failure") },
+        "failure": if accessible { None } else if status.is_some() { Some("non_success") } else { Some("timeout") },
+        "truncated": false
+    })
+}
+
+/// The captures planted in each run's record (the source figures' test):
+/// q1:a:1 one accessible and one 404; q1:b:1 one accessible; q2:b:1 one
+/// timed out and one tried twice (503, then 200); every other source is
+/// never captured.
+fn planted_captures(run_id: &str) -> serde_json::Value {
+    let source = "https://example.org/source";
+    match run_id {
+        "q1:a:1" => json!([
+            capture(source, Some(200), "2026-11-01T10:00:00.000Z"),
+            capture("https://example.org/other", Some(404), "2026-11-01T10:00:01.000Z")
+        ]),
+        "q1:b:1" => json!([capture(source, Some(200), "2026-11-01T10:01:00.000Z")]),
+        "q2:b:1" => json!([
+            capture(source, None, "2026-11-01T10:02:00.000Z"),
+            capture("https://example.net/b-only", Some(503), "2026-11-01T10:02:01.000Z"),
+            capture("https://example.net/b-only", Some(200), "2026-11-01T10:02:02.000Z")
+        ]),
+        _ => json!([]),
+    }
+}
+
 /// What each run becomes: outcome, and for completed runs the output and
 /// each claim's verdict.
 fn plan(run_id: &str) -> (Outcome, Option<(String, Vec<Verdict>)>) {
     use Verdict::{No, Unjudged, Yes};
     let pe = Unjudged(UnjudgedReason::ProviderError);
     match run_id {
-        "q1:a:1" => (Outcome::Completed, Some((output(3), vec![Yes, Yes, No]))),
+        "q1:a:1" => {
+            (Outcome::Completed, Some((output_also_listing(3, &["https://example.org/other"]), vec![Yes, Yes, No])))
+        }
         // Zero claims: an output with no assertive sentence.
         "q2:a:1" => (Outcome::Completed, Some(("OK".to_owned(), vec![]))),
         "q3:a:1" => (Outcome::Failed, None),
         "q4:a:1" => (Outcome::Completed, Some((output(2), vec![pe, pe]))),
         "q1:b:1" => (Outcome::Completed, Some((output(1), vec![Yes]))),
-        "q2:b:1" => (Outcome::Completed, Some((output(2), vec![Yes, No]))),
+        "q2:b:1" => {
+            (Outcome::Completed, Some((output_also_listing(2, &["https://example.net/b-only"]), vec![Yes, No])))
+        }
         "q3:b:1" => (Outcome::Completed, Some((output(1), vec![No]))),
         "q4:b:1" => (Outcome::NotRun, None),
         // Arm c: the judge failed on every claim.
@@ -175,7 +224,7 @@ async fn build_with(dir: &Path, leave_pending: bool) -> (FrozenCohort, Vec<u8>, 
                     "pinned_version": "x", "settings": {}, "started_at": "", "ended_at": "", "duration_ms": 500,
                     "outcome": "completed", "failure_reason": null, "attempt_class": "ok", "token_usage": null,
                     "cost": null, "currency": null, "system_sources": [],
-                    "scoring": {"report": report, "evidence_sources": [], "captures": [],
+                    "scoring": {"report": report, "evidence_sources": [], "captures": planted_captures(&grant.run_id),
                                 "judge": {"requested_model": "judge-model", "served_models": ["judge-model"],
                                           "input_tokens": 0, "output_tokens": 0, "cost_micros": null,
                                           "currency": "", "attempt_classes": [], "error": null},
@@ -654,6 +703,144 @@ async fn planted_review_rates_equal_the_hand_computation() {
         .arg("--intervals")
         .output()
         .expect("python3 is needed (scripts/test.sh installs it)");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && text.contains("all agree"), "{text}");
+}
+
+/// A cluster-bootstrap interval computed by hand from the draws of
+/// `cohort-bootstrap-v1` (`ClusterBootstrap::multiplicities`): per draw
+/// sum m[q] * num[q] / sum m[q] * den[q] over the questions in frozen
+/// order, undefined draws left out, then the linear 2.5% and 97.5%
+/// percentiles.
+fn hand_interval(num: &[f64], den: &[f64], draws: u32) -> (f64, f64) {
+    let boot = cohort_core::stats::ClusterBootstrap::new(num.len());
+    let boot = cohort_core::stats::ClusterBootstrap { draws, ..boot };
+    let mut values = Vec::new();
+    for b in 0..draws {
+        let m = boot.multiplicities(b);
+        let (mut n, mut d) = (0.0, 0.0);
+        for q in 0..num.len() {
+            n += f64::from(m[q]) * num[q];
+            d += f64::from(m[q]) * den[q];
+        }
+        if d != 0.0 {
+            values.push(n / d);
+        }
+    }
+    values.sort_by(f64::total_cmp);
+    let p = |x| cohort_core::stats::percentile_linear(&values, x).unwrap();
+    (p(0.025), p(0.975))
+}
+
+/// The source figures of planted captures equal the hand computation
+/// (seed 004: unique sources per product and category, the
+/// inaccessible-source rate, secondary-only sources): per output a source
+/// is a distinct URL of its reference table, accessible when any capture
+/// of it answered 200 (q2:b:1's b-only source failed with 503, then
+/// answered), inaccessible when captured and never accessible, uncaptured
+/// otherwise; unique sources count a URL cited by several outputs once;
+/// every interval is the hand-computed cluster bootstrap; the
+/// secondary-only rate is unmeasured with its reason, never 0; sources.jsonl
+/// holds one line per output and source with its access time;
+/// scripts/rederive_report.py --intervals re-derives all of it from the
+/// published files; verify agrees.
+#[tokio::test]
+async fn planted_source_figures_equal_the_hand_computation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("numbers");
+    let (frozen, manifest, ledger, artifacts) = build(&dir).await;
+    let opts = options(&dir, 1_790_001_000);
+    let written = write_report(&frozen, &manifest, &ledger, &artifacts, &opts).await.unwrap();
+    let s = &written.summary;
+    let draws = opts.draws;
+    use RateKind::{InaccessibleSources, SecondaryOnlySources, SourcesPerOutput};
+    let check = |rate: &cohort_report::model::Rate, num: &[f64], den: &[f64], what: &str| {
+        let (n, d): (f64, f64) = (num.iter().sum(), den.iter().sum());
+        assert_eq!(rate.status, RateStatus::Measured, "{what}: {rate:?}");
+        assert_eq!((rate.numerator, rate.denominator), (n, d), "{what}");
+        assert!((rate.value.unwrap() - n / d).abs() < 1e-12, "{what}: {:?} vs {}", rate.value, n / d);
+        let (lo, hi) = hand_interval(num, den, draws);
+        assert!((rate.ci_low.unwrap() - lo).abs() < 1e-12, "{what}: ci_low {:?} vs {lo}", rate.ci_low);
+        assert!((rate.ci_high.unwrap() - hi).abs() < 1e-12, "{what}: ci_high {:?} vs {hi}", rate.ci_high);
+    };
+    // Questions in frozen order q1 q2 q3 q4.
+    // a: q1 lists source (200) and other (404); q2 no reference; q3 failed;
+    // q4 source, never captured.
+    let a = arm(s, "a");
+    assert_eq!(
+        (a.sources.cited, a.sources.unique, a.sources.accessible, a.sources.inaccessible, a.sources.uncaptured),
+        (3, 2, 1, 1, 1)
+    );
+    check(&a.rates[SourcesPerOutput], &[2.0, 0.0, 0.0, 1.0], &[1.0, 1.0, 0.0, 1.0], "a sources per output");
+    check(&a.rates[InaccessibleSources], &[1.0, 0.0, 0.0, 0.0], &[2.0, 0.0, 0.0, 0.0], "a inaccessible");
+    let reason = a.rates[InaccessibleSources].reason.clone().unwrap();
+    assert!(reason.contains("2 captured of 3") && reason.contains("1 were never captured"), "{reason}");
+    // b: q1 source (200); q2 source (timed out) and b-only (503, then 200);
+    // q3 source never captured; q4 not run. source is cited three times, once.
+    let b = arm(s, "b");
+    assert_eq!(
+        (b.sources.cited, b.sources.unique, b.sources.accessible, b.sources.inaccessible, b.sources.uncaptured),
+        (4, 2, 2, 1, 1)
+    );
+    check(&b.rates[SourcesPerOutput], &[1.0, 2.0, 1.0, 0.0], &[1.0, 1.0, 1.0, 0.0], "b sources per output");
+    check(&b.rates[InaccessibleSources], &[0.0, 1.0, 0.0, 0.0], &[1.0, 2.0, 0.0, 0.0], "b inaccessible");
+    // Per category: a's history (q3 failed, q4 uncaptured) has nothing
+    // captured: unmeasured, never 0; its technology output cites nothing.
+    let cat = |arm: &cohort_report::model::ArmSummary, c: &str| {
+        arm.categories.iter().find(|x| x.category == c).unwrap().clone()
+    };
+    let (science, technology, history) = (cat(a, "science"), cat(a, "technology"), cat(a, "history"));
+    assert_eq!((science.sources.cited, science.sources.unique, science.sources.inaccessible), (2, 2, 1));
+    check(&science.rates[InaccessibleSources], &[1.0, 0.0, 0.0, 0.0], &[2.0, 0.0, 0.0, 0.0], "a science");
+    assert_eq!(history.rates[InaccessibleSources].status, RateStatus::Unmeasured);
+    assert_eq!(history.rates[InaccessibleSources].value, None);
+    assert!(history.rates[InaccessibleSources].reason.as_deref().unwrap().contains("none of the 1 cited source"));
+    assert_eq!(technology.rates[InaccessibleSources].status, RateStatus::NotApplicable);
+    check(&technology.rates[SourcesPerOutput], &[0.0, 0.0, 0.0, 0.0], &[0.0, 1.0, 0.0, 0.0], "a technology");
+    let b_hist = cat(b, "history");
+    assert_eq!((b_hist.sources.cited, b_hist.sources.unique, b_hist.sources.uncaptured), (1, 1, 1));
+    // c: four outputs citing the same never-captured source.
+    let c = arm(s, "c");
+    assert_eq!((c.sources.cited, c.sources.unique, c.sources.uncaptured), (4, 1, 4));
+    assert_eq!(c.rates[InaccessibleSources].status, RateStatus::Unmeasured);
+    // Secondary-only: no reviewer label exists; unmeasured with the reason.
+    for arm in [a, b, c] {
+        let r = &arm.rates[SecondaryOnlySources];
+        assert_eq!((r.status, r.value), (RateStatus::Unmeasured, None), "{}", arm.id);
+        assert!(r.reason.as_deref().unwrap().contains("no label for a source that is only secondary"));
+    }
+    let md = fs::read_to_string(written.path.join("summary.md")).unwrap();
+    assert!(md.contains("| secondary-only source rate | n/a (unmeasured) |"), "summary.md");
+    assert!(md.contains("| a | 3 | 2 | 1 | 1 | 1 |"), "summary.md's sources table");
+    // sources.jsonl: one line per output and source, with what was found.
+    let lines: Vec<serde_json::Value> = fs::read_to_string(written.path.join("sources.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines[0]["kind"], "header");
+    assert_eq!(lines.len(), 1 + 3 + 4 + 4);
+    let b_only = lines.iter().find(|l| l["url"] == "https://example.net/b-only").unwrap();
+    assert_eq!(
+        (&b_only["run_id"], &b_only["status"], &b_only["http_status"], &b_only["accessed_at"], &b_only["indices"]),
+        (&json!("q2:b:1"), &json!("accessible"), &json!(200), &json!("2026-11-01T10:02:02.000Z"), &json!([2]))
+    );
+    let timed_out = lines.iter().find(|l| l["run_id"] == "q2:b:1" && l["url"] == "https://example.org/source").unwrap();
+    assert_eq!((&timed_out["status"], &timed_out["failure"]), (&json!("inaccessible"), &json!("timeout")));
+    // runs.csv carries the per-run counts the script checks.
+    let csv = fs::read_to_string(written.path.join("runs.csv")).unwrap();
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let row: Vec<&str> = csv.lines().find(|l| l.contains("q2:b:1")).unwrap().split(',').collect();
+    assert_eq!(
+        (row[col("sources")], row[col("inaccessible_sources")], row[col("uncaptured_sources")]),
+        ("2", "1", "0")
+    );
+    let ok = cohort_report::verify_report(&written.path, &dir, &frozen, &ledger, &artifacts).await.unwrap();
+    assert!(ok.ok(), "{:?}", ok.differences);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/rederive_report.py");
+    let out =
+        std::process::Command::new("python3").arg(&script).arg(&written.path).arg("--intervals").output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success() && text.contains("all agree"), "{text}");
 }
