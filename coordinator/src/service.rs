@@ -26,7 +26,7 @@ use tokio::sync::RwLock;
 use tonic::service::interceptor::InterceptedService;
 use tonic::{Request, Response, Status};
 use tonic_health::ServingStatus;
-use tracing::{Instrument as _, info, info_span, warn};
+use tracing::{Instrument as _, error, info, info_span, warn};
 
 use crate::convert;
 use crate::metrics::{CoordinatorMetrics, CoordinatorOps};
@@ -603,6 +603,23 @@ pub async fn run(
                 Ok(()) => {
                     reconciler.metrics.reconciled(started.elapsed(), None);
                     true
+                }
+                Err(LedgerError::NotSeeded) => {
+                    // The ledger held the cohort when this coordinator
+                    // started (it seeds first): it lost it. Said once, at
+                    // ERROR; nothing is leased meanwhile (every ledger call
+                    // fails the same way) and the coordinator will not
+                    // seed it again when restarted.
+                    reconciler.metrics.reconciled(started.elapsed(), Some(LedgerError::NotSeeded.to_string()));
+                    if serving {
+                        error!(
+                            cohort = %reconciler.plan.cohort,
+                            "the ledger no longer holds the cohort it was serving (Redis emptied by FLUSHALL or \
+                             restarted on an empty data folder?): nothing is leased; restore the ledger from its \
+                             backup and restart the coordinator, which will not seed it again"
+                        );
+                    }
+                    false
                 }
                 Err(e) => {
                     reconciler.metrics.reconciled(started.elapsed(), Some(e.to_string()));

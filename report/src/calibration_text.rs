@@ -24,12 +24,15 @@ pub fn calibration_table(c: &Calibration) -> String {
     let dimension = c.dimension.as_deref().map(|d| format!(" ({d})")).unwrap_or_default();
     let _ = writeln!(
         out,
-        "calibration{dimension}: gold {} with {} items, {} pass, {} fail; 95% intervals over {} item resamples (seed {})\n",
+        "calibration{dimension}: gold {} with {} items, {} pass, {} fail; 95% intervals over {} {} resamples \
+         ({}, seed {})\n",
         gold.file,
         gold.items,
         gold.pass,
         gold.items - gold.pass,
         c.resamples,
+        c.resample_unit,
+        c.algorithm,
         c.seed
     );
     let width = results.iter().map(|r| r.name.len()).max().unwrap_or(5).max(5);

@@ -137,6 +137,18 @@ pub enum ServeError {
     /// A step of the judging stage failed.
     #[error(transparent)]
     Stage(#[from] cohort_worker::judging::StageError),
+    /// The ledger holds nothing of a cohort it held before.
+    #[error(
+        "the ledger holds nothing of cohort {cohort:?}, but it was seeded at {seeded_at} ({}): the ledger lost its \
+         data (Redis emptied by FLUSHALL or restarted on an empty data folder, or the ledger file deleted). Seeding \
+         it again would reopen the collection window and run every run again, calling the products a second time \
+         for runs that have records, so nothing was seeded and nothing run. Restore the ledger from its backup \
+         (Redis: its RDB/AOF files; the embedded ledger: .cohort/ledger.sqlite) and start again. No command \
+         rebuilds a ledger from the run records and the workers' journals yet (docs/operations.md, \"A lost \
+         ledger\")",
+        marker.display()
+    )]
+    LedgerLost { cohort: String, seeded_at: String, marker: PathBuf },
     /// Another I/O failure, as the operating system says it.
     #[error(transparent)]
     Io(#[from] std::io::Error),

@@ -140,12 +140,61 @@ pub fn artifact_store(frozen: &Frozen, store: &StoreConfig) -> Result<ArtifactSt
     })
 }
 
-/// Seeds the ledger from the manifest (idempotent).
+/// Seeds the ledger from the manifest (idempotent), unless the ledger lost
+/// the cohort: an empty ledger for a cohort whose seed marker
+/// ([`SEED_MARKER`]) says it was seeded before is refused
+/// ([`ServeError::LedgerLost`]), because seeding it again would reopen the
+/// collection window and run every run again, calling the products a
+/// second time for runs that have records. The first seeding writes the
+/// marker.
 pub async fn seed(ledger: &dyn Ledger, frozen: &Frozen) -> Result<SeedOutcome, ServeError> {
+    if let Err(cohort_ledger::LedgerError::NotSeeded) = ledger.status().await
+        && let Some(lost) = lost_ledger(frozen)
+    {
+        return Err(lost);
+    }
     let header = PlanHeader::for_cohort(&frozen.cohort.config, &frozen.manifest_sha256);
     let questions: Vec<(String, String)> =
         frozen.cohort.questions.iter().map(|q| (q.id.clone(), q.text.clone())).collect();
-    Ok(ledger.seed(&header, &questions, &frozen.manifest.order, now_ms()).await?)
+    let outcome = ledger.seed(&header, &questions, &frozen.manifest.order, now_ms()).await?;
+    write_seed_marker(frozen)?;
+    Ok(outcome)
+}
+
+/// Where a cohort records that its ledger was seeded: the evidence that
+/// an empty ledger lost the cohort rather than never held it.
+pub const SEED_MARKER: &str = ".cohort/ledger-seeded.json";
+
+/// Writes the seed marker once (cohort, manifest, when).
+fn write_seed_marker(frozen: &Frozen) -> Result<(), ServeError> {
+    let path = frozen.dir.join(SEED_MARKER);
+    if path.exists() {
+        return Ok(());
+    }
+    let marker = serde_json::json!({
+        "cohort": frozen.cohort.config.name,
+        "manifest_sha256": frozen.manifest_sha256,
+        "seeded_at": cohort_worker::record::rfc3339_ms(now_ms()),
+    });
+    let dir = path.parent().unwrap_or(&frozen.dir);
+    std::fs::create_dir_all(dir).map_err(|source| ServeError::CreateDir { path: dir.to_path_buf(), source })?;
+    let text = format!("{marker:#}\n");
+    std::fs::write(&path, text).map_err(|source| ServeError::Write { path, source })
+}
+
+/// [`ServeError::LedgerLost`] when the cohort's seed marker says its
+/// ledger was seeded before (for this manifest); `None` otherwise.
+pub fn lost_ledger(frozen: &Frozen) -> Option<ServeError> {
+    let path = frozen.dir.join(SEED_MARKER);
+    let marker: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).ok()?).ok()?;
+    if marker["manifest_sha256"].as_str() != Some(frozen.manifest_sha256.as_str()) {
+        return None;
+    }
+    Some(ServeError::LedgerLost {
+        cohort: frozen.cohort.config.name.clone(),
+        seeded_at: marker["seeded_at"].as_str().unwrap_or("an earlier run").to_owned(),
+        marker: path,
+    })
 }
 
 /// The plan a coordinator serves for the frozen cohort.

@@ -12,7 +12,7 @@ use cohort_ledger::Ledger;
 use cohort_serve::local::{ScoringConfig, StoreConfig};
 use cohort_worker::preflight::Scope;
 
-pub use cohort_serve::local::{load, seed};
+pub use cohort_serve::local::{load, lost_ledger, seed};
 pub use cohort_serve::{Frozen, shutdown_signal};
 
 /// Where a cohort's state lives.

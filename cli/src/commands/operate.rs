@@ -82,10 +82,10 @@ pub fn status(args: StatusArgs) -> anyhow::Result<()> {
         let ledger = local::open_ledger(&frozen, &args.store)
             .await
             .map_err(|e| super::refuse(format!("cannot read the ledger of {}: {e:#}", args.dir.display())))?;
-        let status = ledger
-            .status()
-            .await
-            .map_err(|e| super::refuse(format!("cannot read the status of {}: {e:#}", args.dir.display())))?;
+        let status = ledger.status().await.map_err(|e| match (&e, local::lost_ledger(&frozen)) {
+            (cohort_ledger::LedgerError::NotSeeded, Some(lost)) => super::refuse(lost),
+            _ => super::refuse(format!("cannot read the status of {}: {e:#}", args.dir.display())),
+        })?;
         // One bounded read serves the events shown and the throughput.
         let events = ledger
             .events(args.events.max(THROUGHPUT_EVENTS))

@@ -20,6 +20,7 @@ use anyhow::Context as _;
 use cohort_coordinator::freeze::read_manifest;
 use cohort_core::manifest;
 use cohort_core::taxonomy::Outcome;
+use cohort_serve::ServeError;
 use cohort_serve::run::{nothing_left_for_workers, runs_left};
 use cohort_serve::{LocalConfig, LocalEvent, LocalOutcome};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
@@ -78,7 +79,9 @@ async fn run_cohort(dir: &Path, args: &RunArgs) -> anyhow::Result<()> {
         pass: args.pass.clone(),
     };
     let mut shown = Shown::new(dir);
-    let outcome = cohort_serve::run_local(&config, |event| shown.show(event), local::shutdown_signal()).await?;
+    let outcome = cohort_serve::run_local(&config, |event| shown.show(event), local::shutdown_signal())
+        .await
+        .map_err(|e| if matches!(e, ServeError::LedgerLost { .. }) { super::refuse(e) } else { e.into() })?;
     let (status, was_interrupted, judged) = match outcome {
         LocalOutcome::Ran { status, interrupted, judged } => (status, interrupted, judged),
         LocalOutcome::JudgeRefused(error) => {
