@@ -50,6 +50,11 @@ runs.csv's claims, judged and supported columns must agree with claims.jsonl,
 and its sources, inaccessible_sources and uncaptured_sources columns with
 sources.jsonl, run by run; every file must carry the same metrics_version and
 manifest hash.
+  time_cost (runs.csv): estimated_cost = the sum of estimated_cost over
+    completed runs that have one (null with none, or in two currencies),
+    estimated_cost_runs, unknown_estimated_cost_runs; the same for
+    actual_cost; credits_runs and credits_debited (their sum; null when
+    none, or when one is not a number).
 
 --intervals also re-derives each comparison's paired review differences
 (claim_fidelity_micro, citation_precision_micro, citation_coverage_micro:
@@ -190,6 +195,29 @@ def source_counts(lines):
             "accessible": sum(1 for l in lines if l["status"] == "accessible"),
             "inaccessible": sum(1 for l in lines if l["status"] == "inaccessible"),
             "uncaptured": sum(1 for l in lines if l["status"] == "uncaptured")}
+
+
+def cost_block(rows):
+    """time_cost's cost counts from runs.csv: the price-catalogue estimate
+    over completed runs (a total only with at least one run and one
+    currency), the actual cost likewise, and the credits a person reported
+    (a total when every value reads as a number)."""
+    out = {}
+    completed = [r for r in rows if r["outcome"] == "completed"]
+    for kind in ("estimated", "actual"):
+        known = [r for r in completed if (r.get(f"{kind}_cost") or "") != ""]
+        currencies = {r.get(f"{kind}_cost_currency") or "" for r in known}
+        total = _ordered_sum(float(r[f"{kind}_cost"]) for r in known)
+        out[f"{kind}_cost_runs"] = len(known)
+        out[f"unknown_{kind}_cost_runs"] = len(completed) - len(known)
+        out[f"{kind}_cost"] = total if known and len(currencies) == 1 else None
+    credits = [r["credits_debited"] for r in rows if (r.get("credits_debited") or "") != ""]
+    out["credits_runs"] = len(credits)
+    try:
+        out["credits_debited"] = _ordered_sum(float(c) for c in credits) if credits else None
+    except ValueError:
+        out["credits_debited"] = None
+    return out
 
 
 def review_vectors(review, arm, index):
@@ -443,6 +471,7 @@ def derive(runs, claims, questions, arm_ids, with_intervals=False, draws=0, seed
                      "claims": {"extracted": extracted, "judged": judged, "supported": supported},
                      "citations": {"total": citations, "unresolved": citations - resolved},
                      "sources": source_blocks[""],
+                     "time_cost": cost_block(rows),
                      "category_sources": {k: v for k, v in source_blocks.items() if k},
                      "rates": rates})
 
@@ -558,7 +587,7 @@ def compare(summary, header, runs, arms_derived, problems, with_intervals):
     for derived in arms_derived:
         arm = derived["id"]
         reported = summary_arms.get(arm, {})
-        for group in ("counts", "claims", "citations", "sources"):
+        for group in ("counts", "claims", "citations", "sources", "time_cost"):
             for key, value in derived[group].items():
                 cmp.number(f"arms[{arm}].{group}.{key}", reported.get(group, {}).get(key), value)
         reported_categories = {c.get("category"): c for c in reported.get("categories", [])}

@@ -161,7 +161,7 @@ pub fn summarise(frozen: &FrozenCohort, gathered: &Gathered, draws: u32) -> Summ
     let mut cells = vec![vec![Cell::default(); n_q]; config.arms.len()];
     let mut observed: Vec<BTreeMap<String, u64>> = vec![BTreeMap::new(); config.arms.len()];
     let mut durations: Vec<Vec<i64>> = vec![Vec::new(); config.arms.len()];
-    let mut costs: Vec<(u64, f64, Option<String>, u64)> = vec![(0, 0.0, None, 0); config.arms.len()];
+    let mut costs: Vec<CostSums> = vec![CostSums::default(); config.arms.len()];
     let (mut first_start, mut last_end) = (i64::MAX, 0i64);
     for run in &gathered.runs {
         let (Some(&a), Some(&q)) = (arm_index.get(run.arm.as_str()), q_index.get(run.question_id.as_str())) else {
@@ -178,18 +178,7 @@ pub fn summarise(frozen: &FrozenCohort, gathered: &Gathered, draws: u32) -> Summ
             first_start = first_start.min(s);
             last_end = last_end.max(s + run.duration_ms.unwrap_or(0));
         }
-        if run.outcome == "completed" {
-            match run.cost {
-                Some(c) => {
-                    costs[a].0 += 1;
-                    costs[a].1 += c;
-                    if costs[a].2.is_none() {
-                        costs[a].2.clone_from(&run.currency);
-                    }
-                }
-                None => costs[a].3 += 1,
-            }
-        }
+        costs[a].add(run);
     }
 
     // The human review's figures per (arm, question), so its rates are
@@ -298,7 +287,6 @@ pub fn summarise(frozen: &FrozenCohort, gathered: &Gathered, draws: u32) -> Summ
             .collect();
         let mut d = durations[a].clone();
         d.sort_unstable();
-        let (costed, total_cost, currency, unknown) = costs[a].clone();
         arms.push(ArmSummary {
             id: arm.id.clone(),
             label: arm.label.clone(),
@@ -314,10 +302,7 @@ pub fn summarise(frozen: &FrozenCohort, gathered: &Gathered, draws: u32) -> Summ
                 median_duration_ms: nearest_rank(&d, 0.5),
                 p90_duration_ms: nearest_rank(&d, 0.9),
                 total_duration_ms: d.iter().sum(),
-                costed_runs: costed,
-                total_cost: (costed > 0).then_some(total_cost),
-                currency,
-                unknown_cost_runs: unknown,
+                ..costs[a].time_cost()
             },
             categories,
         });
@@ -551,6 +536,96 @@ pub fn publication_state(
 /// A comparison's statement while the report is preliminary: said as such.
 pub(crate) fn preliminary_statement(statement: &str) -> String {
     format!("Preliminary (not for publication): {statement}")
+}
+
+/// An arm's costs, each kept apart and labelled (seed 004: "actual
+/// marginal cost ... credits and subscription plan cost separately"):
+/// the price-catalogue estimate and the actual charge over completed runs
+/// (a total only in one currency), credits debited over every run that
+/// reports them, plan and region by run.
+#[derive(Debug, Clone, Default)]
+struct CostSums {
+    estimated: Money,
+    actual: Money,
+    credits_runs: u64,
+    credits: f64,
+    /// A credits value did not read as a number: no total.
+    credits_unreadable: bool,
+    plans: BTreeMap<String, u64>,
+    regions: BTreeMap<String, u64>,
+}
+
+/// Known amounts and their total, per kind of cost.
+#[derive(Debug, Clone, Default)]
+struct Money {
+    runs: u64,
+    total: f64,
+    currency: Option<String>,
+    /// Two currencies: no total (never converted).
+    mixed: bool,
+    unknown: u64,
+}
+
+impl Money {
+    fn add(&mut self, amount: Option<f64>, currency: Option<&String>) {
+        let Some(amount) = amount else {
+            self.unknown += 1;
+            return;
+        };
+        self.runs += 1;
+        self.total += amount;
+        match (&self.currency, currency) {
+            (None, Some(c)) if self.runs == 1 => self.currency = Some(c.clone()),
+            (Some(a), Some(b)) if a == b => {}
+            (None, None) => {}
+            _ => self.mixed = true,
+        }
+    }
+
+    fn total(&self) -> Option<f64> {
+        (self.runs > 0 && !self.mixed).then_some(self.total)
+    }
+}
+
+impl CostSums {
+    fn add(&mut self, run: &RunView) {
+        if run.outcome == "completed" {
+            self.estimated.add(run.estimated_cost, run.estimated_cost_currency.as_ref());
+            self.actual.add(run.actual_cost, run.actual_cost_currency.as_ref());
+        }
+        if let Some(credits) = &run.credits_debited {
+            self.credits_runs += 1;
+            match credits.trim().parse::<f64>() {
+                Ok(c) if c.is_finite() => self.credits += c,
+                _ => self.credits_unreadable = true,
+            }
+        }
+        if let Some(plan) = &run.plan {
+            *self.plans.entry(plan.clone()).or_default() += 1;
+        }
+        if let Some(region) = &run.region {
+            *self.regions.entry(region.clone()).or_default() += 1;
+        }
+    }
+
+    /// The cost fields of [`TimeCost`] (its time fields zero).
+    fn time_cost(&self) -> TimeCost {
+        TimeCost {
+            estimated_cost_runs: self.estimated.runs,
+            estimated_cost: self.estimated.total(),
+            estimated_cost_currency: self.estimated.currency.clone().filter(|_| !self.estimated.mixed),
+            unknown_estimated_cost_runs: self.estimated.unknown,
+            actual_cost_runs: self.actual.runs,
+            actual_cost: self.actual.total(),
+            actual_cost_currency: self.actual.currency.clone().filter(|_| !self.actual.mixed),
+            unknown_actual_cost_runs: self.actual.unknown,
+            credits_runs: self.credits_runs,
+            credits_debited: (self.credits_runs > 0 && !self.credits_unreadable).then_some(self.credits),
+            plans: self.plans.clone(),
+            regions: self.regions.clone(),
+            ..TimeCost::default()
+        }
+    }
 }
 
 /// An arm's (or category's) source counts, with its distinct URLs.

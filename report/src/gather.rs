@@ -184,10 +184,22 @@ struct LeanRecord<'a> {
     cost: Option<f64>,
     #[serde(borrow)]
     currency: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    manual: Option<LeanManual<'a>>,
     #[serde(borrow)]
     scoring: Option<LeanScore<'a>>,
     #[serde(borrow, default)]
     scoring_error: Option<Cow<'a, str>>,
+}
+
+#[derive(Deserialize)]
+struct LeanManual<'a> {
+    #[serde(borrow, default)]
+    plan: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    region: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    credits_debited: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
@@ -920,10 +932,25 @@ fn run_view(
         pinned_version: arm.pinned_version.clone(),
         record_sha256: row.record_sha256.clone(),
         scored,
-        cost: record.and_then(|r| r.cost),
-        currency: record.and_then(|r| r.currency.as_deref().map(str::to_owned)),
+        estimated_cost: record.and_then(|r| r.cost),
+        estimated_cost_currency: record.and_then(|r| r.currency.as_deref().map(str::to_owned)),
+        // No adapter reads a charge from its API and `cohort submit` takes
+        // credits, not money: unknown, never invented.
+        actual_cost: None,
+        actual_cost_currency: None,
+        credits_debited: manual(record, |m| m.credits_debited.as_deref()),
+        plan: manual(record, |m| m.plan.as_deref()),
+        region: manual(record, |m| m.region.as_deref()),
         scoring_error: record.and_then(|r| r.scoring_error.as_deref().map(str::to_owned)),
     }
+}
+
+/// A manual run's field, when given (not blank).
+fn manual<'r>(
+    record: Option<&'r LeanRecord<'_>>,
+    field: impl Fn(&'r LeanManual<'_>) -> Option<&'r str>,
+) -> Option<String> {
+    record.and_then(|r| r.manual.as_ref()).and_then(field).map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned)
 }
 
 /// A claim's standing for the support rate.
@@ -1091,8 +1118,13 @@ mod tests {
                 pinned_version: String::new(),
                 record_sha256: String::new(),
                 scored: None,
-                cost: None,
-                currency: None,
+                estimated_cost: None,
+                estimated_cost_currency: None,
+                actual_cost: None,
+                actual_cost_currency: None,
+                credits_debited: None,
+                plan: None,
+                region: None,
                 scoring_error: None,
             },
             claim_lines: Vec::new(),

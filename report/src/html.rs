@@ -1045,14 +1045,18 @@ impl Page<'_> {
         let s = self.summary;
         self.out.push_str(
             "<section id=\"time-cost\">\n<h2>Time and cost</h2>\n<p>Described, not ranked: elapsed time and cost \
-             depend on each product's own pacing, queueing and pricing. Unknown costs stay unknown.</p>\n\
+             depend on each product's own pacing, queueing and pricing. Estimated cost is the price catalogue's \
+             estimate (token usage at its prices), not a charge; actual cost is what an adapter or the person \
+             reported as charged; credits, plan and region are as the person reported them. Each is kept apart; \
+             unknown stays unknown.</p>\n\
              <div class=\"scroll\"><table class=\"time-cost\">\n<thead><tr><th>arm</th><th class=\"num\">timed runs</th>\
              <th class=\"num\">median duration</th><th class=\"num\">90th percentile</th>\
-             <th class=\"num\">total duration</th><th class=\"num\">runs with known cost</th>\
-             <th class=\"num\">total known cost</th><th class=\"num\">runs with unknown cost</th></tr></thead>\n",
+             <th class=\"num\">total duration</th><th class=\"num\">estimated cost (price catalogue)</th>\
+             <th class=\"num\">actual cost</th><th class=\"num\">credits debited</th><th>plan</th><th>region</th>\
+             </tr></thead>\n",
         );
         for (workflow, arms) in by_workflow(&s.arms) {
-            writeln!(self.out, "<tbody><tr><th colspan=\"8\">workflow <code>{}</code></th></tr>", Esc(workflow))?;
+            writeln!(self.out, "<tbody><tr><th colspan=\"10\">workflow <code>{}</code></th></tr>", Esc(workflow))?;
             for arm in arms {
                 self.out.push_str("<tr><td>");
                 self.arm(&arm.id)?;
@@ -1385,12 +1389,17 @@ fn time_cost_cells(out: &mut String, t: &TimeCost) -> fmt::Result {
             None => out.push_str("<td class=\"num\"><span class=\"nd\">no timed run</span></td>"),
         }
     }
-    write!(out, "<td class=\"num\">{}</td><td class=\"num\">{}</td>", Millis(t.total_duration_ms), t.costed_runs)?;
-    match (t.total_cost, t.currency.as_deref()) {
-        (Some(cost), currency) => write!(out, "<td class=\"num\">{cost:.4} {}</td>", Esc(currency.unwrap_or("")))?,
-        (None, _) => out.push_str("<td class=\"num\"><span class=\"nd\">unknown</span></td>"),
-    }
-    write!(out, "<td class=\"num\">{}</td>", t.unknown_cost_runs)
+    write!(
+        out,
+        "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+         <td>{}</td><td>{}</td>",
+        Millis(t.total_duration_ms),
+        Esc(&t.estimated_text()),
+        Esc(&t.actual_text()),
+        Esc(&t.credits_text()),
+        Esc(&TimeCost::by_run_text(&t.plans)),
+        Esc(&TimeCost::by_run_text(&t.regions))
+    )
 }
 
 /// The SVG to inline, if it is what the plot writer makes: an `<svg>`
@@ -1562,10 +1571,18 @@ pub mod testing {
                 median_duration_ms: Some(95_000),
                 p90_duration_ms: Some(410_000),
                 total_duration_ms: 700_000,
-                costed_runs: 2,
-                total_cost: Some(1.25),
-                currency: Some("USD".into()),
-                unknown_cost_runs: 1,
+                estimated_cost_runs: 2,
+                estimated_cost: Some(1.25),
+                estimated_cost_currency: Some("USD".into()),
+                unknown_estimated_cost_runs: 1,
+                actual_cost_runs: 0,
+                actual_cost: None,
+                actual_cost_currency: None,
+                unknown_actual_cost_runs: 3,
+                credits_runs: 1,
+                credits_debited: Some(12.5),
+                plans: BTreeMap::from([("Pro".into(), 1)]),
+                regions: BTreeMap::from([("EU".into(), 1)]),
             },
         }
     }
@@ -1622,8 +1639,13 @@ pub mod testing {
                 inaccessible_sources: 1,
                 uncaptured_sources: 0,
             }),
-            cost: None,
-            currency: None,
+            estimated_cost: None,
+            estimated_cost_currency: None,
+            actual_cost: None,
+            actual_cost_currency: None,
+            credits_debited: None,
+            plan: None,
+            region: None,
             scoring_error: None,
         }
     }

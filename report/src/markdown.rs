@@ -224,27 +224,33 @@ fn render(o: &mut String, s: &Summary) -> std::fmt::Result {
         o,
         "Described, not ranked: wall time and cost depend on load, region and plan, and say nothing general about speed.\n"
     )?;
-    writeln!(o, "| arm | runs timed | median | p90 | total | runs costed | total cost | cost unknown |")?;
-    writeln!(o, "|---|---:|---:|---:|---:|---:|---:|---:|")?;
+    writeln!(
+        o,
+        "Estimated cost is the price catalogue's estimate (token usage at the catalogue's prices), not a charge; \
+         actual cost is what an adapter or the person reported as charged; credits, plan and region are as the \
+         person reported them (manual runs). Each is kept apart; unknown stays unknown.\n"
+    )?;
+    writeln!(
+        o,
+        "| arm | runs timed | median | p90 | total | estimated cost (price catalogue) | actual cost | credits debited | plan | region |"
+    )?;
+    writeln!(o, "|---|---:|---:|---:|---:|---:|---:|---:|---|---|")?;
     for arm in &s.arms {
         let t = &arm.time_cost;
         let ms = |v: Option<i64>| v.map_or_else(|| "-".to_owned(), |v| format!("{:.1} s", v as f64 / 1000.0));
-        let cost = match (&t.total_cost, &t.currency) {
-            (Some(c), Some(cur)) => format!("{c:.4} {cur}"),
-            (Some(c), None) => format!("{c:.4}"),
-            _ => "unknown".to_owned(),
-        };
         writeln!(
             o,
-            "| {} | {} | {} | {} | {:.1} s | {} | {} | {} |",
+            "| {} | {} | {} | {} | {:.1} s | {} | {} | {} | {} | {} |",
             arm_display(&arm.id, arm.simulated),
             t.timed_runs,
             ms(t.median_duration_ms),
             ms(t.p90_duration_ms),
             t.total_duration_ms as f64 / 1000.0,
-            t.costed_runs,
-            cost,
-            t.unknown_cost_runs
+            t.estimated_text(),
+            t.actual_text(),
+            t.credits_text(),
+            TimeCost::by_run_text(&t.plans),
+            TimeCost::by_run_text(&t.regions)
         )?;
     }
     writeln!(o)?;

@@ -22,7 +22,10 @@ pub use crate::rates::{
 };
 
 /// The layout version of `summary.json`; bumped when a field changes meaning.
-pub const REPORT_FORMAT: u32 = 2;
+/// 3: `time_cost` keeps the price-catalogue estimate (`estimated_cost`,
+/// was `total_cost`), the actual cost, credits, plans and regions apart;
+/// `sources` per arm and category.
+pub const REPORT_FORMAT: u32 = 3;
 
 /// Everything `summary.json` holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -305,12 +308,85 @@ pub struct TimeCost {
     pub median_duration_ms: Option<i64>,
     pub p90_duration_ms: Option<i64>,
     pub total_duration_ms: i64,
-    /// Runs whose cost is known, and the total in `currency`.
-    pub costed_runs: u64,
-    pub total_cost: Option<f64>,
-    pub currency: Option<String>,
-    /// Runs whose cost is unknown (kept unknown, never invented).
-    pub unknown_cost_runs: u64,
+    /// The price-catalogue estimate (the run's token usage at the
+    /// catalogue's prices): an estimate, never what was charged. Completed
+    /// runs with one, its total in `estimated_cost_currency`, and the
+    /// completed runs without one (kept unknown, never invented).
+    pub estimated_cost_runs: u64,
+    pub estimated_cost: Option<f64>,
+    pub estimated_cost_currency: Option<String>,
+    pub unknown_estimated_cost_runs: u64,
+    /// What was actually charged, as an adapter or the person reported it;
+    /// no adapter and no `cohort submit` flag reports one in this version,
+    /// so every completed run counts as unknown (seed 004: "Unknown
+    /// provider costs stay unknown").
+    pub actual_cost_runs: u64,
+    pub actual_cost: Option<f64>,
+    pub actual_cost_currency: Option<String>,
+    pub unknown_actual_cost_runs: u64,
+    /// Runs whose person reported the credits debited (manual runs), and
+    /// their sum when every one reads as a decimal number (credits are
+    /// never turned into money).
+    pub credits_runs: u64,
+    pub credits_debited: Option<f64>,
+    /// Runs by the subscription plan and by the region the person reported
+    /// (manual runs; runs that did not say are not counted).
+    pub plans: BTreeMap<String, u64>,
+    pub regions: BTreeMap<String, u64>,
+}
+
+// === impl TimeCost: the cost columns as text, one wording for every writer ===
+
+impl TimeCost {
+    /// The price-catalogue estimate: `1.2500 USD (2 runs; 1 unknown)`.
+    pub fn estimated_text(&self) -> String {
+        money_text(
+            self.estimated_cost,
+            self.estimated_cost_currency.as_deref(),
+            self.estimated_cost_runs,
+            self.unknown_estimated_cost_runs,
+        )
+    }
+
+    /// The actual charge, as reported: `unknown (3 runs: not reported)`
+    /// when no run reported one.
+    pub fn actual_text(&self) -> String {
+        if self.actual_cost_runs == 0 {
+            return format!("unknown ({} run(s): not reported)", self.unknown_actual_cost_runs);
+        }
+        money_text(
+            self.actual_cost,
+            self.actual_cost_currency.as_deref(),
+            self.actual_cost_runs,
+            self.unknown_actual_cost_runs,
+        )
+    }
+
+    /// Credits debited as the person reported them, never money.
+    pub fn credits_text(&self) -> String {
+        match (self.credits_runs, self.credits_debited) {
+            (0, _) => "not reported".to_owned(),
+            (n, Some(total)) => format!("{total} credits ({n} run(s))"),
+            (n, None) => format!("{n} run(s) report credits, not all as numbers: no total"),
+        }
+    }
+
+    /// `Pro: 2, Free: 1`, or `not reported`.
+    pub fn by_run_text(values: &BTreeMap<String, u64>) -> String {
+        if values.is_empty() {
+            return "not reported".to_owned();
+        }
+        values.iter().map(|(k, n)| format!("{k}: {n}")).collect::<Vec<_>>().join(", ")
+    }
+}
+
+fn money_text(total: Option<f64>, currency: Option<&str>, runs: u64, unknown: u64) -> String {
+    let total = match total {
+        Some(t) => format!("{t:.4} {}", currency.unwrap_or("")).trim_end().to_owned(),
+        None if runs > 0 => "in several currencies: no total".to_owned(),
+        None => "unknown".to_owned(),
+    };
+    format!("{total} ({runs} run(s); {unknown} unknown)")
 }
 
 /// One arm's numbers, overall and per category.
@@ -399,8 +475,24 @@ pub struct RunView {
     pub record_sha256: String,
     /// Set when the output was scored.
     pub scored: Option<RunScoreView>,
-    pub cost: Option<f64>,
-    pub currency: Option<String>,
+    /// The price-catalogue estimate of the run's cost (the record's
+    /// `cost`), and its currency: estimated, not charged.
+    pub estimated_cost: Option<f64>,
+    pub estimated_cost_currency: Option<String>,
+    /// The actual charge, when an adapter or the person reported one (none
+    /// does in this version: always `None`).
+    #[serde(default)]
+    pub actual_cost: Option<f64>,
+    #[serde(default)]
+    pub actual_cost_currency: Option<String>,
+    /// A manual run's credits debited, exactly as the person wrote them,
+    /// its plan and its region (`cohort submit`); `None` when not given.
+    #[serde(default)]
+    pub credits_debited: Option<String>,
+    #[serde(default)]
+    pub plan: Option<String>,
+    #[serde(default)]
+    pub region: Option<String>,
     /// Why a completed output was not scored (the record's
     /// `scoring_error`).
     #[serde(default)]

@@ -79,7 +79,7 @@ pub struct ReportWritten {
 }
 
 /// The columns of `runs.csv`, in order (docs/report.md).
-pub const RUNS_CSV_COLUMNS: [&str; 35] = [
+pub const RUNS_CSV_COLUMNS: [&str; 40] = [
     "metrics_version",
     "tool_version",
     "manifest_sha256",
@@ -112,8 +112,13 @@ pub const RUNS_CSV_COLUMNS: [&str; 35] = [
     "sources",
     "inaccessible_sources",
     "uncaptured_sources",
-    "cost",
-    "currency",
+    "estimated_cost",
+    "estimated_cost_currency",
+    "actual_cost",
+    "actual_cost_currency",
+    "credits_debited",
+    "plan",
+    "region",
     "record_sha256",
 ];
 
@@ -450,8 +455,13 @@ pub fn write_runs_csv(w: &mut impl Write, summary: &Summary, runs: &[RunView]) -
             opt(s.map(|s| s.sources)),
             opt(s.map(|s| s.inaccessible_sources)),
             opt(s.map(|s| s.uncaptured_sources)),
-            run.cost.map(|c| c.to_string()).unwrap_or_default(),
-            run.currency.clone().unwrap_or_default(),
+            run.estimated_cost.map(|c| c.to_string()).unwrap_or_default(),
+            run.estimated_cost_currency.clone().unwrap_or_default(),
+            run.actual_cost.map(|c| c.to_string()).unwrap_or_default(),
+            run.actual_cost_currency.clone().unwrap_or_default(),
+            run.credits_debited.clone().unwrap_or_default(),
+            run.plan.clone().unwrap_or_default(),
+            run.region.clone().unwrap_or_default(),
             run.record_sha256.clone(),
         ];
         csv::record(&mut line, &fields);

@@ -128,6 +128,24 @@ fn planted_captures(run_id: &str) -> serde_json::Value {
     }
 }
 
+/// The cost planted in each run's record: (the price-catalogue estimate,
+/// its currency, a person's manual facts). q1:a:1 and q4:a:1 carry an
+/// estimate; q1:b:1 and q2:b:1 were carried out by a person who reported
+/// credits, the plan and (once) the region.
+fn planted_cost(run_id: &str) -> (serde_json::Value, serde_json::Value, serde_json::Value) {
+    let manual = |credits: &str, region: Option<&str>| {
+        json!({"holder": "manual:b", "offered_at": "", "submitted_at": "", "times_given": false,
+               "plan": "Pro", "region": region, "settings": {}, "credits_debited": credits})
+    };
+    match run_id {
+        "q1:a:1" => (json!(0.25), json!("USD"), json!(null)),
+        "q4:a:1" => (json!(0.5), json!("USD"), json!(null)),
+        "q1:b:1" => (json!(null), json!(null), manual("12.5", Some("EU"))),
+        "q2:b:1" => (json!(null), json!(null), manual("3", None)),
+        _ => (json!(null), json!(null), json!(null)),
+    }
+}
+
 /// What each run becomes: outcome, and for completed runs the output and
 /// each claim's verdict.
 fn plan(run_id: &str) -> (Outcome, Option<(String, Vec<Verdict>)>) {
@@ -223,7 +241,7 @@ async fn build_with(dir: &Path, leave_pending: bool) -> (FrozenCohort, Vec<u8>, 
                     "citation_urls": ["https://example.org/source"], "observed_version": "not disclosed",
                     "pinned_version": "x", "settings": {}, "started_at": "", "ended_at": "", "duration_ms": 500,
                     "outcome": "completed", "failure_reason": null, "attempt_class": "ok", "token_usage": null,
-                    "cost": null, "currency": null, "system_sources": [],
+                    "system_sources": [],
                     "scoring": {"report": report, "evidence_sources": [], "captures": planted_captures(&grant.run_id),
                                 "judge": {"requested_model": "judge-model", "served_models": ["judge-model"],
                                           "input_tokens": 0, "output_tokens": 0, "cost_micros": null,
@@ -231,6 +249,11 @@ async fn build_with(dir: &Path, leave_pending: bool) -> (FrozenCohort, Vec<u8>, 
                                 "judge_traces": []},
                     "scoring_error": null
                 });
+                let mut record = record;
+                let (cost, currency, manual) = planted_cost(&grant.run_id);
+                record["cost"] = cost;
+                record["currency"] = currency;
+                record["manual"] = manual;
                 artifacts.put(serde_json::to_vec(&record).unwrap().as_slice()).unwrap()
             }
             None => String::new(),
@@ -843,4 +866,67 @@ async fn planted_source_figures_equal_the_hand_computation() {
         std::process::Command::new("python3").arg(&script).arg(&written.path).arg("--intervals").output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success() && text.contains("all agree"), "{text}");
+}
+
+/// Costs are kept apart and labelled (seed 004: "Record actual marginal
+/// cost ... credits and subscription plan cost separately"; "Unknown
+/// provider costs stay unknown"): the price-catalogue estimate is
+/// "estimated cost", summed over the completed runs that have one, the
+/// others counted unknown; no run reports an actual charge, so the actual
+/// cost is unknown, never 0 and never the estimate; a person's credits are
+/// summed as credits (never money), with the plan and region by run; all
+/// of it in runs.csv, summary.json, summary.md and index.html.
+#[tokio::test]
+async fn planted_costs_are_labelled_and_kept_apart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("numbers");
+    let (frozen, manifest, ledger, artifacts) = build(&dir).await;
+    let written = write_report(&frozen, &manifest, &ledger, &artifacts, &options(&dir, 1_790_001_000)).await.unwrap();
+    let s = &written.summary;
+    // a: q1 0.25 + q4 0.5 USD estimated; q2 completed without one.
+    let a = &arm(s, "a").time_cost;
+    assert_eq!((a.estimated_cost, a.estimated_cost_currency.as_deref()), (Some(0.75), Some("USD")));
+    assert_eq!((a.estimated_cost_runs, a.unknown_estimated_cost_runs), (2, 1));
+    assert_eq!((a.actual_cost, a.actual_cost_runs, a.unknown_actual_cost_runs), (None, 0, 3));
+    assert_eq!((a.credits_runs, a.credits_debited), (0, None));
+    // b: no estimate; credits 12.5 + 3 reported by the person; plan Pro twice, region once.
+    let b = &arm(s, "b").time_cost;
+    assert_eq!((b.estimated_cost, b.estimated_cost_runs, b.unknown_estimated_cost_runs), (None, 0, 3));
+    assert_eq!((b.credits_runs, b.credits_debited), (2, Some(15.5)));
+    assert_eq!(b.plans, std::collections::BTreeMap::from([("Pro".to_owned(), 2)]));
+    assert_eq!(b.regions, std::collections::BTreeMap::from([("EU".to_owned(), 1)]));
+    assert_eq!(b.actual_text(), "unknown (3 run(s): not reported)");
+    // runs.csv: one labelled column each, empty when unknown.
+    let csv = fs::read_to_string(written.path.join("runs.csv")).unwrap();
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    assert!(!header.contains(&"cost"), "the estimate is never called plain cost: {header:?}");
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap_or_else(|| panic!("no column {name}"));
+    let row = |run: &str| -> Vec<String> {
+        csv.lines().find(|l| l.contains(run)).unwrap().split(',').map(str::to_owned).collect()
+    };
+    let q1a = row("q1:a:1");
+    assert_eq!((q1a[col("estimated_cost")].as_str(), q1a[col("estimated_cost_currency")].as_str()), ("0.25", "USD"));
+    assert_eq!((q1a[col("actual_cost")].as_str(), q1a[col("credits_debited")].as_str()), ("", ""));
+    let q1b = row("q1:b:1");
+    assert_eq!(
+        (q1b[col("credits_debited")].as_str(), q1b[col("plan")].as_str(), q1b[col("region")].as_str()),
+        ("12.5", "Pro", "EU")
+    );
+    assert_eq!(row("q2:b:1")[col("region")], "");
+    // The summaries say "estimated cost" and keep the rest apart.
+    let md = fs::read_to_string(written.path.join("summary.md")).unwrap();
+    assert!(md.contains("| estimated cost (price catalogue) | actual cost | credits debited | plan | region |"));
+    assert!(
+        md.contains("| 0.7500 USD (2 run(s); 1 unknown) | unknown (3 run(s): not reported) | not reported |"),
+        "{md}"
+    );
+    assert!(md.contains("| 15.5 credits (2 run(s)) | Pro: 2 | EU: 1 |"), "{md}");
+    assert!(!md.contains("total cost"), "summary.md");
+    let page = fs::read_to_string(written.path.join("index.html")).unwrap();
+    assert!(page.contains("estimated cost (price catalogue)") && page.contains("15.5 credits (2 run(s))"));
+    assert!(!page.contains("total known cost"));
+    let json = fs::read_to_string(written.path.join("summary.json")).unwrap();
+    assert!(json.contains("\"estimated_cost\": 0.75") && !json.contains("total_cost"), "summary.json");
+    let ok = cohort_report::verify_report(&written.path, &dir, &frozen, &ledger, &artifacts).await.unwrap();
+    assert!(ok.ok(), "{:?}", ok.differences);
 }
