@@ -19,6 +19,7 @@
 //! - [`manual`]: the manual arm's stage, `cohort pending` and `cohort
 //!   submit` (leases to a person, a submission checked, recorded and
 //!   finished as a worker's result is);
+//! - [`passes`]: the listing of `cohort passes`;
 //! - [`status`]: the text and JSON of `cohort status` and the outcome
 //!   table;
 //! - [`shutdown_signal`]: the one shutdown signal (Ctrl-C or SIGTERM) of
@@ -33,6 +34,7 @@ pub mod judge;
 pub mod judge_stage;
 pub mod local;
 pub mod manual;
+pub mod passes;
 pub mod roles;
 pub mod run;
 mod signal;

@@ -14,15 +14,13 @@
 //! still unjudged after an outage (run again to fill them in); 1 any other
 //! failure (a record that no longer scores as recorded, an I/O error).
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use cohort_serve::judge_stage::{JudgeStageConfig, open_judge_stage};
-use cohort_worker::judging::{self, PassSummary, RunFailure};
-use cohort_worker::passes::{DEFAULT_PASS, PassKind};
+use cohort_worker::judging::{self, RunFailure};
+use cohort_worker::passes::DEFAULT_PASS;
 use indicatif::{ProgressBar, ProgressStyle};
-use serde_json::json;
 
 use super::Exit;
 use super::local::{self, StoreArgs};
@@ -220,90 +218,6 @@ fn ensemble(args: &JudgeArgs, name: &str) -> Result<u8, Stop> {
 // === cohort passes ===
 
 pub fn passes_command(args: PassesArgs) -> anyhow::Result<()> {
-    let summaries = PassSummary::read_all(&args.dir)?;
-    let pairs = judging::pass_agreements(&summaries);
-    if args.json {
-        let passes: Vec<serde_json::Value> = summaries
-            .iter()
-            .map(|s| {
-                json!({
-                    "name": s.name,
-                    "config": s.config,
-                    "runs": s.runs,
-                    "claims": s.claims,
-                    "judged": s.yes + s.no,
-                    "yes": s.yes,
-                    "no": s.no,
-                    "unjudged": s.unjudged,
-                    "served_models": s.served,
-                })
-            })
-            .collect();
-        let agreement: Vec<serde_json::Value> = pairs
-            .iter()
-            .map(|(a, b, agreed)| {
-                json!({
-                    "a": a,
-                    "b": b,
-                    "items": agreed.items,
-                    "raw_agreement": agreed.raw_agreement,
-                    "kappa": agreed.kappa,
-                    "matrix": agreed.matrix,
-                    "labels": agreed.labels,
-                })
-            })
-            .collect();
-        let out = json!({ "passes": passes, "agreement": agreement });
-        super::emit(&format!("{}\n", serde_json::to_string_pretty(&out)?));
-        return Ok(());
-    }
-    if summaries.is_empty() {
-        super::emit(&format!("no passes in {} yet: `cohort judge` makes one\n", args.dir.display()));
-        return Ok(());
-    }
-    let mut out = String::new();
-    for s in &summaries {
-        let config = &s.config;
-        let what = match (&config.kind, &config.judge) {
-            (PassKind::Judge, Some(j)) => format!(
-                "judge {:?}, frozen model {:?} served {:?}, lineage {:?}{}",
-                j.proxy_judge,
-                j.requested_model,
-                j.served_model_expected,
-                j.vendor_lineage,
-                if j.strict { ", strict" } else { "" }
-            ),
-            _ => format!("majority-vote ensemble of {}", config.members.join(", ")),
-        };
-        out.push_str(&format!(
-            "{}: {what}; created {}\n  {} runs, {} claims: {} judged ({} YES, {} NO); unjudged {}; served by {}\n",
-            s.name,
-            config.created_at,
-            s.runs,
-            s.claims,
-            s.yes + s.no,
-            s.yes,
-            s.no,
-            render_counts(&s.unjudged),
-            render_counts(&s.served),
-        ));
-    }
-    if !pairs.is_empty() {
-        out.push_str("\nagreement on claims both passes judged (nominal Cohen's kappa):\n");
-        for (a, b, agreed) in &pairs {
-            out.push_str(&format!(
-                "  {a} vs {b}: {} claims, raw agreement {}, kappa {}\n",
-                agreed.items, agreed.raw_agreement, agreed.kappa,
-            ));
-        }
-    }
-    super::emit(&out);
+    super::emit(&cohort_serve::passes::listing(&args.dir, args.json)?);
     Ok(())
-}
-
-fn render_counts<K: std::fmt::Display>(counts: &BTreeMap<K, u64>) -> String {
-    if counts.is_empty() {
-        return "none".to_owned();
-    }
-    counts.iter().map(|(k, n)| format!("{k} {n}")).collect::<Vec<_>>().join(", ")
 }
