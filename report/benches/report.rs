@@ -87,6 +87,7 @@ fn measure(dir: &Path) {
         reports_root: dir.join("reports"),
         pass: None,
         require_final: false,
+        redact: false,
     };
     let started = Instant::now();
     let written =

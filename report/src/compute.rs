@@ -459,6 +459,7 @@ pub fn summarise(frozen: &FrozenCohort, gathered: &Gathered, draws: u32) -> Summ
     }
     Summary {
         publication_state,
+        redaction: None,
         kind: "cohort-report".to_owned(),
         report_format: REPORT_FORMAT,
         metrics_version: frozen.manifest.metrics_version,

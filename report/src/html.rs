@@ -353,7 +353,11 @@ impl Page<'_> {
         let s = self.summary;
         // The first line says whether the report is final (a comment before
         // the doctype does not change the parsing mode).
-        let state_line = s.publication_state.line().replace("--", "- -").replace(['<', '>'], " ");
+        let state_line = match &s.redaction {
+            Some(redaction) => format!("{redaction} · {}", s.publication_state.line()),
+            None => s.publication_state.line(),
+        };
+        let state_line = state_line.replace("--", "- -").replace(['<', '>'], " ");
         writeln!(self.out, "<!-- {state_line} -->")?;
         write!(
             self.out,
@@ -487,6 +491,13 @@ impl Page<'_> {
     /// The publication state, first on the page: final, or preliminary
     /// with what is missing.
     fn publication_state(&mut self) -> fmt::Result {
+        if let Some(redaction) = &self.summary.redaction {
+            write!(
+                self.out,
+                "<p class=\"state preliminary\" id=\"redaction\"><strong>{}</strong></p>\n",
+                Esc(redaction)
+            )?;
+        }
         let p = &self.summary.publication_state;
         if p.is_final() {
             write!(self.out, "<p class=\"state final\" id=\"publication-state\">{}</p>\n", Esc(&p.line()))
@@ -1736,6 +1747,7 @@ pub mod testing {
                 "2 planned run(s) have no final outcome yet".into(),
                 "SIMULATED arms or judge: these are not actual runs".into(),
             ]),
+            redaction: None,
             kind: "cohort-report".into(),
             report_format: REPORT_FORMAT,
             metrics_version: 3,

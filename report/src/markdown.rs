@@ -43,7 +43,10 @@ fn sources_table<'s>(
 
 fn render(o: &mut String, s: &Summary) -> std::fmt::Result {
     // The first line says whether these numbers may be published as final.
-    writeln!(o, "**{}**\n", s.publication_state.line())?;
+    match &s.redaction {
+        Some(redaction) => writeln!(o, "**{redaction}** **{}**\n", s.publication_state.line())?,
+        None => writeln!(o, "**{}**\n", s.publication_state.line())?,
+    }
     writeln!(o, "# Cohort report: {}\n", s.cohort)?;
     if !s.simulated.arms.is_empty() || s.simulated.judge {
         let mut what = Vec::new();

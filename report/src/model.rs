@@ -34,6 +34,10 @@ pub struct Summary {
     /// first field, so it is the first line of `summary.json` (as of
     /// `summary.md` and `index.html`).
     pub publication_state: PublicationState,
+    /// Set in a redacted report (`cohort report --redact`): what it leaves
+    /// out ([`crate::write::REDACTED`]), on the first line with the state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redaction: Option<String>,
     /// Always `cohort-report`.
     pub kind: String,
     pub report_format: u32,

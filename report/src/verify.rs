@@ -82,6 +82,9 @@ pub async fn verify_report(
     let page_notes: Vec<String> =
         summary.notes.iter().filter(|n| n.starts_with(gather::DRILL_DOWN_NOTE)).cloned().collect();
     recomputed.notes.extend(page_notes);
+    // Whether the folder is redacted is a property of the folder, not a
+    // number of the cohort: its numbers are the same.
+    recomputed.redaction.clone_from(&summary.redaction);
     recomputed.notes.sort();
     let mut stored_sorted = stored;
     if let Some(Value::Array(notes)) = stored_sorted.get_mut("notes") {

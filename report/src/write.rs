@@ -50,7 +50,27 @@ pub struct ReportOptions {
     /// `cohort report --final`: refuse ([`ReportError::NotFinal`], nothing
     /// written) unless the report's publication state is final.
     pub require_final: bool,
+    /// `cohort report --redact`: a folder for material not authorised for
+    /// release (seed 004: "Publish only material authorized for release"):
+    /// the same numbers, without outputs and captured text ([`REDACTED`]).
+    pub redact: bool,
 }
+
+/// What a redacted report says on the first line of `summary.md`,
+/// `index.html` and `summary.json`, and what it leaves out: no drill-downs
+/// (prompts, conversations, outputs, passages), no claim text in
+/// `claims.jsonl` (its ids, cited indices and verdicts stay), judge traces
+/// without the claim, the passages and the judge's words, sources without
+/// their URL (its SHA-256 stays, so unique sources re-derive), the review's
+/// free text removed and the imported review files (which quote outputs and
+/// sources) not copied.
+pub const REDACTED: &str = "REDACTED: material not authorised for release is left out (outputs, prompts, claim \
+     text, captured passages, judge replies, source URLs, reviewers' free text); counts, claim ids and verdicts \
+     are kept and every number is the unredacted report's";
+
+/// The fields of a judge trace record a redacted report keeps.
+const TRACE_FIELDS_KEPT: [&str; 7] =
+    ["query_id", "system", "cited_indices", "judge_verdict", "judge_model", "timestamp", "simulated"];
 
 /// The pass a report uses: the one named, else the `default` pass when it
 /// exists (what `cohort run --judge` and `cohort judge` write), else none
@@ -188,15 +208,18 @@ async fn fill(
         writeln!(w, "{header}").map_err(|e| ReportError::io(&w.name, e))?;
     }
     let started = std::time::Instant::now();
-    let mut sink = ThreadSink::start([claims, traces, sources])?;
-    let gathered = gather::gather(frozen, ledger, artifacts, &mut sink, true, options.pass.as_deref()).await;
-    let written = sink.finish();
+    let mut sink = Redacting { sink: ThreadSink::start([claims, traces, sources])?, redact: options.redact };
+    let with_drill_down = !options.redact;
+    let pass = options.pass.as_deref();
+    let gathered = gather::gather(frozen, ledger, artifacts, &mut sink, with_drill_down, pass).await;
+    let written = sink.sink.finish();
     let gathered = gathered?;
     files.extend(written?);
     phase("gather", started);
 
     let started = std::time::Instant::now();
     let mut summary = compute::summarise(frozen, &gathered, options.draws);
+    summary.redaction = options.redact.then(|| REDACTED.to_owned());
     phase("summarise", started);
     if options.require_final && !summary.publication_state.is_final() {
         return Err(ReportError::NotFinal { missing: summary.publication_state.missing.clone() });
@@ -215,10 +238,12 @@ async fn fill(
         let mut out = create(dir, REVIEW_JSONL)?;
         writeln!(out, "{header}").map_err(|e| ReportError::io(REVIEW_JSONL, e))?;
         for line in &parts.lines {
+            let line = if options.redact { redact_review_line(line.clone()) } else { line.clone() };
             writeln!(out, "{line}").map_err(|e| ReportError::io(REVIEW_JSONL, e))?;
         }
         files.push(out.finish()?);
-        for (name, bytes) in frozen.review.iter().flat_map(|r| &r.imported_files) {
+        // The imported files quote the outputs and the sources.
+        for (name, bytes) in frozen.review.iter().flat_map(|r| &r.imported_files).filter(|_| !options.redact) {
             files.push(write_file(dir, &format!("{REVIEW_IMPORTED_PREFIX}{name}"), bytes)?);
         }
     }
@@ -246,11 +271,87 @@ pub fn summary_json(summary: &Summary) -> Result<String, serde_json::Error> {
     let pretty = serde_json::to_string_pretty(summary)?;
     let state = serde_json::to_string(&summary.publication_state)?;
     let state_pretty = serde_json::to_string_pretty(&summary.publication_state)?.replace('\n', "\n  ");
-    let prefix = format!("{{\n  \"publication_state\": {state_pretty},\n");
+    let mut prefix = format!("{{\n  \"publication_state\": {state_pretty},\n");
+    let mut first = format!("{{\"publication_state\":{state},");
+    // A redacted report says so on the same first line.
+    if let Some(redaction) = &summary.redaction {
+        let text = serde_json::to_string(redaction)?;
+        prefix.push_str(&format!("  \"redaction\": {text},\n"));
+        first.push_str(&format!("\"redaction\":{text},"));
+    }
     Ok(match pretty.strip_prefix(&prefix) {
-        Some(rest) => format!("{{\"publication_state\":{state},\n{rest}"),
+        Some(rest) => format!("{first}\n{rest}"),
         None => pretty,
     })
+}
+
+/// A sink that, for a redacted report, strips each line of what is not
+/// authorised for release ([`REDACTED`]) before it is written.
+struct Redacting<S> {
+    sink: S,
+    redact: bool,
+}
+
+impl<S: gather::LineSink> Redacting<S> {
+    /// Each JSON line of `lines` through `edit`.
+    fn each(lines: Vec<u8>, edit: impl Fn(&mut serde_json::Value)) -> Result<Vec<u8>, ReportError> {
+        let mut out = Vec::with_capacity(lines.len() / 2);
+        for line in lines.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            let mut value: serde_json::Value = serde_json::from_slice(line)
+                .map_err(|e| ReportError::Inconsistent(format!("a report line is not JSON: {e}")))?;
+            edit(&mut value);
+            serde_json::to_writer(&mut out, &value).map_err(|e| ReportError::io("redaction", e.into()))?;
+            out.push(b'\n');
+        }
+        Ok(out)
+    }
+}
+
+impl<S: gather::LineSink> gather::LineSink for Redacting<S> {
+    fn claims(&mut self, lines: Vec<u8>) -> Result<(), ReportError> {
+        if !self.redact {
+            return self.sink.claims(lines);
+        }
+        self.sink.claims(Self::each(lines, |v| v["text"] = serde_json::Value::Null)?)
+    }
+    fn traces(&mut self, lines: Vec<u8>) -> Result<(), ReportError> {
+        if !self.redact {
+            return self.sink.traces(lines);
+        }
+        self.sink.traces(Self::each(lines, |v| {
+            if let Some(map) = v.as_object_mut() {
+                map.retain(|k, _| TRACE_FIELDS_KEPT.contains(&k.as_str()));
+            }
+        })?)
+    }
+    fn sources(&mut self, lines: Vec<u8>) -> Result<(), ReportError> {
+        if !self.redact {
+            return self.sink.sources(lines);
+        }
+        self.sink.sources(Self::each(lines, |v| v["url"] = serde_json::Value::Null)?)
+    }
+}
+
+/// A review line without free text: no `text`, `rationale`, `url` or
+/// `note` anywhere, and a claim's reasons (free text, unlike a pair's
+/// reason classes) removed; labels, statuses and ids stay.
+fn redact_review_line(mut line: serde_json::Value) -> serde_json::Value {
+    fn strip(v: &mut serde_json::Value, reasons: bool) {
+        match v {
+            serde_json::Value::Object(map) => {
+                map.retain(|k, _| !matches!(k.as_str(), "text" | "rationale" | "url" | "note"));
+                if reasons {
+                    map.remove("reason");
+                }
+                map.values_mut().for_each(|x| strip(x, reasons));
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(|x| strip(x, reasons)),
+            _ => {}
+        }
+    }
+    let claim = line.get("kind").and_then(serde_json::Value::as_str) != Some("pair");
+    strip(&mut line, claim);
+    line
 }
 
 /// Logs how long a phase took and the peak memory so far (debug level:

@@ -73,6 +73,11 @@ const QUESTIONS: &str = r#"[
   {"id": "q4", "category": "history", "text": "When was the Gutenberg Bible printed?"}
 ]"#;
 
+/// A passage captured from q1:a:1's source, planted in its record.
+const CAPTURED_PASSAGE: &str = "PLANTED CAPTURED PASSAGE: the source states finding number zero verbatim";
+/// A sentence of every output made by [`output`].
+const OUTPUT_SENTENCE: &str = "Finding number 0 is stated in the source";
+
 /// A report with `n` sentences citing [1], and its reference list.
 fn output(n: usize) -> String {
     let mut s = String::new();
@@ -254,6 +259,16 @@ async fn build_with(dir: &Path, leave_pending: bool) -> (FrozenCohort, Vec<u8>, 
                 record["cost"] = cost;
                 record["currency"] = currency;
                 record["manual"] = manual;
+                if grant.run_id == "q1:a:1" {
+                    // A captured passage, as the judge and the page see it.
+                    record["scoring"]["report"]["references"][0]["snippets"] = json!([CAPTURED_PASSAGE]);
+                    record["scoring"]["judge_traces"] = json!([{
+                        "query_id": "q1", "system": "Product A", "claim_text": "Finding number 0 is stated in the source.",
+                        "cited_indices": [1], "cited_snippets": [CAPTURED_PASSAGE], "judge_verdict": "SUPPORTED",
+                        "judge_reasoning": "Claim 1: YES (the passage says so)", "judge_model": "judge-model",
+                        "timestamp": "2026-11-01T10:00:00.000Z"
+                    }]);
+                }
                 artifacts.put(serde_json::to_vec(&record).unwrap().as_slice()).unwrap()
             }
             None => String::new(),
@@ -282,6 +297,7 @@ fn options(dir: &Path, secs: u64) -> ReportOptions {
         reports_root: dir.join("reports"),
         pass: None,
         require_final: false,
+        redact: false,
     }
 }
 
@@ -929,4 +945,95 @@ async fn planted_costs_are_labelled_and_kept_apart() {
     assert!(json.contains("\"estimated_cost\": 0.75") && !json.contains("total_cost"), "summary.json");
     let ok = cohort_report::verify_report(&written.path, &dir, &frozen, &ledger, &artifacts).await.unwrap();
     assert!(ok.ok(), "{:?}", ok.differences);
+}
+
+/// Every file of a report folder as text.
+fn folder_text(path: &Path) -> Vec<(String, String)> {
+    let mut files: Vec<(String, String)> = fs::read_dir(path)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| {
+            (
+                p.file_name().unwrap().to_string_lossy().into_owned(),
+                String::from_utf8_lossy(&fs::read(&p).unwrap()).into_owned(),
+            )
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// `cohort report --redact` (seed 004: "Publish only material authorized
+/// for release"): the full report of the planted cohort holds the planted
+/// output sentence and captured passage (claims, traces, page); the
+/// redacted folder holds neither in any file, says REDACTED on the first
+/// line of summary.md, index.html and summary.json, keeps the claim ids
+/// and verdicts and every number (the same as the full report's), leaves
+/// out the imported review files, and `cohort verify` and
+/// scripts/rederive_report.py agree with it as with the full one.
+#[tokio::test]
+async fn a_redacted_report_has_no_output_or_captured_text_and_verifies() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("numbers");
+    let (mut frozen, manifest, ledger, artifacts) = build(&dir).await;
+    frozen.review = Some(planted_review());
+    frozen.review_declared = true;
+    let full = write_report(&frozen, &manifest, &ledger, &artifacts, &options(&dir, 1_790_001_000)).await.unwrap();
+    let full_files = folder_text(&full.path);
+    let holding = |files: &[(String, String)], needle: &str| -> Vec<String> {
+        files.iter().filter(|(_, text)| text.contains(needle)).map(|(name, _)| name.clone()).collect()
+    };
+    // The plants are there to find: the full report publishes them.
+    for name in ["claims.jsonl", "index.html"] {
+        assert!(holding(&full_files, OUTPUT_SENTENCE).contains(&name.to_owned()), "{name} lacks the output");
+    }
+    for name in ["judge_traces.jsonl", "index.html"] {
+        assert!(holding(&full_files, CAPTURED_PASSAGE).contains(&name.to_owned()), "{name} lacks the passage");
+    }
+    let mut opts = options(&dir, 1_790_001_001);
+    opts.redact = true;
+    let redacted = write_report(&frozen, &manifest, &ledger, &artifacts, &opts).await.unwrap();
+    let files = folder_text(&redacted.path);
+    assert!(holding(&files, OUTPUT_SENTENCE).is_empty(), "output text in {:?}", holding(&files, OUTPUT_SENTENCE));
+    assert!(holding(&files, CAPTURED_PASSAGE).is_empty(), "captured text in {:?}", holding(&files, CAPTURED_PASSAGE));
+    assert!(
+        holding(&files, "https://example.org/other").is_empty(),
+        "a source URL in {:?}",
+        holding(&files, "https://example.org/other")
+    );
+    assert!(!files.iter().any(|(n, _)| n.starts_with("review-imported-")), "imported review files are not copied");
+    for name in ["summary.md", "index.html", "summary.json"] {
+        let first = first_line(&redacted.path.join(name));
+        assert!(first.contains("REDACTED"), "{name}: {first}");
+        assert!(!first_line(&full.path.join(name)).contains("REDACTED"), "{name} of the full report");
+    }
+    // Claim ids and verdicts stay; the numbers are the full report's.
+    let claims: Vec<serde_json::Value> = fs::read_to_string(redacted.path.join("claims.jsonl"))
+        .unwrap()
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(claims.len(), 5 + 4 + 8);
+    let first = claims.iter().find(|c| c["run_id"] == "q1:a:1" && c["claim_index"] == 1).unwrap();
+    assert_eq!(
+        (&first["run_id"], &first["claim_index"], &first["verdict"], &first["text"]),
+        (&json!("q1:a:1"), &json!(1), &json!("YES"), &json!(null))
+    );
+    let trace: serde_json::Value = serde_json::from_str(
+        fs::read_to_string(redacted.path.join("judge_traces.jsonl")).unwrap().lines().nth(1).unwrap(),
+    )
+    .unwrap();
+    assert_eq!((&trace["judge_verdict"], trace.get("cited_snippets")), (&json!("SUPPORTED"), None));
+    assert_eq!(redacted.summary.arms, full.summary.arms);
+    assert_eq!(redacted.summary.comparisons, full.summary.comparisons);
+    assert_eq!(redacted.summary.review, full.summary.review);
+    for path in [&full.path, &redacted.path] {
+        let ok = cohort_report::verify_report(path, &dir, &frozen, &ledger, &artifacts).await.unwrap();
+        assert!(ok.ok(), "{}: {:?}", path.display(), ok.differences);
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/rederive_report.py");
+        let out = std::process::Command::new("python3").arg(&script).arg(path).arg("--intervals").output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && text.contains("all agree"), "{}: {text}", path.display());
+    }
 }

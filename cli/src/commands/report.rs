@@ -32,6 +32,9 @@ pub struct ReportArgs {
     /// that review imported from two reviewers and adjudicated.
     #[arg(long = "final")]
     pub final_only: bool,
+    /// Leave out outputs and captured text (docs/report.md, "Redacted").
+    #[arg(long)]
+    pub redact: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -53,7 +56,7 @@ pub const EXIT_CANNOT_VERIFY: u8 = 2;
 
 pub fn run(args: ReportArgs) -> anyhow::Result<()> {
     let runtime = super::runtime()?;
-    let how = How { final_only: args.final_only };
+    let how = How { final_only: args.final_only, redact: args.redact };
     let written =
         runtime.block_on(report_with(&args.dir, &args.store, args.draws, args.out.clone(), args.pass.as_deref(), how));
     let written = match written {
@@ -72,6 +75,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<()> {
 #[derive(Debug, Clone, Copy, Default)]
 struct How {
     final_only: bool,
+    redact: bool,
 }
 
 /// Writes a report of the cohort in `dir` (also the last step of `cohort
@@ -103,6 +107,7 @@ async fn report_with(
         reports_root: out.unwrap_or_else(|| dir.join(cohort_report::write::REPORTS_DIR)),
         pass: cohort_report::write::resolve_pass(dir, pass)?,
         require_final: how.final_only,
+        redact: how.redact,
     };
     Ok(cohort_report::write_report(&frozen, &manifest_bytes, &ledger, &artifacts, &options).await?)
 }
