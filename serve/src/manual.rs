@@ -464,6 +464,7 @@ pub async fn submit(
     let Report::Result { outcome, reason, record_sha256, observed_version, attempt } = report else {
         let detail = match report {
             Report::Attempt(a) => a.detail,
+            Report::NotKept { detail } => detail,
             Report::Result { .. } => String::new(),
         };
         return Err(ManualError::NotRecorded(format!(

@@ -83,6 +83,12 @@ pub enum Report {
     Attempt(Attempt),
     /// The final result.
     Result { outcome: Outcome, reason: String, record_sha256: String, observed_version: String, attempt: Attempt },
+    /// The system answered, but neither the artifact store nor the spool's
+    /// disk took the output or the run record: it is held in this process's
+    /// memory only. Nothing is reported (a result must point at a durable
+    /// record): the worker gives the lease back unfinished and stops
+    /// leasing, saying why.
+    NotKept { detail: String },
 }
 
 /// What the system said, once its conversation is over: the input of
@@ -251,8 +257,15 @@ pub async fn record_answer(
     if let Some(text) = &output {
         conversation.push(Turn { role: SYSTEM.into(), text: text.clone() });
     }
+    let mut not_kept = Vec::new();
     let output_sha256 = match &output {
-        Some(text) => Some(store_answer_blob(ctx, text.as_bytes(), &lease.run_id, "output").await),
+        Some(text) => {
+            let (sha, durable) = store_answer_blob(ctx, text.as_bytes(), &lease.run_id, "output").await;
+            if !durable {
+                not_kept.push("its output");
+            }
+            Some(sha)
+        }
         None => None,
     };
     let observed_version = version_label(reported_version.as_deref());
@@ -329,7 +342,13 @@ pub async fn record_answer(
         manual,
     };
     let record_sha256 = match serde_json::to_vec_pretty(&record) {
-        Ok(bytes) => store_answer_blob(ctx, &bytes, &lease.run_id, "run record").await,
+        Ok(bytes) => {
+            let (sha, durable) = store_answer_blob(ctx, &bytes, &lease.run_id, "run record").await;
+            if !durable {
+                not_kept.push("its run record");
+            }
+            sha
+        }
         Err(e) => {
             // Not reached: a RunRecord is plain data. If it were, no record
             // could be made however often the system answered, so the run
@@ -338,6 +357,15 @@ pub async fn record_answer(
             String::new()
         }
     };
+    if !not_kept.is_empty() {
+        return Report::NotKept {
+            detail: format!(
+                "the artifact store and the spool's disk ({}) both refused {}: held in memory only",
+                ctx.spool.dir().display(),
+                not_kept.join(" and ")
+            ),
+        };
+    }
     Report::Result { outcome, reason, record_sha256, observed_version: reported_version.unwrap_or_default(), attempt }
 }
 
@@ -356,13 +384,22 @@ const STORE_BACKOFF_MAX: Duration = Duration::from_secs(1);
 /// policy called the product again (and charged for it), and a rerun could
 /// replace the answer (seed 004). Now a put is retried a few times with
 /// backoff; if the store still refuses, the bytes go to the worker's
-/// [`Spool`] (its own disk, or memory if that fails too) and the run is
-/// reported final by its hashes all the same, which content addressing
-/// knows before the bytes are stored. The worker sees the spool used
+/// [`Spool`] (its own disk) and the run is reported final by its hashes all
+/// the same, which content addressing knows before the bytes are stored.
+/// Only when the spool's disk refuses too (a full disk) is the answer held
+/// in memory, and then the run is not reported at all: a result the ledger
+/// marks final must point at a record that survives this process, so the
+/// lease goes back unfinished and the run is run again once there is room
+/// (the one case where a product that answered is called again: its answer
+/// could be kept nowhere). The worker sees the spool used
 /// (`Spool::kept_here`), stops leasing, and moves the spool into the store
 /// before it stops and before it leases again (`crate::run`), so nothing
 /// is run while the store fails and no record is left behind unstored.
-async fn store_answer_blob(ctx: &RunContext, bytes: &[u8], run_id: &str, what: &str) -> String {
+///
+/// Returns the blob's hash and whether it is durable (in the store or on
+/// the spool's disk); a blob only in memory makes the run
+/// [`Report::NotKept`].
+async fn store_answer_blob(ctx: &RunContext, bytes: &[u8], run_id: &str, what: &str) -> (String, bool) {
     let backoff = ExponentialBuilder::new()
         .with_min_delay(STORE_BACKOFF_MIN)
         .with_max_delay(STORE_BACKOFF_MAX)
@@ -373,9 +410,10 @@ async fn store_answer_blob(ctx: &RunContext, bytes: &[u8], run_id: &str, what: &
         .notify(|e, delay| warn!(run_id, what, error = %e, ?delay, "the artifact store refused a put; trying again"))
         .await;
     match stored {
-        Ok(sha) => sha,
+        Ok(sha) => (sha, true),
         Err(e) => {
             let (sha, kept) = ctx.spool.keep(bytes);
+            let durable = matches!(kept, Kept::OnDisk);
             let spool = ctx.spool.dir().display();
             match kept {
                 Kept::OnDisk => error!(
@@ -385,11 +423,11 @@ async fn store_answer_blob(ctx: &RunContext, bytes: &[u8], run_id: &str, what: &
                 ),
                 Kept::InMemory(disk) => error!(
                     run_id, what, error = %e, spool_error = %disk, %spool,
-                    "the artifact store and the spool both refused the answer: it is held in memory until the store \
-                     takes it; the worker stops leasing"
+                    "the artifact store and the spool both refused the answer: it is held in memory only, so the \
+                     run is not reported (its lease goes back unfinished); the worker stops leasing"
                 ),
             }
-            sha
+            (sha, durable)
         }
     }
 }

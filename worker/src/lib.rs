@@ -479,8 +479,9 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
             Err(e) => match context.spool.held_in_memory() {
                 0 => format!("they go into the store when the worker starts again ({e})"),
                 n => format!(
-                    "{n} of them, which the spool's disk refused too, are held in memory only and are lost when this \
-                     process exits: their runs' records will be missing ({e})"
+                    "{n} of them, which the spool's disk refused too, were held in memory only and are lost when \
+                     this process exits: their runs were not reported and went back unfinished, to be run again \
+                     once the store or the disk has room ({e})"
                 ),
             },
         };
@@ -885,6 +886,15 @@ impl Crew {
                         return (lease.run_id, Ended::Released);
                     }
                 };
+                if let Report::NotKept { detail } = &report {
+                    // No durable record: nothing to report. The lease goes
+                    // back unfinished at once (not a worker_lost attempt
+                    // later), and the spool's use stops the leasing.
+                    warn!(run_id = %lease.run_id, %detail, "the run's answer could not be kept: its lease goes back");
+                    let request = pb::DrainRequest { worker_id: worker_id.clone(), released: vec![lease_ref.clone()] };
+                    let _ = client.clone().drain(request).await;
+                    return (lease.run_id, Ended::Released);
+                }
                 has_report.store(true, Ordering::Relaxed);
                 let record_sha256 = match &report {
                     Report::Result { record_sha256, outcome, .. } => {
@@ -895,6 +905,7 @@ impl Crew {
                         cohort_telemetry::genai::mark_error(&recorded, attempt.class.as_str());
                         None
                     }
+                    Report::NotKept { .. } => None,
                 };
                 let accepted = send_report(client, &results, &fatal, &worker_id, &lease_ref, report, &journaling).await;
                 if let Some(a) = accepted {
@@ -969,6 +980,8 @@ async fn send_report(
     journaling: &Arc<Journaling>,
 ) -> Option<bool> {
     let accepted = match report {
+        // Given back by the run task; never sent (see `spawn_run`).
+        Report::NotKept { .. } => return None,
         Report::Attempt(attempt) => {
             let request = pb::ReportAttemptRequest {
                 worker_id: worker_id.to_owned(),

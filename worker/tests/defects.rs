@@ -278,6 +278,59 @@ async fn a_refused_answer_waits_in_the_spool_and_the_system_is_not_called_again(
     cluster.stop().await;
 }
 
+/// Proves no run is final without a durable record (issue 23, a full
+/// disk): with the artifact store down and the spool's disk refusing too,
+/// the answered run is not reported (no final run, no attempt), its lease
+/// goes back at once, the worker stops leasing and says why; started again
+/// with room, the cohort ends with every run completed exactly once and
+/// every record stored. The run whose answer could be kept nowhere is the
+/// one run its system is called for twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_kept_nowhere_is_not_reported_and_runs_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = cluster(dir.path()).await;
+    let backend = Arc::new(Switchable {
+        down: AtomicBool::new(true),
+        puts_refused: AtomicU32::new(0),
+        inner: LocalBackend::new(dir.path().join("artifacts")),
+    });
+    let store = ArtifactStore::with_backend(backend.clone());
+    let adapter = Arc::new(Counting::default());
+    // A spool under a regular file: its disk refuses every write.
+    std::fs::write(dir.path().join("full"), b"").unwrap();
+    let mut full = context(dir.path(), store.clone());
+    full.spool = Spool::new(dir.path().join("full").join("spool"));
+
+    let stopped = run(worker(&cluster.url, 1, full, arms(adapter.clone()))).await;
+    let Err(WorkerError::StoreFailed { state, .. }) = stopped else {
+        panic!("expected the worker to stop on the store, got {stopped:?}")
+    };
+    assert!(state.contains("were not reported and went back unfinished"), "{state}");
+    let runs = cluster.ledger.runs().await.unwrap();
+    assert!(runs.iter().all(|r| r.state != RunStateKind::Final), "a run is final without a durable record: {runs:?}");
+    assert!(runs.iter().all(|r| r.state != RunStateKind::Leased), "the lease went back: {runs:?}");
+    let answered: Vec<String> = adapter.calls.lock().unwrap().keys().cloned().collect();
+    assert_eq!(answered.len(), 1, "one answer, then no more leases: {answered:?}");
+    assert!(cluster.ledger.attempts(&answered[0]).await.unwrap().is_empty(), "nothing was reported for it");
+
+    backend.down.store(false, Ordering::SeqCst);
+    let summary =
+        run(worker(&cluster.url, 2, context(dir.path(), store.clone()), arms(adapter.clone()))).await.unwrap();
+    assert_eq!(summary.stale, 0, "{summary:?}");
+    let runs = cluster.ledger.runs().await.unwrap();
+    assert_eq!(runs.len(), 8);
+    for run in &runs {
+        assert_eq!((run.state, run.outcome), (RunStateKind::Final, Some(Outcome::Completed)), "{}", run.run_id);
+        assert!(store.get(&run.record_sha256).unwrap().is_some(), "{}: the record is stored", run.run_id);
+        let attempts = cluster.ledger.attempts(&run.run_id).await.unwrap();
+        assert_eq!(attempts.iter().map(|a| a.class).collect::<Vec<_>>(), [AttemptClass::Ok], "{}", run.run_id);
+    }
+    let calls = adapter.calls.lock().unwrap().clone();
+    assert_eq!(calls.get(&answered[0]), Some(&2), "the answer kept nowhere is asked for again");
+    assert!(calls.iter().filter(|(r, _)| **r != answered[0]).all(|(_, n)| *n == 1), "{calls:?}");
+    cluster.stop().await;
+}
+
 /// What the fake coordinator answers, and what it was sent.
 #[derive(Debug, Default)]
 struct Script {

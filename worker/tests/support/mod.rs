@@ -126,7 +126,7 @@ pub async fn execute(arm: ArmConfig, adapter: Arc<dyn Adapter>, timeout: Duratio
         Report::Result { record_sha256, .. } => {
             Some(serde_json::from_slice(&store.get(record_sha256).unwrap().unwrap()).unwrap())
         }
-        Report::Attempt(_) => None,
+        Report::Attempt(_) | Report::NotKept { .. } => None,
     };
     (report, record)
 }
