@@ -99,6 +99,8 @@ pub struct WorkerRoleConfig {
     pub arms: Vec<String>,
     /// How long running runs may take to finish on shutdown.
     pub drain_grace: Duration,
+    /// How long leasing stays paused while the artifact store refuses answers.
+    pub store_outage_grace: Duration,
     pub store: StoreConfig,
     pub scoring: ScoringConfig,
     /// The cluster token the worker sends, if any.
@@ -124,6 +126,7 @@ pub async fn serve_worker(
         name: config.name,
         slots: config.slots.max(1),
         drain_grace: config.drain_grace,
+        store_outage_grace: config.store_outage_grace,
         context: local::run_context(&frozen, &config.store, &config.scoring)?,
         arms: local::arm_runtimes(&frozen, &config.arms)?,
     };

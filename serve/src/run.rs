@@ -175,6 +175,7 @@ pub async fn run_local(
             name: format!("local-{i}"),
             slots,
             drain_grace: Duration::from_secs(5),
+            store_outage_grace: cohort_worker::DEFAULT_STORE_OUTAGE_GRACE,
             context: {
                 let mut context = local::run_context(&frozen, &config.store, &config.scoring)?;
                 if let Some(judge) = &context_judge {

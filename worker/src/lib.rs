@@ -77,6 +77,11 @@ pub struct WorkerConfig {
     pub slots: u32,
     /// How long running runs may take to finish on shutdown.
     pub drain_grace: Duration,
+    /// How long leasing stays paused while the artifact store refuses
+    /// answers (they wait in the spool) before the worker stops: the spool
+    /// is offered to the store again every [`STORE_PROBE_EVERY`], and
+    /// leasing resumes once it takes it. Zero stops at the first refusal.
+    pub store_outage_grace: Duration,
     pub context: RunContext,
     /// Arm id -> runtime; the worker runs only these arms.
     pub arms: HashMap<String, ArmRuntime>,
@@ -244,7 +249,10 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
             s.message().to_owned()
         })
     })?;
-    let kept_at_start = config.context.spool.kept_here();
+    // What the spool held when leasing last went on, and since when the
+    // store has refused answers (leasing paused).
+    let mut kept_seen = config.context.spool.kept_here();
+    let mut store_down_since: Option<tokio::time::Instant> = None;
     let worker_id = registered.worker_id.clone();
     info!(%worker_id, slots = config.slots, journal = registered.journal_reports, "worker registered");
     config.context.metrics.set_state(metrics::WorkerState::Registered);
@@ -312,9 +320,27 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
             failure = Some(e);
             break;
         }
-        if crew.context.spool.kept_here() > kept_at_start {
-            // The store refused an answer (it waits in the spool): lease
-            // nothing more while it fails.
+        // The store refused an answer (it waits in the spool): lease
+        // nothing while it fails; offer it the spool again, and lease again
+        // once it takes it, within the operator's bound.
+        let store_down = crew.context.spool.kept_here() > kept_seen && {
+            let since = *store_down_since.get_or_insert_with(|| {
+                warn!(
+                    grace = ?config.store_outage_grace,
+                    "the artifact store refuses answers (kept in the spool): leasing paused until it takes them"
+                );
+                tokio::time::Instant::now()
+            });
+            if flush_spool(&crew.context).is_ok() && crew.context.spool.held_in_memory() == 0 {
+                info!(paused = ?since.elapsed(), "the artifact store took the spool: leasing again");
+                kept_seen = crew.context.spool.kept_here();
+                store_down_since = None;
+                false
+            } else {
+                true
+            }
+        };
+        if store_down && store_down_since.is_some_and(|since| since.elapsed() >= config.store_outage_grace) {
             break;
         }
         if cohort_done && tasks.is_empty() {
@@ -323,6 +349,8 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
         let free = config.slots.saturating_sub(tasks.len() as u32);
         let wait = if free == 0 || cohort_done {
             None
+        } else if store_down {
+            Some(STORE_PROBE_EVERY)
         } else {
             let request = pb::LeaseRequest { worker_id: worker_id.clone(), max_runs: free };
             let mut lease_client = client.clone();
@@ -472,7 +500,7 @@ pub async fn run(config: WorkerConfig, shutdown: impl Future<Output = ()>) -> Re
             failure.get_or_insert(service_failed(Err(e), heartbeat.id()));
         }
     }
-    if context.spool.kept_here() > kept_at_start {
+    if context.spool.kept_here() > kept_seen {
         let spool = context.spool.dir().to_owned();
         let state = match flush_spool_patiently(&context).await {
             Ok(()) => "the store took them at shutdown; start the worker again".to_owned(),
@@ -738,6 +766,14 @@ async fn flush_spool_patiently(context: &RunContext) -> Result<(), WorkerError> 
         }
     }
 }
+
+/// How often a worker whose store refuses answers offers it the spool
+/// again while leasing is paused.
+pub const STORE_PROBE_EVERY: Duration = Duration::from_secs(1);
+
+/// How long leasing stays paused for a refusing store by default (the
+/// worker's `--store-outage-secs`).
+pub const DEFAULT_STORE_OUTAGE_GRACE: Duration = Duration::from_secs(300);
 
 /// How often a stopping worker tries to move its spool into the store.
 const SPOOL_FLUSH_TRIES: usize = 5;

@@ -139,6 +139,7 @@ fn worker(url: &str, slots: u32, context: RunContext, arms: HashMap<String, ArmR
         name: "w".into(),
         slots,
         drain_grace: Duration::from_secs(5),
+        store_outage_grace: Duration::ZERO,
         context,
         arms,
         token: None,
@@ -196,18 +197,24 @@ async fn a_panicking_run_gives_its_lease_back_with_a_worker_lost_attempt() {
     cluster.stop().await;
 }
 
-/// A backend that refuses every write while `down` is set.
+/// A backend that refuses every write while `down` is set, and comes back
+/// by itself after `up_after` refused writes when that is not 0 (an outage
+/// that ends, without a clock).
 #[derive(Debug)]
 struct Switchable {
     down: AtomicBool,
     puts_refused: AtomicU32,
+    up_after: u32,
     inner: LocalBackend,
 }
 
 impl Backend for Switchable {
     fn put(&self, sha256: &str, bytes: &[u8]) -> io::Result<()> {
         if self.down.load(Ordering::SeqCst) {
-            self.puts_refused.fetch_add(1, Ordering::SeqCst);
+            let refused = self.puts_refused.fetch_add(1, Ordering::SeqCst) + 1;
+            if self.up_after > 0 && refused >= self.up_after {
+                self.down.store(false, Ordering::SeqCst);
+            }
             return Err(io::Error::other("the artifact store is down"));
         }
         self.inner.put(sha256, bytes)
@@ -234,6 +241,7 @@ async fn a_refused_answer_waits_in_the_spool_and_the_system_is_not_called_again(
     let backend = Arc::new(Switchable {
         down: AtomicBool::new(true),
         puts_refused: AtomicU32::new(0),
+        up_after: 0,
         inner: LocalBackend::new(dir.path().join("artifacts")),
     });
     let store = ArtifactStore::with_backend(backend.clone());
@@ -292,6 +300,7 @@ async fn an_answer_kept_nowhere_is_not_reported_and_runs_again() {
     let backend = Arc::new(Switchable {
         down: AtomicBool::new(true),
         puts_refused: AtomicU32::new(0),
+        up_after: 0,
         inner: LocalBackend::new(dir.path().join("artifacts")),
     });
     let store = ArtifactStore::with_backend(backend.clone());
@@ -328,6 +337,41 @@ async fn an_answer_kept_nowhere_is_not_reported_and_runs_again() {
     let calls = adapter.calls.lock().unwrap().clone();
     assert_eq!(calls.get(&answered[0]), Some(&2), "the answer kept nowhere is asked for again");
     assert!(calls.iter().filter(|(r, _)| **r != answered[0]).all(|(_, n)| *n == 1), "{calls:?}");
+    cluster.stop().await;
+}
+
+/// Proves a store outage that ends does not take the worker out (issue
+/// 23): the first answer waits in the spool, leasing pauses, the spool is
+/// offered to the store again (the store comes back after a few refused
+/// writes), leasing resumes, and the one run of the worker completes the
+/// cohort: every run final once, every record stored, the spool empty.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leasing_pauses_while_the_store_is_down_and_resumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = cluster(dir.path()).await;
+    let backend = Arc::new(Switchable {
+        down: AtomicBool::new(true),
+        puts_refused: AtomicU32::new(0),
+        // The output's tries, then two refused offers of the spool.
+        up_after: 6,
+        inner: LocalBackend::new(dir.path().join("artifacts")),
+    });
+    let store = ArtifactStore::with_backend(backend.clone());
+    let adapter = Arc::new(Counting::default());
+    let mut config = worker(&cluster.url, 1, context(dir.path(), store.clone()), arms(adapter.clone()));
+    config.store_outage_grace = Duration::from_secs(60);
+    let summary = run(config).await.unwrap();
+    assert_eq!(summary.stale, 0, "{summary:?}");
+    assert!(backend.puts_refused.load(Ordering::SeqCst) >= 6, "the store was down");
+    assert!(Spool::new(dir.path().join("spool")).pending().unwrap().is_empty(), "the spool went into the store");
+    let runs = cluster.ledger.runs().await.unwrap();
+    assert_eq!(runs.len(), 8);
+    for run in &runs {
+        assert_eq!((run.state, run.outcome), (RunStateKind::Final, Some(Outcome::Completed)), "{}", run.run_id);
+        assert!(store.get(&run.record_sha256).unwrap().is_some(), "{}: the record is stored", run.run_id);
+    }
+    let calls = adapter.calls.lock().unwrap().clone();
+    assert!(calls.len() == 8 && calls.values().all(|n| *n == 1), "each system called once per run: {calls:?}");
     cluster.stop().await;
 }
 

@@ -136,6 +136,7 @@ async fn retried_runs_record_every_attempt_in_order() {
         name: "w".into(),
         slots: 4,
         drain_grace: Duration::from_secs(5),
+        store_outage_grace: Duration::ZERO,
         context,
         arms,
         token: None,

@@ -123,6 +123,10 @@ pub struct WorkerArgs {
     /// Seconds running runs may take to finish on shutdown.
     #[arg(long, default_value_t = 10)]
     pub drain_grace_secs: u64,
+    /// Seconds leasing stays paused while the artifact store refuses answers
+    /// (they wait in the spool) before the worker stops; 0 stops at once.
+    #[arg(long, default_value_t = cohort_worker::DEFAULT_STORE_OUTAGE_GRACE.as_secs())]
+    pub store_outage_secs: u64,
     /// Serve `/healthz`, `/readyz` (registered and not draining) and
     /// `/metrics` (Prometheus) on this address (docs/operations.md); off
     /// when absent.
@@ -230,6 +234,7 @@ pub fn worker(args: WorkerArgs) -> anyhow::Result<()> {
             slots: args.slots,
             arms: args.arms.clone(),
             drain_grace: Duration::from_secs(args.drain_grace_secs),
+            store_outage_grace: Duration::from_secs(args.store_outage_secs),
             store: args.store.config(),
             scoring: args.scoring.config(),
             token,
