@@ -56,8 +56,12 @@ pub use error::{Problem, ValidationError};
 /// the human-review rates (claim fidelity, citation precision, coverage)
 /// micro and equal-question macro with paired differences on the report's
 /// bootstrap draws, the publication state, no resolution comparison across
-/// citation formats, and rates measured on fewer outputs than completed
-/// (scoring errors) saying so (issue 20).
+/// citation formats, rates measured on fewer outputs than completed
+/// (scoring errors) saying so, the judge's evidence from the captured
+/// original source for every arm (never the vendor's snippet) with a claim
+/// judged only when every source it cites has text, the source figures,
+/// and abstentions on answerable questions counted apart from the 0/1/2
+/// uncertainty mean (issue 20).
 ///
 /// When it changes: ARCHITECTURE.md, "When METRICS_VERSION changes".
 pub const METRICS_VERSION: u32 = 3;

@@ -509,12 +509,13 @@ pub fn publication_state(
     if !simulated.arms.is_empty() || simulated.judge {
         missing.push("SIMULATED arms or judge: these are not actual runs".to_owned());
     }
-    if frozen.review_declared || review.is_some() {
+    let declared_in_config = frozen.cohort.config.review.is_some();
+    if declared_in_config || frozen.review_declared || review.is_some() {
         match review {
-            None => missing.push(
-                "the cohort declares a human review (one was exported), but no reviewer's labels are imported"
-                    .to_owned(),
-            ),
+            None => missing.push(format!(
+                "the cohort declares a human review ({}), but no reviewer's labels are imported",
+                if declared_in_config { "[review] in cohort.toml" } else { "one was exported" }
+            )),
             Some(r) => {
                 if r.imported_reviewers.len() < 2 {
                     missing.push(format!(

@@ -441,11 +441,15 @@ impl Page<'_> {
     fn headline(&mut self) -> fmt::Result {
         let s = self.summary;
         self.out.push_str(
-            "<section id=\"headline\">\n<h2>Headline</h2>\n<p>Micro rates: value, <em>numerator / denominator</em>, \
+            "<section id=\"headline\">\n<h2>Headline</h2>\n<p>The compared micro rates: value, <em>numerator / denominator</em>, \
              95% cluster-bootstrap interval. Arms of different workflows are never compared.</p>\n",
         );
-        let headline_kinds: Vec<RateKind> =
-            RateKind::ALL.into_iter().filter(|k| k.pooling() == crate::rates::Pooling::Micro).collect();
+        // The headline: the compared micro rates (the descriptive ones, such
+        // as the source figures, follow in the per-arm tables).
+        let headline_kinds: Vec<RateKind> = RateKind::ALL
+            .into_iter()
+            .filter(|k| k.pooling() == crate::rates::Pooling::Micro && k.comparison().is_some())
+            .collect();
         for (workflow, arms) in by_workflow(&s.arms) {
             write!(
                 self.out,

@@ -575,15 +575,34 @@ pub fn summarise_review(frozen: &FrozenCohort, input: Option<&ReviewInput>, draw
             (None, None) => None,
         };
         let group = key.get(item.question_id.as_str()).map_or("not_in_key", |e| e.group()).to_owned();
+        let entry = key.get(item.question_id.as_str()).copied();
+        let marks: Vec<bool> = [ua, ub].into_iter().flatten().map(|x| x.1).collect();
+        // An abstention on an answerable question is counted apart and kept
+        // out of the 0/1/2 distribution and mean (seed 004: declining to
+        // answer is not calibration); one rule, the key's own.
+        let abstention = cohort_core::uncertainty_key::treatment(entry, &marks)
+            == cohort_core::uncertainty_key::UncertaintyTreatment::AnswerableAbstention;
+        let status = match (abstention, score) {
+            (true, _) => "answerable_abstention",
+            (false, Some(_)) => "scored",
+            (false, None) => "unresolved",
+        };
         lines.push(serde_json::json!({
             "kind": "output", "item_id": item.item_id, "run_id": item.run_id, "arm": item.arm,
             "question_id": item.question_id, "output": item.output, "uncertainty_group": group,
-            "status": if score.is_some() { "scored" } else { "unresolved" }, "uncertainty": score,
+            "status": status, "uncertainty": score,
             "reviewers": ([ra, rb].iter().flatten().map(|r| (r.reviewer.clone(), r.uncertainty.get(&item.item_id).map(|(sc, ab)| serde_json::json!({"score": sc, "abstained": ab})))).collect::<BTreeMap<_, _>>()),
             "adjudication": adj.get(&item.item_id).map(|(l, rr, why)| serde_json::json!({"final": l, "reason": rr, "rationale": why})),
         }));
         let cell = &mut cells[a][q];
         cell.outputs += 1;
+        if entry.is_some_and(|e| e.answerable) {
+            cell.answerable += 1;
+        }
+        if abstention {
+            cell.abstained += 1;
+            continue;
+        }
         let g = cell.unc_by_group.entry(group).or_default();
         match score {
             Some(s) => {
@@ -594,13 +613,6 @@ pub fn summarise_review(frozen: &FrozenCohort, input: Option<&ReviewInput>, draw
                 cell.unc_unresolved += 1;
                 g.1 += 1;
                 unresolved_total += 1;
-            }
-        }
-        if key.get(item.question_id.as_str()).is_some_and(|e| e.answerable) {
-            cell.answerable += 1;
-            let all = [ua, ub].into_iter().flatten().collect::<Vec<_>>();
-            if !all.is_empty() && all.iter().all(|x| x.1) {
-                cell.abstained += 1;
             }
         }
     }
@@ -868,6 +880,44 @@ mod tests {
             imported_files: Vec::new(),
         };
         summarise_review(&frozen(), Some(&input), 200).unwrap()
+    }
+
+    /// Proves an abstention on a question the key calls answerable is
+    /// counted apart and left out of the 0/1/2 distribution and mean, while
+    /// an abstention on an insufficient-evidence question is scored (there
+    /// it is the calibrated answer).
+    #[test]
+    fn answerable_abstentions_are_counted_apart_from_the_mean() {
+        let mut frozen = frozen();
+        frozen.cohort.uncertainty_key = Some(
+            serde_json::from_str(r#"[{"question_id":"s1","answerable":true},{"question_id":"s2","answerable":false}]"#)
+                .unwrap(),
+        );
+        let items = vec![item("u1", ItemKind::Uncertainty, "s1", None), item("u2", ItemKind::Uncertainty, "s2", None)];
+        let mut a = labels("alice", &[], &[]);
+        let mut b = labels("bob", &[], &[]);
+        for r in [&mut a, &mut b] {
+            r.uncertainty.insert("u1".into(), (0, true));
+            r.uncertainty.insert("u2".into(), (2, true));
+        }
+        let input = ReviewInput {
+            index: ExportIndex {
+                kind: "cohort-review-export".into(),
+                manifest_sha256: String::new(),
+                exported_at: String::new(),
+                reviewers: vec!["alice".into(), "bob".into()],
+                folder: String::new(),
+                items,
+            },
+            reviewers: vec![a, b],
+            adjudication: None,
+            imported_files: Vec::new(),
+        };
+        let p = summarise_review(&frozen, Some(&input), 200).unwrap();
+        let f = &p.summary.arms[0].figures;
+        assert_eq!(f.abstentions_on_answerable, 1);
+        assert_eq!((f.uncertainty.outputs, f.uncertainty.scores), (1, [0, 0, 1]), "only the s2 abstention is scored");
+        assert_eq!(f.uncertainty.mean.value, Some(2.0));
     }
 
     /// A run with zero factual claims has no claim-fidelity denominator
