@@ -42,6 +42,19 @@ pub struct StoreConfig {
     pub artifacts_max_blob_bytes: u64,
 }
 
+/// The cohort's own stores: its embedded ledger and its artifact store,
+/// with the default blob cap.
+impl Default for StoreConfig {
+    fn default() -> StoreConfig {
+        StoreConfig {
+            redis: None,
+            ledger: None,
+            artifacts: None,
+            artifacts_max_blob_bytes: cohort_artifacts::s3::DEFAULT_MAX_BLOB_BYTES,
+        }
+    }
+}
+
 impl StoreConfig {
     /// The embedded ledger file of the cohort in `dir`: `ledger`, or
     /// DIR/.cohort/ledger.sqlite.

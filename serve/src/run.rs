@@ -48,6 +48,23 @@ pub struct LocalConfig {
     pub pass: String,
 }
 
+impl LocalConfig {
+    /// `cohort run DIR` with no flags: two workers, the cohort's own
+    /// stores, capture as the judge decides, the built-in SIMULATED judge
+    /// when the cohort's `[judge]` is "sim", the default pass.
+    pub fn for_dir(dir: impl Into<PathBuf>) -> LocalConfig {
+        LocalConfig {
+            dir: dir.into(),
+            workers: 2,
+            slots: None,
+            store: StoreConfig::default(),
+            scoring: ScoringConfig::default(),
+            judge_proxy_config: None,
+            pass: cohort_worker::passes::DEFAULT_PASS.to_owned(),
+        }
+    }
+}
+
 /// What happens during [`run_local`], in order.
 #[derive(Debug)]
 pub enum LocalEvent<'a> {

@@ -8,7 +8,6 @@ use std::path::Path;
 use std::time::SystemTime;
 
 use cohort_coordinator::freeze::{FreezeOptions, freeze};
-use cohort_serve::local::{ScoringConfig, StoreConfig};
 use cohort_serve::{LocalConfig, LocalEvent, LocalOutcome, run_local};
 
 fn quickstart_in(dir: &Path) {
@@ -27,20 +26,7 @@ fn quickstart_in(dir: &Path) {
 async fn run_local_runs_the_quickstart_to_the_end() {
     let dir = tempfile::tempdir().unwrap();
     quickstart_in(dir.path());
-    let config = LocalConfig {
-        dir: dir.path().to_owned(),
-        workers: 2,
-        slots: None,
-        store: StoreConfig {
-            redis: None,
-            ledger: None,
-            artifacts: None,
-            artifacts_max_blob_bytes: cohort_artifacts::s3::DEFAULT_MAX_BLOB_BYTES,
-        },
-        scoring: ScoringConfig::default(),
-        judge_proxy_config: None,
-        pass: cohort_worker::passes::DEFAULT_PASS.to_owned(),
-    };
+    let config = LocalConfig::for_dir(dir.path());
     let mut seen = Vec::new();
     let outcome = run_local(
         &config,

@@ -208,6 +208,33 @@ struct Switchable {
     inner: LocalBackend,
 }
 
+/// A store that is down from the start (back after `up_after` refused
+/// writes, when not 0), over a local backend in `dir`.
+fn switchable(dir: &Path, up_after: u32) -> Arc<Switchable> {
+    Arc::new(Switchable {
+        down: AtomicBool::new(true),
+        puts_refused: AtomicU32::new(0),
+        up_after,
+        inner: LocalBackend::new(dir.join("artifacts")),
+    })
+}
+
+/// Every planned run of the cluster is completed, with one `ok` attempt,
+/// its record and its output in `store`.
+async fn every_run_completed_once_and_stored(cluster: &Cluster, store: &ArtifactStore) {
+    let runs = cluster.ledger.runs().await.unwrap();
+    assert_eq!(runs.len(), 8);
+    for run in &runs {
+        assert_eq!((run.state, run.outcome), (RunStateKind::Final, Some(Outcome::Completed)), "{}", run.run_id);
+        let bytes = store.get(&run.record_sha256).unwrap().expect("every record is stored");
+        let record: cohort_worker::record::RunRecord = serde_json::from_slice(&bytes).unwrap();
+        let output = record.output_sha256.expect("a completed run has its output");
+        assert!(store.get(&output).unwrap().is_some(), "{}: the output is stored", run.run_id);
+        let attempts = cluster.ledger.attempts(&run.run_id).await.unwrap();
+        assert_eq!(attempts.iter().map(|a| a.class).collect::<Vec<_>>(), [AttemptClass::Ok], "{}", run.run_id);
+    }
+}
+
 impl Backend for Switchable {
     fn put(&self, sha256: &str, bytes: &[u8]) -> io::Result<()> {
         if self.down.load(Ordering::SeqCst) {
@@ -238,12 +265,7 @@ impl Backend for Switchable {
 async fn a_refused_answer_waits_in_the_spool_and_the_system_is_not_called_again() {
     let dir = tempfile::tempdir().unwrap();
     let cluster = cluster(dir.path()).await;
-    let backend = Arc::new(Switchable {
-        down: AtomicBool::new(true),
-        puts_refused: AtomicU32::new(0),
-        up_after: 0,
-        inner: LocalBackend::new(dir.path().join("artifacts")),
-    });
+    let backend = switchable(dir.path(), 0);
     let store = ArtifactStore::with_backend(backend.clone());
     let adapter = Arc::new(Counting::default());
 
@@ -271,15 +293,7 @@ async fn a_refused_answer_waits_in_the_spool_and_the_system_is_not_called_again(
         run(worker(&cluster.url, 2, context(dir.path(), store.clone()), arms(adapter.clone()))).await.unwrap();
     assert_eq!(summary.stale, 0, "{summary:?}");
     assert!(Spool::new(&spool).pending().unwrap().is_empty(), "the spool went into the store");
-    let runs = cluster.ledger.runs().await.unwrap();
-    assert_eq!(runs.len(), 8);
-    for run in &runs {
-        assert_eq!((run.state, run.outcome), (RunStateKind::Final, Some(Outcome::Completed)), "{}", run.run_id);
-        let bytes = store.get(&run.record_sha256).unwrap().expect("every record is stored");
-        let record: cohort_worker::record::RunRecord = serde_json::from_slice(&bytes).unwrap();
-        let output = record.output_sha256.expect("a completed run has its output");
-        assert!(store.get(&output).unwrap().is_some(), "{}: the output is stored", run.run_id);
-    }
+    every_run_completed_once_and_stored(&cluster, &store).await;
     let calls = adapter.calls.lock().unwrap().clone();
     assert_eq!(calls.len(), 8, "{calls:?}");
     assert!(calls.values().all(|n| *n == 1), "each system called once per run: {calls:?}");
@@ -297,12 +311,7 @@ async fn a_refused_answer_waits_in_the_spool_and_the_system_is_not_called_again(
 async fn an_answer_kept_nowhere_is_not_reported_and_runs_again() {
     let dir = tempfile::tempdir().unwrap();
     let cluster = cluster(dir.path()).await;
-    let backend = Arc::new(Switchable {
-        down: AtomicBool::new(true),
-        puts_refused: AtomicU32::new(0),
-        up_after: 0,
-        inner: LocalBackend::new(dir.path().join("artifacts")),
-    });
+    let backend = switchable(dir.path(), 0);
     let store = ArtifactStore::with_backend(backend.clone());
     let adapter = Arc::new(Counting::default());
     // A spool under a regular file: its disk refuses every write.
@@ -326,14 +335,7 @@ async fn an_answer_kept_nowhere_is_not_reported_and_runs_again() {
     let summary =
         run(worker(&cluster.url, 2, context(dir.path(), store.clone()), arms(adapter.clone()))).await.unwrap();
     assert_eq!(summary.stale, 0, "{summary:?}");
-    let runs = cluster.ledger.runs().await.unwrap();
-    assert_eq!(runs.len(), 8);
-    for run in &runs {
-        assert_eq!((run.state, run.outcome), (RunStateKind::Final, Some(Outcome::Completed)), "{}", run.run_id);
-        assert!(store.get(&run.record_sha256).unwrap().is_some(), "{}: the record is stored", run.run_id);
-        let attempts = cluster.ledger.attempts(&run.run_id).await.unwrap();
-        assert_eq!(attempts.iter().map(|a| a.class).collect::<Vec<_>>(), [AttemptClass::Ok], "{}", run.run_id);
-    }
+    every_run_completed_once_and_stored(&cluster, &store).await;
     let calls = adapter.calls.lock().unwrap().clone();
     assert_eq!(calls.get(&answered[0]), Some(&2), "the answer kept nowhere is asked for again");
     assert!(calls.iter().filter(|(r, _)| **r != answered[0]).all(|(_, n)| *n == 1), "{calls:?}");
@@ -349,13 +351,8 @@ async fn an_answer_kept_nowhere_is_not_reported_and_runs_again() {
 async fn leasing_pauses_while_the_store_is_down_and_resumes() {
     let dir = tempfile::tempdir().unwrap();
     let cluster = cluster(dir.path()).await;
-    let backend = Arc::new(Switchable {
-        down: AtomicBool::new(true),
-        puts_refused: AtomicU32::new(0),
-        // The output's tries, then two refused offers of the spool.
-        up_after: 6,
-        inner: LocalBackend::new(dir.path().join("artifacts")),
-    });
+    // The output's tries, then two refused offers of the spool.
+    let backend = switchable(dir.path(), 6);
     let store = ArtifactStore::with_backend(backend.clone());
     let adapter = Arc::new(Counting::default());
     let mut config = worker(&cluster.url, 1, context(dir.path(), store.clone()), arms(adapter.clone()));
@@ -364,12 +361,7 @@ async fn leasing_pauses_while_the_store_is_down_and_resumes() {
     assert_eq!(summary.stale, 0, "{summary:?}");
     assert!(backend.puts_refused.load(Ordering::SeqCst) >= 6, "the store was down");
     assert!(Spool::new(dir.path().join("spool")).pending().unwrap().is_empty(), "the spool went into the store");
-    let runs = cluster.ledger.runs().await.unwrap();
-    assert_eq!(runs.len(), 8);
-    for run in &runs {
-        assert_eq!((run.state, run.outcome), (RunStateKind::Final, Some(Outcome::Completed)), "{}", run.run_id);
-        assert!(store.get(&run.record_sha256).unwrap().is_some(), "{}: the record is stored", run.run_id);
-    }
+    every_run_completed_once_and_stored(&cluster, &store).await;
     let calls = adapter.calls.lock().unwrap().clone();
     assert!(calls.len() == 8 && calls.values().all(|n| *n == 1), "each system called once per run: {calls:?}");
     cluster.stop().await;

@@ -63,25 +63,11 @@ pub fn copy_example(name: &str, to: &Path) {
 #[allow(dead_code)]
 pub async fn collect(dir: &Path) -> cohort_ledger::Status {
     use cohort_coordinator::freeze::{FreezeOptions, freeze};
-    use cohort_serve::local::{ScoringConfig, StoreConfig};
     use cohort_serve::{LocalConfig, LocalOutcome, run_local};
     if !dir.join("manifest.json").exists() {
         freeze(dir, &FreezeOptions { now: std::time::SystemTime::now(), amend: None }).unwrap();
     }
-    let config = LocalConfig {
-        dir: dir.to_owned(),
-        workers: 2,
-        slots: None,
-        store: StoreConfig {
-            redis: None,
-            ledger: None,
-            artifacts: None,
-            artifacts_max_blob_bytes: cohort_artifacts::s3::DEFAULT_MAX_BLOB_BYTES,
-        },
-        scoring: ScoringConfig::default(),
-        judge_proxy_config: None,
-        pass: cohort_worker::passes::DEFAULT_PASS.to_owned(),
-    };
+    let config = LocalConfig::for_dir(dir);
     match run_local(&config, |_| {}, std::future::pending::<()>()).await.unwrap() {
         LocalOutcome::Ran { status, .. } => {
             assert!(status.done(), "the cohort was not collected to the end: {status:?}");

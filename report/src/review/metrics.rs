@@ -866,6 +866,15 @@ mod tests {
     }
 
     fn summary(items: Vec<ExportedItem>, a: ReviewerLabels, b: ReviewerLabels) -> ReviewParts {
+        summary_of(&frozen(), items, a, b)
+    }
+
+    fn summary_of(
+        frozen: &FrozenCohort,
+        items: Vec<ExportedItem>,
+        a: ReviewerLabels,
+        b: ReviewerLabels,
+    ) -> ReviewParts {
         let input = ReviewInput {
             index: ExportIndex {
                 kind: "cohort-review-export".into(),
@@ -879,7 +888,7 @@ mod tests {
             adjudication: None,
             imported_files: Vec::new(),
         };
-        summarise_review(&frozen(), Some(&input), 200).unwrap()
+        summarise_review(frozen, Some(&input), 200).unwrap()
     }
 
     /// Proves an abstention on a question the key calls answerable is
@@ -900,20 +909,7 @@ mod tests {
             r.uncertainty.insert("u1".into(), (0, true));
             r.uncertainty.insert("u2".into(), (2, true));
         }
-        let input = ReviewInput {
-            index: ExportIndex {
-                kind: "cohort-review-export".into(),
-                manifest_sha256: String::new(),
-                exported_at: String::new(),
-                reviewers: vec!["alice".into(), "bob".into()],
-                folder: String::new(),
-                items,
-            },
-            reviewers: vec![a, b],
-            adjudication: None,
-            imported_files: Vec::new(),
-        };
-        let p = summarise_review(&frozen, Some(&input), 200).unwrap();
+        let p = summary_of(&frozen, items, a, b);
         let f = &p.summary.arms[0].figures;
         assert_eq!(f.abstentions_on_answerable, 1);
         assert_eq!((f.uncertainty.outputs, f.uncertainty.scores), (1, [0, 0, 1]), "only the s2 abstention is scored");
