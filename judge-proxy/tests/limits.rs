@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use cohort_judge_proxy::ProxyError;
 use cohort_judge_proxy::limiter::gcra::{BookResult, UpstreamSpec};
+use cohort_judge_proxy::limiter::rate::Limited;
 use cohort_judge_proxy::limiter::{Limiter, LocalLimiter, PermitRequest, RedisLimiter, Store};
 use cohort_judge_proxy::metrics::Metrics;
 use cohort_judge_proxy::secret::Secret;
@@ -217,7 +218,8 @@ async fn local_and_redis_decide_alike_at(url: String) {
     let mut now: i64 = 1_000_000_000;
     let mut x: u64 = 12345;
     let (mut booked, mut refused, mut borrowed, mut cuts) = (0, 0, 0, 0);
-    let mut last: Option<(usize, i64, i64, i64)> = None;
+    let mut last: Option<(usize, i64, i64, i64, i64)> = None;
+    let mut last_ppm = 1_000_000;
     for step in 0..600 {
         // A fixed linear congruential sequence: the same script every run.
         x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
@@ -226,11 +228,15 @@ async fn local_and_redis_decide_alike_at(url: String) {
         now += i64::try_from((x >> 20) % 150_000).unwrap();
         let what = (x >> 50) % 20;
         if what == 0 {
-            let epoch = last.map_or(0, |l| l.3);
-            let a = local.adapt("u", Some(epoch), 0, None, Some(now));
-            let b = r.adapt("u", Some(epoch), 0, None, Some(now)).await.unwrap();
+            let (epoch, slot) = last.map_or((0, now), |l| (l.3, l.4));
+            let limited = Some(Limited { epoch, slot, rpm: spec.rpm });
+            let a = local.adapt("u", limited, 0, None, Some(now));
+            let b = r.adapt("u", limited, 0, None, Some(now)).await.unwrap();
             assert_eq!(a, b, "step {step}: cut");
-            cuts += 1;
+            if a < last_ppm {
+                cuts += 1;
+            }
+            last_ppm = a;
             continue;
         }
         if what == 1 {
@@ -242,8 +248,8 @@ async fn local_and_redis_decide_alike_at(url: String) {
             continue;
         }
         let corrections: Vec<(usize, i64, i64)> = match (what, last) {
-            (2, Some((j, ri, ti, _))) => vec![(j, -ri, -ti)],
-            (3 | 4, Some((j, _, ti, _))) => vec![(j, 0, -ti / 2), ((j + 1) % 3, 0, 5_000)],
+            (2, Some((j, ri, ti, _, _))) => vec![(j, -ri, -ti)],
+            (3 | 4, Some((j, _, ti, _, _))) => vec![(j, 0, -ti / 2), ((j + 1) % 3, 0, 5_000)],
             _ => Vec::new(),
         };
         let max_wait = i64::try_from((x >> 10) % 3_000_000).unwrap();
@@ -254,10 +260,11 @@ async fn local_and_redis_decide_alike_at(url: String) {
         match l {
             BookResult::Booked(b) => {
                 booked += 1;
+                last_ppm = b.ppm;
                 if b.timeline != team {
                     borrowed += 1;
                 }
-                last = Some((b.timeline, b.req_inc, b.tok_inc, b.epoch));
+                last = Some((b.timeline, b.req_inc, b.tok_inc, b.epoch, b.slot));
             }
             BookResult::Refused { .. } => refused += 1,
         }

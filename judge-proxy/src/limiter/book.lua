@@ -5,7 +5,8 @@
 --
 -- KEYS (all share one hash tag, so the script also runs on Redis Cluster):
 --   1 upstream pause-until   {P:jp:U}:pause
---   2 upstream rate (hash: cut, t, cap)   {P:jp:U}:rate
+--   2 upstream rate (hash: cut, t, cap, and the success window s<i>, n<i>,
+--     x<i>)   {P:jp:U}:rate
 --   then for each team j = 0..n-1 of the upstream, in config order:
 --   3+2j request TAT {P:jp:U}:team:T:rpm   4+2j token TAT {P:jp:U}:team:T:tpm
 -- Values are microseconds since the Unix epoch, as decimal integers.
@@ -14,11 +15,17 @@
 -- rate, scaled here by the effective rate):
 --   1 now (0: use the Redis server's TIME, the one clock all replicas share)
 --   2 team index (0-based)   3 max wait (µs)   4 tolerance (µs)
---   5 borrow horizon (µs)    6 recovery (ppm per second)   7 floor (ppm)
---   8 n (teams)   9..8+n request increments   9+n..8+2n token increments
---   9+2n m (corrections), then m triples (timeline index, request µs,
---   token µs): give-backs and token reconciliations of this replica,
---   applied before the booking (so they cost no call of their own).
+--   5 borrow horizon (µs)    6 hold (µs)   7 probe time scale (µs)
+--   8 floor (ppm)   9 ring (seconds)   10 window (seconds)
+--   11 n (teams)   12..11+n request increments   12+n..11+2n token
+--   increments   12+2n m (corrections), then m triples (timeline index,
+--   request µs, token µs): give-backs and token reconciliations of this
+--   replica, applied before the booking (so they cost no call of their own).
+-- The rate (rate.rs `ppm_at`): held `hold` after the last cut, then
+-- `cut * (t / probe)^2` more, capped and floored. A booking counts in its
+-- slot's second of the success window (rate.rs `SuccessWindow::booked`):
+-- fields s<i> (the second), n<i> (admitted), x<i> (429s) of the rate hash,
+-- i = second mod ring.
 --
 -- Returns {booked (0|1), slot, timeline, request inc, token inc, ppm,
 -- cut epoch, now}.
@@ -36,8 +43,9 @@ if now == 0 then
 end
 local team, max_wait = tonumber(ARGV[2]), tonumber(ARGV[3])
 local tol0, horizon0 = tonumber(ARGV[4]), tonumber(ARGV[5])
-local recover, floor = tonumber(ARGV[6]), tonumber(ARGV[7])
-local n = tonumber(ARGV[8])
+local hold, probe, floor = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local ring, window = tonumber(ARGV[9]), tonumber(ARGV[10])
+local n = tonumber(ARGV[11])
 
 local function num(v)
   if v then return tonumber(v) end
@@ -62,9 +70,9 @@ local function shift(tat, d)
   if d > 0 then return math.max(tat, now) + d end
   return math.max(tat + d, now)
 end
-local m = tonumber(ARGV[9 + 2 * n])
+local m = tonumber(ARGV[12 + 2 * n])
 for k = 0, m - 1 do
-  local at = 10 + 2 * n + 3 * k
+  local at = 13 + 2 * n + 3 * k
   local j, dr, dt = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), tonumber(ARGV[at + 2])
   if dr ~= 0 then
     req[j] = shift(req[j], dr)
@@ -78,8 +86,12 @@ end
 
 local rate = redis.call('HMGET', KEYS[2], 'cut', 't', 'cap')
 local cut, t_cut, cap = num(rate[1]) or 1000000, num(rate[2]) or 0, num(rate[3]) or 1000000
-local elapsed = math.max(now - t_cut, 0)
-local rise = math.floor(elapsed * recover / 1000000)
+local since = now - t_cut - hold
+local rise = 0
+if since > 0 then
+  local x = since / probe
+  rise = math.floor(cut * x * x)
+end
 local ppm = math.max(math.min(cut + rise, cap), floor)
 
 local function scale(x) return math.ceil(x * 1000000 / ppm) end
@@ -94,7 +106,7 @@ if paused > 0 then req_floor = paused + tol end
 
 local best_s, best_j, best_ri, best_ti = nil, nil, nil, nil
 local function consider(j)
-  local ri, ti = scale(tonumber(ARGV[9 + j])), scale(tonumber(ARGV[9 + n + j]))
+  local ri, ti = scale(tonumber(ARGV[12 + j])), scale(tonumber(ARGV[12 + n + j]))
   local r = math.max(req[j], req_floor)
   local s = math.max(base, math.max(r, base) + ri - tol, tok[j] - tol)
   -- A borrowed booking leaves the owner at most one of its own intervals
@@ -115,4 +127,15 @@ end
 local j = best_j
 store(KEYS[3 + 2 * j], math.max(req[j], req_floor, base, best_s - math.max(best_ri - tol, 0)) + best_ri)
 store(KEYS[4 + 2 * j], math.max(tok[j], best_s) + best_ti)
+local sec = math.floor(best_s / 1000000)
+if sec - math.floor(now / 1000000) < ring - window - 1 then
+  local i = sec % ring
+  if tonumber(redis.call('HGET', KEYS[2], 's' .. i) or '-1') == sec then
+    redis.call('HINCRBY', KEYS[2], 'n' .. i, 1)
+  else
+    redis.call('HSET', KEYS[2], 's' .. i, string.format('%.0f', sec), 'n' .. i, 1, 'x' .. i, 0)
+    -- The rate hash lives while bookings come, and ten minutes after.
+    redis.call('PEXPIRE', KEYS[2], 600000)
+  end
+end
 return {1, best_s, j, best_ri, best_ti, ppm, t_cut, now}

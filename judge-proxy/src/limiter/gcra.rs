@@ -42,12 +42,14 @@
 //! can cost it. The horizon is [`BORROW_HORIZON_US`] (0: only capacity
 //! free now is borrowed).
 //!
-//! The effective rate is `ppm / 1_000_000` of the configured one: a
-//! multiplicative cut on an upstream 429 (once per cut epoch), an additive
-//! recovery with time computed when read (no write per success), and a cap
-//! from the provider's `x-ratelimit-limit-*` headers. Every increment and
-//! tolerance is scaled by `1e6 / ppm` in doubles, with the same operations
-//! in the same order in Lua, so both stores compute the same integers.
+//! The effective rate is `ppm / 1_000_000` of the configured one, set by
+//! the controller of [`super::rate`] (a cut on an upstream 429 to just
+//! below the rate the provider was measured to admit, a hold, a slow
+//! probe, a cap from the provider's `x-ratelimit-limit-*` headers); a
+//! booking counts in that controller's window ([`super::rate::SuccessWindow`]).
+//! Every increment and tolerance is scaled by `1e6 / ppm` in doubles, with
+//! the same operations in the same order in Lua, so both stores compute
+//! the same integers.
 
 /// Microseconds in a minute: limits are per minute.
 pub const MINUTE_US: i64 = 60_000_000;
@@ -56,17 +58,8 @@ pub const FULL_PPM: i64 = 1_000_000;
 /// The lowest fraction a cut can reach (1/20 of the configured rate): a
 /// provider that 429s everything still gets probed.
 pub const FLOOR_PPM: i64 = 50_000;
-/// A cut multiplies the fraction by this (in ppm of itself).
-pub const CUT_PPM: i64 = 800_000;
-/// The additive recovery, in ppm of the configured rate per second
-/// (0.5%/s, 30%/min). Why this much: after a cut of 20% of a real rate that
-/// is half the configured one, the fraction is back at the real rate in
-/// about 20 s, so a sawtooth tooth (a few 429s of one overshoot) comes
-/// about every 20 s: well under 5% of calls at any useful rate, while the
-/// average stays near 90% of the real rate. Headers, when the provider
-/// sends them, set the cap exactly and make the sawtooth unnecessary.
-pub const RECOVER_PPM_PER_S: i64 = 5_000;
 
+pub use super::rate::RateState;
 /// How far past now a borrowed slot may be: 0, only capacity that is free
 /// now. Why not one interval or one tolerance: an owner coming back to a
 /// timeline others borrowed waits the horizon plus its own interval; with
@@ -148,61 +141,6 @@ impl UpstreamSpec {
 pub struct Timeline {
     pub req: i64,
     pub tok: i64,
-}
-
-/// The adaptive rate of an upstream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RateState {
-    /// The fraction right after the last cut.
-    pub cut_ppm: i64,
-    /// When the last cut happened (0: never): also the cut epoch.
-    pub t_cut: i64,
-    /// The most the provider's headers allow.
-    pub cap_ppm: i64,
-}
-
-impl Default for RateState {
-    fn default() -> Self {
-        RateState { cut_ppm: FULL_PPM, t_cut: 0, cap_ppm: FULL_PPM }
-    }
-}
-
-impl RateState {
-    /// The fraction at `now`: the cut plus the recovery since, capped.
-    pub fn ppm(&self, now: i64) -> i64 {
-        #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
-        let ppm = {
-            let elapsed = (now - self.t_cut).max(0) as f64;
-            let rise = (elapsed * RECOVER_PPM_PER_S as f64 / 1_000_000.0).floor();
-            (self.cut_ppm as f64 + rise).min(self.cap_ppm as f64).max(FLOOR_PPM as f64) as i64
-        };
-        ppm
-    }
-
-    /// The provider's headers allow `cap` of the configured rate. A lower
-    /// cap than before starts a new epoch at the cap: the provider said
-    /// what its limit is, so earlier cuts (guesses) are dropped, and the
-    /// 429s of permits booked before it (at the old rate) do not cut.
-    pub fn set_cap(&mut self, now: i64, cap: i64) {
-        if cap < self.cap_ppm {
-            self.cut_ppm = FULL_PPM;
-            self.t_cut = now;
-        }
-        self.cap_ppm = cap;
-    }
-
-    /// A provider 429 on a permit booked in cut epoch `epoch`: cut, unless
-    /// a cut already happened since that booking (the other 429s of one
-    /// overshoot). Returns whether it cut.
-    pub fn cut(&mut self, now: i64, epoch: i64) -> bool {
-        if self.t_cut > epoch {
-            return false;
-        }
-        let current = self.ppm(now);
-        self.cut_ppm = (current * CUT_PPM / FULL_PPM).max(FLOOR_PPM);
-        self.t_cut = now;
-        true
-    }
 }
 
 /// Every timeline of one upstream, its pause and its rate.
@@ -297,6 +235,7 @@ pub fn book(state: &mut UpstreamState, now: i64, team: usize, c: &Charges, max_w
     // `tol` past its slot (the next one comes `ri` later).
     t.req = t.req.max(base).max(slot - (ri - tol).max(0)) + ri;
     t.tok = t.tok.max(slot) + ti;
+    state.rate.booked(now, slot);
     BookResult::Booked(Booking { slot, timeline: j, req_inc: ri, tok_inc: ti, ppm, epoch })
 }
 
@@ -563,27 +502,6 @@ mod tests {
         assert_eq!(c2.slot, 2_000_000, "the slot given back is taken again");
         adjust(&mut state, 50_000_000, 0, -10_000_000, -10_000_000);
         assert_eq!(state.timelines[0], Timeline { req: 50_000_000, tok: 50_000_000 });
-    }
-
-    /// The rate: cut once per epoch, recovers additively, capped, floored.
-    #[test]
-    fn the_rate_cuts_once_per_overshoot_and_recovers() {
-        let mut r = RateState::default();
-        assert_eq!(r.ppm(10_000_000), FULL_PPM);
-        assert!(r.cut(10_000_000, 0));
-        assert_eq!(r.ppm(10_000_000), 800_000);
-        assert!(!r.cut(10_100_000, 0), "a 429 of a permit booked before the cut does not cut again");
-        assert_eq!(r.ppm(20_000_000), 850_000, "0.5% a second");
-        assert!(r.cut(20_000_000, 10_000_000));
-        assert_eq!(r.ppm(20_000_000), 680_000);
-        r.set_cap(30_000_000, cap_ppm(300, 1200));
-        assert_eq!(r.ppm(30_000_000), 250_000, "the cap replaces the guesses");
-        assert!(!r.cut(30_000_000, 20_000_000), "a 429 booked before the cap is not a new overshoot");
-        assert_eq!(r.ppm(100_000_000), 250_000);
-        for k in 0..40 {
-            r.cut(200_000_000 + k, r.t_cut);
-        }
-        assert_eq!(r.ppm(r.t_cut), FLOOR_PPM);
     }
 
     /// At a cut rate, intervals stretch: half the rate, half the permits.

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use tokio::time::Instant;
 
 use super::gcra::{self, BookResult, Charges, UpstreamState};
+use super::rate::Limited;
 
 /// The timelines of one replica. Time comes from tokio's clock, so tests
 /// that pause it (`tokio::time::pause`) control the limiter without
@@ -72,12 +73,13 @@ impl LocalLimiter {
         });
     }
 
-    /// A provider signal: a cut (when `cut_epoch` is set), a pause of
+    /// A provider signal: a 429 on a permit (counted, and a cut when the
+    /// controller says: [`super::rate::RateState::limited`]), a pause of
     /// `pause_us`, a cap. Returns the fraction in force afterwards.
     pub fn adapt(
         &self,
         upstream: &str,
-        cut_epoch: Option<i64>,
+        limited: Option<Limited>,
         pause_us: i64,
         cap_ppm: Option<i64>,
         now: Option<i64>,
@@ -87,8 +89,8 @@ impl LocalLimiter {
             if let Some(cap) = cap_ppm {
                 u.rate.set_cap(now, cap);
             }
-            if let Some(epoch) = cut_epoch {
-                u.rate.cut(now, epoch);
+            if let Some(l) = limited {
+                u.rate.limited(now, l);
             }
             if pause_us > 0 {
                 u.paused_until = u.paused_until.max(now + pause_us);

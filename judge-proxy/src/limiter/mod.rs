@@ -67,6 +67,7 @@
 
 pub mod gcra;
 mod local;
+pub mod rate;
 mod redis;
 
 use std::collections::HashMap;
@@ -107,6 +108,9 @@ pub struct Permit {
     /// The rate fraction and the cut epoch it was booked at.
     pub ppm: i64,
     pub epoch: i64,
+    /// Its slot (µs, the store's clock): a 429 on it is counted in that
+    /// second of the success window.
+    pub slot: i64,
 }
 
 /// What a provider's response headers said about its quota.
@@ -313,6 +317,7 @@ impl Limiter {
             waited,
             ppm: booking.ppm,
             epoch: booking.epoch,
+            slot: booking.slot,
         })
     }
 
@@ -375,8 +380,9 @@ impl Limiter {
         }
     }
 
-    /// A provider 429 on `permit` (granted by this limiter): cut the rate
-    /// once per epoch, and pause for `retry_after` when the provider said.
+    /// A provider 429 on `permit` (granted by this limiter): counted, a cut
+    /// when the controller says (at most once per overshoot: see
+    /// [`rate`]), and a pause for `retry_after` when the provider said.
     pub async fn rate_limited(
         &self,
         upstream: &str,
@@ -390,7 +396,8 @@ impl Limiter {
             self.pause_locally(limits, pause);
         }
         self.metrics.rate_cut();
-        let ppm = self.adapt(upstream, Some(permit.epoch), pause, None).await?;
+        let limited = rate::Limited { epoch: permit.epoch, slot: permit.slot, rpm: limits.spec.rpm };
+        let ppm = self.adapt(upstream, Some(limited), pause, None).await?;
         self.saw_ppm(upstream, limits, ppm);
         Ok(())
     }
@@ -447,10 +454,16 @@ impl Limiter {
         *p = Some(p.map_or(until, |old| old.max(until)));
     }
 
-    async fn adapt(&self, upstream: &str, epoch: Option<i64>, pause: i64, cap: Option<i64>) -> Result<i64, ProxyError> {
+    async fn adapt(
+        &self,
+        upstream: &str,
+        limited: Option<rate::Limited>,
+        pause: i64,
+        cap: Option<i64>,
+    ) -> Result<i64, ProxyError> {
         match &self.store {
-            Store::Local(l) => Ok(l.adapt(upstream, epoch, pause, cap, None)),
-            Store::Redis(r) => r.adapt(upstream, epoch, pause, cap, None).await,
+            Store::Local(l) => Ok(l.adapt(upstream, limited, pause, cap, None)),
+            Store::Redis(r) => r.adapt(upstream, limited, pause, cap, None).await,
         }
     }
 

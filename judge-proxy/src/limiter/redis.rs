@@ -13,6 +13,7 @@ use cohort_redis::{ConnectOptions, RedisConn, RedisTarget};
 use redis::Script;
 
 use super::gcra::{self, BookResult, Booking, Charges};
+use super::rate::{self, Limited};
 use crate::error::ProxyError;
 use crate::secret::{Redactor, Secret};
 
@@ -111,8 +112,11 @@ impl RedisLimiter {
             .arg(max_wait)
             .arg(c.tol)
             .arg(c.horizon)
-            .arg(gcra::RECOVER_PPM_PER_S)
+            .arg(rate::HOLD_US)
+            .arg(rate::PROBE_US)
             .arg(gcra::FLOOR_PPM)
+            .arg(rate::RING_S)
+            .arg(rate::WINDOW_S)
             .arg(teams.len());
         for inc in c.req_inc.iter().chain(&c.tok_inc) {
             inv.arg(*inc);
@@ -164,7 +168,7 @@ impl RedisLimiter {
     pub async fn adapt(
         &self,
         upstream: &str,
-        cut_epoch: Option<i64>,
+        limited: Option<Limited>,
         pause_us: i64,
         cap_ppm: Option<i64>,
         now: Option<i64>,
@@ -174,12 +178,20 @@ impl RedisLimiter {
             inv.key(k);
         }
         inv.arg(now.unwrap_or(0))
-            .arg(cut_epoch.unwrap_or(-1))
+            .arg(limited.map_or(-1, |l| l.epoch))
+            .arg(limited.map_or(0, |l| l.slot))
+            .arg(limited.map_or(1, |l| l.rpm.max(1)))
             .arg(pause_us.max(0))
             .arg(cap_ppm.unwrap_or(-1))
-            .arg(gcra::RECOVER_PPM_PER_S)
+            .arg(rate::HOLD_US)
+            .arg(rate::PROBE_US)
             .arg(gcra::FLOOR_PPM)
-            .arg(gcra::CUT_PPM);
+            .arg(rate::GRACE_US)
+            .arg(rate::SUSTAIN_PPM)
+            .arg(rate::FALLBACK_CUT_PPM)
+            .arg(rate::MAX_CUT_PPM)
+            .arg(rate::RING_S)
+            .arg(rate::WINDOW_S);
         let mut conn = self.conn.clone();
         let (ppm, _epoch): (i64, i64) = inv.invoke_async(&mut conn).await.map_err(|e| self.fail(&e))?;
         Ok(ppm)
