@@ -21,6 +21,12 @@
 #     port and runs a cohort against `--artifacts s3://...`;
 #   - chromium (Debian package `chromium`): the report's index.html is loaded
 #     in headless Chromium, which must fetch nothing.
+#   - the `label-studio` Python package (PyPI, about 1 GB): cli/tests/label_studio.rs
+#     runs a review round through a real Label Studio server. It goes into a
+#     venv of its own under the user's cache (its pinned dependencies would
+#     clash with the packages above), found by the test through
+#     LABEL_STUDIO_BIN; when it cannot be installed the test skips, except
+#     under CI;
 #   - openssl (Debian package `openssl`): tests/tests/cluster_auth.rs makes
 #     the certificates of its mutual-TLS cluster with it;
 #   - ip (Debian package `iproute2`): tests/tests/netns_partition.rs puts
@@ -93,6 +99,18 @@ if ! have kubernetes-validate; then
   echo "test.sh: installing the kubernetes-validate Python package (PyPI)"
   python3 -m pip install --quiet --disable-pip-version-check kubernetes-validate \
     || { echo "test.sh: could not install kubernetes-validate; run: python3 -m pip install kubernetes-validate" >&2; exit 1; }
+fi
+if [ -z "${LABEL_STUDIO_BIN:-}" ]; then
+  ls_venv="${XDG_CACHE_HOME:-$HOME/.cache}/cohort/label-studio-venv"
+  if [ ! -x "$ls_venv/bin/label-studio" ]; then
+    echo "test.sh: installing the label-studio Python package (PyPI) in $ls_venv"
+    { python3 -m venv "$ls_venv" \
+      && "$ls_venv/bin/python" -m pip install --quiet --disable-pip-version-check label-studio; } \
+      || echo "test.sh: could not install label-studio in $ls_venv; cli/tests/label_studio.rs will skip (it fails under CI)" >&2
+  fi
+  if [ -x "$ls_venv/bin/label-studio" ]; then
+    export LABEL_STUDIO_BIN="$ls_venv/bin/label-studio"
+  fi
 fi
 
 if have cargo-nextest; then

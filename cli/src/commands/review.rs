@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::SystemTime;
 
-use cohort_report::review::{ReviewError, export, import, sheet};
+use cohort_report::review::{ReviewError, export, import, label_studio, sheet};
 
 use super::local::{self, StoreArgs};
 
@@ -22,6 +22,10 @@ pub struct ExportArgs {
     /// once, refused when it exists.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// label-studio: also a Label Studio project (label_config.xml,
+    /// tasks.json) in FOLDER/label-studio, from the same blinded items.
+    #[arg(long, default_value = "csv", value_parser = ["csv", "label-studio"])]
+    pub format: String,
     #[command(flatten)]
     pub store: StoreArgs,
 }
@@ -35,6 +39,13 @@ pub struct ImportArgs {
     /// rationale, adjudicator). All are checked before any is kept.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
+    /// label-studio: FILES are Label Studio JSON exports of the project.
+    #[arg(long, default_value = "csv", value_parser = ["csv", "label-studio"])]
+    pub format: String,
+    /// Label Studio annotator (email or user id) to reviewer; default: the
+    /// reviewer named by the email's local part.
+    #[arg(long, value_delimiter = ',', value_name = "ANNOTATOR=REVIEWER")]
+    pub reviewer_map: Vec<String>,
 }
 
 pub fn export(args: ExportArgs) -> anyhow::Result<()> {
@@ -47,8 +58,12 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     bar.set_message("reading outputs");
-    let options =
-        export::ExportOptions { reviewers: args.reviewers.clone(), out: args.out.clone(), now: SystemTime::now() };
+    let options = export::ExportOptions {
+        reviewers: args.reviewers.clone(),
+        out: args.out.clone(),
+        now: SystemTime::now(),
+        label_studio: args.format == "label-studio",
+    };
     let progress = |done: u64, total: u64| {
         bar.set_length(total);
         bar.set_position(done);
@@ -68,7 +83,11 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
 }
 
 pub fn import(args: ImportArgs) -> anyhow::Result<()> {
-    super::emit(&refused_or(import::import(&args.dir, &args.files))?.describe(&args.dir));
+    let imported = match args.format.as_str() {
+        "label-studio" => label_studio::import(&args.dir, &args.files, &args.reviewer_map),
+        _ => import::import(&args.dir, &args.files),
+    };
+    super::emit(&refused_or(imported)?.describe(&args.dir));
     Ok(())
 }
 

@@ -50,6 +50,9 @@ pub struct ExportOptions {
     /// The export folder; `None` for `DIR/review/<UTC timestamp>/`.
     pub out: Option<PathBuf>,
     pub now: SystemTime,
+    /// Also a Label Studio project (`label-studio/` in the folder), made
+    /// from the same blinded rows ([`super::label_studio`]).
+    pub label_studio: bool,
 }
 
 /// What was written.
@@ -61,14 +64,18 @@ pub struct ExportWritten {
     pub claims: usize,
     pub pairs: usize,
     pub reviewers: usize,
+    /// The Label Studio project folder, when asked for.
+    pub label_studio: Option<PathBuf>,
 }
 
 impl ExportWritten {
     /// What `cohort review export` prints.
     pub fn describe(&self, cohort_dir: &Path) -> String {
+        let label_studio =
+            self.label_studio.as_ref().map_or_else(String::new, |dir| super::label_studio::describe_project(dir));
         format!(
             "exported {} item(s) for {} reviewer(s): {} output(s), {} claim(s), {} claim-citation pair(s)\n\
-             folder: {}\nthe blinding codes are in {} (keep it from the reviewers)\n",
+             folder: {}\n{label_studio}the blinding codes are in {} (keep it from the reviewers)\n",
             self.items,
             self.reviewers,
             self.outputs,
@@ -423,6 +430,10 @@ pub async fn export(
             write_new(&dir.join("items.csv"), csv.as_bytes())?;
             write_new(&dir.join("items.jsonl"), jsonl.as_bytes())?;
         }
+        if options.label_studio {
+            // From a reviewer's rows as written: blinded exactly as the files.
+            super::label_studio::write_project(&partial, &options.reviewers[0])?;
+        }
         Ok::<(), ReviewError>(())
     })();
     if let Err(e) = written {
@@ -443,6 +454,7 @@ pub async fn export(
     write_once(&index_path, &pretty(&index, &index_path)?)?;
     write_once(&blinding_path, &pretty(&blinding, &blinding_path)?)?;
     std::fs::rename(&partial, &folder).map_err(|e| io(&folder, e))?;
+    let label_studio = options.label_studio.then(|| folder.join(super::label_studio::PROJECT_DIR));
     Ok(ExportWritten {
         folder,
         items: nc + np + nu,
@@ -450,6 +462,7 @@ pub async fn export(
         claims: nc,
         pairs: np,
         reviewers: options.reviewers.len(),
+        label_studio,
     })
 }
 
@@ -572,7 +585,7 @@ fn source_text_of(
     }
 }
 
-fn write_new(path: &Path, bytes: &[u8]) -> Result<(), ReviewError> {
+pub(crate) fn write_new(path: &Path, bytes: &[u8]) -> Result<(), ReviewError> {
     use std::io::Write as _;
     let mut f = std::fs::File::create_new(path).map_err(|e| ReviewError::io(path.display().to_string(), e))?;
     f.write_all(bytes).map_err(|e| ReviewError::io(path.display().to_string(), e))

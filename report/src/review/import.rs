@@ -86,18 +86,27 @@ impl Imported {
     }
 }
 
-enum Parsed {
+pub(crate) enum Parsed {
     Reviewer(ReviewerLabels),
     Adjudication(Adjudication),
+}
+
+/// A file to keep under `imported/`: its bytes, the name it is kept under,
+/// and what it holds once parsed (`None` for a file kept only for the
+/// record, as a Label Studio export beside the rows it was turned into).
+pub(crate) struct Planned {
+    /// What to name in a refusal: the file as given.
+    pub source: String,
+    pub bytes: Vec<u8>,
+    pub stored: String,
+    pub parsed: Option<Parsed>,
 }
 
 /// Imports `files` for the cohort in `cohort_dir` (see the module docs).
 pub fn import(cohort_dir: &Path, files: &[PathBuf]) -> Result<Imported, ReviewError> {
     let state = state_dir(cohort_dir);
     let (index, export_sha256) = super::sheet::export_and_sha256(&state)?;
-    let imported_dir = state.join(IMPORTED_DIR);
-    let mut planned: Vec<(PathBuf, Vec<u8>, PathBuf, Parsed)> = Vec::new();
-    let mut names = BTreeSet::new();
+    let mut planned = Vec::new();
     for path in files {
         let bytes = std::fs::read(path).map_err(|e| ReviewError::io(path.display().to_string(), e))?;
         let parsed = parse_file(&path.display().to_string(), &bytes, extension(path)?, &index, &export_sha256)?;
@@ -105,38 +114,62 @@ pub fn import(cohort_dir: &Path, files: &[PathBuf]) -> Result<Imported, ReviewEr
             Parsed::Reviewer(r) => format!("reviewer-{}.{}", r.reviewer, extension(path)?),
             Parsed::Adjudication(_) => format!("adjudication.{}", extension(path)?),
         };
-        let base = stored.rsplit_once('.').map_or(stored.clone(), |(b, _)| b.to_owned());
+        planned.push(Planned { source: path.display().to_string(), bytes, stored, parsed: Some(parsed) });
+    }
+    keep(&state, planned)
+}
+
+/// The one write-once store of every import path (CSV, JSONL, sheet,
+/// Label Studio): refuses a reviewer (or the adjudication) named twice in
+/// one call or already imported, before writing anything.
+pub(crate) fn keep(state: &Path, planned: Vec<Planned>) -> Result<Imported, ReviewError> {
+    let imported_dir = state.join(IMPORTED_DIR);
+    let mut names = BTreeSet::new();
+    for p in &planned {
+        let base = p.stored.rsplit_once('.').map_or(p.stored.clone(), |(b, _)| b.to_owned());
         if !names.insert(base.clone()) {
             return Err(ReviewError::Refused(format!(
                 "{}: two files of this call are both {base}: import one file per reviewer",
-                path.display()
+                p.source
             )));
         }
+        let Some(parsed) = &p.parsed else {
+            let existing = imported_dir.join(&p.stored);
+            if existing.exists() {
+                return Err(ReviewError::Refused(format!(
+                    "{}: this file was already imported ({})",
+                    p.source,
+                    existing.display()
+                )));
+            }
+            continue;
+        };
         for ext in ["csv", "jsonl", "json"] {
             let existing = imported_dir.join(format!("{base}.{ext}"));
             if existing.exists() {
-                let who = match &parsed {
+                let who = match parsed {
                     Parsed::Reviewer(r) => format!("reviewer {}'s labels were", r.reviewer),
                     Parsed::Adjudication(_) => "the adjudication was".to_owned(),
                 };
                 return Err(ReviewError::Refused(format!(
                     "{}: {who} already imported ({}); imported ratings are kept as they are (seed 004 keeps both original ratings). \
                      To review again, start a new review round: move {} aside and run `cohort review export` again",
-                    path.display(),
+                    p.source,
                     existing.display(),
                     state.display()
                 )));
             }
         }
-        planned.push((path.clone(), bytes, imported_dir.join(stored), parsed));
     }
     std::fs::create_dir_all(&imported_dir).map_err(|e| ReviewError::io(imported_dir.display().to_string(), e))?;
     let mut out = Imported { reviewers: Vec::new(), adjudication: false, stored: Vec::new() };
-    for (_, bytes, target, parsed) in planned {
-        super::export::write_once(&target, &bytes)?;
-        match parsed {
-            Parsed::Reviewer(r) => out.reviewers.push(r.reviewer),
-            Parsed::Adjudication(_) => out.adjudication = true,
+    for p in planned {
+        let target = imported_dir.join(&p.stored);
+        super::export::write_once(&target, &p.bytes)?;
+        match p.parsed {
+            Some(Parsed::Reviewer(r)) => out.reviewers.push(r.reviewer),
+            Some(Parsed::Adjudication(_)) => out.adjudication = true,
+            None => {}
         }
         out.stored.push(target);
     }
@@ -157,15 +190,18 @@ pub fn read_imported(
     // A sheet's labels file names the export's hash; the state directory
     // holding `imported/` holds the export.
     let state = dir.parent().unwrap_or(dir);
-    let export_sha256 = if entries.iter().any(|p| p.extension().is_some_and(|e| e == "json")) {
-        super::sheet::export_and_sha256(state)?.1
-    } else {
-        String::new()
+    let sheet_file = |p: &PathBuf| {
+        p.extension().is_some_and(|e| e == "json")
+            && !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(super::label_studio::KEPT_PREFIX))
     };
+    let export_sha256 =
+        if entries.iter().any(sheet_file) { super::sheet::export_and_sha256(state)?.1 } else { String::new() };
     let (mut reviewers, mut adjudication) = (Vec::new(), None);
     for path in entries {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        if name.starts_with('.') {
+        // A Label Studio export is kept for the record beside the rows it
+        // was turned into (`reviewer-<id>.jsonl`), which are what is read.
+        if name.starts_with('.') || name.starts_with(super::label_studio::KEPT_PREFIX) {
             continue;
         }
         let bytes = std::fs::read(&path).map_err(|e| ReviewError::io(path.display().to_string(), e))?;
@@ -189,7 +225,7 @@ fn extension(path: &Path) -> Result<&'static str, ReviewError> {
     }
 }
 
-fn parse_file(
+pub(crate) fn parse_file(
     file: &str,
     bytes: &[u8],
     ext: &str,

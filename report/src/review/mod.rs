@@ -21,6 +21,7 @@
 
 pub mod export;
 pub mod import;
+pub mod label_studio;
 pub mod metrics;
 pub mod render;
 pub mod sheet;
