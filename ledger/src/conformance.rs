@@ -345,6 +345,17 @@ pub async fn retries_follow_the_policy(l: &dyn Ledger) {
     let s = assert_counts_add_up(l).await;
     assert_eq!(s.by_outcome.get(&Outcome::Unavailable), Some(&1));
     assert_eq!(l.attempts(&run).await.unwrap().len(), 3);
+    // The bulk read gives what the per-run read gives, in the order asked,
+    // an empty list for a run without attempts.
+    let ids: Vec<String> = l.runs().await.unwrap().into_iter().map(|r| r.run_id).collect();
+    let asked: Vec<&str> = std::iter::once(run.as_str()).chain(ids.iter().map(String::as_str)).collect();
+    let bulk = l.attempts_of(&asked).await.unwrap();
+    assert_eq!(bulk.len(), asked.len());
+    for (id, got) in asked.iter().zip(&bulk) {
+        assert_eq!(got, &l.attempts(id).await.unwrap(), "{id}");
+    }
+    assert_eq!(bulk[0].len(), 3);
+    assert!(l.attempts_of(&[]).await.unwrap().is_empty());
     let row = l.runs().await.unwrap().into_iter().find(|r| r.run_id == run).unwrap();
     assert_eq!((row.attempts, row.outcome), (3, Some(Outcome::Unavailable)));
     assert!(!row.reason.is_empty(), "the reason names the last class");

@@ -1075,6 +1075,24 @@ impl Ledger for RedisLedger {
         raw.iter().map(|j| serde_json::from_str(j).map_err(|e| LedgerError::Corrupt(e.to_string()))).collect()
     }
 
+    /// One pipeline of `LRANGE`s: the attempt lists share the cohort's
+    /// hash slot, so a Redis Cluster serves the pipeline on one node too.
+    async fn attempts_of(&self, run_ids: &[&str]) -> Result<Vec<Vec<AttemptRecord>>, LedgerError> {
+        if run_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = ::redis::pipe();
+        for run_id in run_ids {
+            pipe.lrange(self.key(&format!("attempts:{run_id}")), 0, -1);
+        }
+        let raw: Vec<Vec<String>> = pipe.query_async(&mut self.rt()).await.map_err(redis_err)?;
+        raw.iter()
+            .map(|list| {
+                list.iter().map(|j| serde_json::from_str(j).map_err(|e| LedgerError::Corrupt(e.to_string()))).collect()
+            })
+            .collect()
+    }
+
     async fn discarded(&self) -> Result<Vec<DiscardedReport>, LedgerError> {
         let raw: Vec<String> = self.rt().lrange(self.key("discarded"), 0, -1).await.map_err(redis_err)?;
         raw.iter().map(|j| serde_json::from_str(j).map_err(|e| LedgerError::Corrupt(e.to_string()))).collect()

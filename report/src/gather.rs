@@ -341,6 +341,10 @@ pub async fn gather(
         // The ledger first (async), then the records (CPU and files) on
         // scoped threads.
         let mut inputs = Vec::with_capacity(chunk.len());
+        // Every attempt of the chunk in one bulk read (one round trip on
+        // Redis, not one per run).
+        let with_attempts: Vec<&str> = chunk.iter().filter(|r| r.attempts > 0).map(|r| r.run_id.as_str()).collect();
+        let mut attempts_read = ledger.attempts_of(&with_attempts).await?.into_iter();
         for row in chunk {
             let (question_id, arm_id, repeat) = split_run_id(&row.run_id);
             let arm = config.arm(arm_id).ok_or_else(|| {
@@ -352,7 +356,7 @@ pub async fn gather(
             let category = categories.get(question_id).copied().ok_or_else(|| {
                 ReportError::Inconsistent(format!("the ledger holds run {} of an unknown question", row.run_id))
             })?;
-            let attempts = if row.attempts > 0 { ledger.attempts(&row.run_id).await? } else { Vec::new() };
+            let attempts = if row.attempts > 0 { attempts_read.next().unwrap_or_default() } else { Vec::new() };
             let by_class = out.attempts_by_class.entry(arm.id.clone()).or_default();
             for a in &attempts {
                 *by_class.entry(a.class.as_str().to_owned()).or_default() += 1;
