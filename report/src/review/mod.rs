@@ -10,8 +10,13 @@
 //! - `DIR/.cohort/review/export.json`: every exported item with the run,
 //!   arm and claim it stands for (what the report needs to unblind).
 //! - `DIR/.cohort/review/imported/`: each imported file, byte for byte,
-//!   write-once (`reviewer-<id>.<ext>`, `adjudication.<ext>`), so both
-//!   original ratings are kept.
+//!   write-once (`reviewer-<id>.<ext>`, `adjudication.<ext>`; a Label
+//!   Studio export as `label-studio-<sha256 prefix>.json` beside the
+//!   `reviewer-<id>.jsonl` rows read from it), so both original ratings
+//!   are kept.
+//! - `--format label-studio` adds `label-studio/label_config.xml` and
+//!   `label-studio/tasks.json` to the export folder ([`label_studio`]);
+//!   `cohort review sheet` writes a reviewer's page ([`sheet`]).
 //! - the export folder (`DIR/review/<UTC timestamp>/` or `--out`): one
 //!   folder per reviewer with `items.csv` and `items.jsonl`, write-once.
 //!
