@@ -103,6 +103,7 @@ fi
 if [ -z "${LABEL_STUDIO_BIN:-}" ]; then
   ls_venv="${XDG_CACHE_HOME:-$HOME/.cache}/cohort/label-studio-venv"
   if [ ! -x "$ls_venv/bin/label-studio" ]; then
+    python3 -c 'import ensurepip' >/dev/null 2>&1 || apt_install python3-venv
     echo "test.sh: installing the label-studio Python package (PyPI) in $ls_venv"
     { python3 -m venv "$ls_venv" \
       && "$ls_venv/bin/python" -m pip install --quiet --disable-pip-version-check label-studio; } \
