@@ -436,7 +436,7 @@ async fn run_case(case: Case, args: &Args, redis: Option<&cohort_tests::RedisSer
     }
     println!(
         "  requests: sent {sent}, answered 200 {ok} ({:.1}%), turned away at their deadline {turned_away}, other {other}; \
-         rate cuts {cuts}; effective rpm at the end {effective:.0}",
+         upstream 429s the proxy saw {cuts}; effective rpm at the end {effective:.0}",
         pct(ok, sent as u64)
     );
     for (_, _, stop) in proxies {

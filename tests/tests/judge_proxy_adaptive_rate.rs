@@ -1,22 +1,25 @@
 //! Two `cohort judge-proxy` replicas on one Redis, configured at twice the
 //! provider's real quota (1200 rpm against the mock's 600, a quota someone
 //! else also uses, or a wrong config), with demand at the configured rate.
-//! Proves (and prints): after the first ten seconds, upstream 429s are at
-//! most 5% of upstream calls and at least 90% of the real quota is used,
-//! with the provider's `x-ratelimit-*` headers (as OpenAI sends them); and,
-//! without any headers, the 429 cut alone lowers the rate below the
-//! configured one, keeps 429s at most 5% after ten seconds, and uses more
-//! than half of the real quota.
+//! Proves (and prints): with the provider's `x-ratelimit-*` headers (as
+//! OpenAI sends them), after the first ten seconds upstream 429s are at
+//! most 5% of upstream calls and at least 90% of the real quota is used;
+//! and with bare 429s (no `Retry-After`, no `x-ratelimit-*`: a front in
+//! this test strips them from the mock's answers), the controller of
+//! `cohort_judge_proxy::limiter::rate` cuts the rate below the configured
+//! one, draws at most 5% 429s after ten seconds, and uses at least 75% of
+//! the real quota there.
 //!
-//! Why only half without headers: this is what holds on a loaded CI
-//! machine, not the target. An additive-increase, multiplicative-decrease
-//! sawtooth averages below the real rate, and where it lands depends on
-//! where the cuts fall: about 95% when the cut to 614 rpm draws no 429,
-//! 78.5% when the next cut to 491 rpm recovers at 0.5%/s for the rest of
-//! the run (both on an idle machine), 65.1% on a fresh clone on a loaded
-//! one. A controller that collapsed (cut after cut to its floor of 1/20)
-//! would use under 20% and fail here. The figure itself is printed; the
-//! target (95% of the real quota without headers) belongs to a benchmark.
+//! Why 75% and not the target: this is what holds on a loaded CI machine.
+//! The controller cuts to 97% of what the provider was measured to admit
+//! and holds it for a minute: 97.0% and 90.0% after ten seconds in two
+//! runs on a shared 2-core machine, with 0 429s; a stalled second can read
+//! low and cut deeper (never below half per cut). The old sawtooth used
+//! 52% with bare 429s (it cut on every new epoch while the provider's
+//! bucket stayed empty, down to its floor, then climbed back at 0.5%/s),
+//! so 75% still tells the two apart. The figure, over 90 s and with a
+//! limit that drops, is the benchmark's: `cargo bench -p
+//! cohort-judge-proxy --bench adaptive_rate`.
 
 // Test code: a failed step should stop the test loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -25,6 +28,12 @@ mod judge_proxy_support;
 
 use std::time::Duration;
 
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::Response;
 use cohort_tests::RedisServer;
 use judge_proxy_support::{jittered_arrivals, mock, proxy};
 use serde_json::{Value, json};
@@ -47,7 +56,57 @@ struct Figures {
     effective_rpm: f64,
 }
 
+/// A front to the mock that forwards everything and strips `Retry-After`,
+/// `retry-after-ms` and `x-ratelimit-*` from its answers: bare 429s.
+struct Front {
+    client: reqwest::Client,
+    target: String,
+}
+
+async fn forward(
+    State(front): State<Arc<Front>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    let mut request = front.client.request(method, format!("{}{path}", front.target)).body(body);
+    for (name, value) in &headers {
+        if name == "content-type" || name == "authorization" {
+            request = request.header(name, value);
+        }
+    }
+    let Ok(answer) = request.send().await else {
+        return Response::builder().status(StatusCode::BAD_GATEWAY).body(Body::empty()).unwrap();
+    };
+    let mut response = Response::builder().status(answer.status());
+    for (name, value) in answer.headers() {
+        let n = name.as_str();
+        let rate = n == "retry-after" || n == "retry-after-ms" || n.starts_with("x-ratelimit-");
+        if !rate && n != "content-length" && n != "transfer-encoding" {
+            response = response.header(name, value);
+        }
+    }
+    response.body(Body::from(answer.bytes().await.unwrap_or_default())).unwrap()
+}
+
+/// Starts the front to `target` (the mock's base URL without `/v1`) in
+/// `runtime`; returns its base URL with `/v1`. It serves until the runtime
+/// is dropped.
+fn start_front(runtime: &tokio::runtime::Runtime, target: &str) -> String {
+    let front = Arc::new(Front { client: reqwest::Client::new(), target: target.to_owned() });
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let app = axum::Router::new().fallback(forward).with_state(front);
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        format!("http://{addr}/v1")
+    })
+}
+
 fn run_at_twice_the_quota(headers: bool) -> Figures {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let redis = RedisServer::start().unwrap();
     let mut args = vec!["--rpm".to_owned(), REAL_RPM.to_string(), "--burst".to_owned(), (REAL_RPM / 60).to_string()];
@@ -56,6 +115,8 @@ fn run_at_twice_the_quota(headers: bool) -> Figures {
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let (mock_proc, mock_url) = mock(dir.path(), &args, &[]);
+    // With headers, the proxies call the mock; without, its bare front.
+    let upstream_url = if headers { mock_url.clone() } else { start_front(&runtime, mock_url.trim_end_matches("/v1")) };
     let config = dir.path().join("proxy.toml");
     std::fs::write(
         &config,
@@ -71,7 +132,7 @@ max_attempts = 1
 [[upstreams]]
 name = "mock"
 kind = "openai"
-base_url = "{mock_url}"
+base_url = "{upstream_url}"
 rpm = {CONFIGURED_RPM}
 tpm = 100000000
 max_concurrency = 64
@@ -94,7 +155,6 @@ model = "judge-1"
     let urls: Vec<String> = replicas.iter().map(|(_, _, http)| http.clone()).collect();
     let stats_url = format!("{}/mock/stats", mock_url.trim_end_matches("/v1"));
 
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let settled: Value = runtime.block_on(async {
         let client = reqwest::Client::new();
         // Each replica gets half the configured rate, jittered.
@@ -178,16 +238,17 @@ fn twice_the_real_quota_with_rate_headers_settles_on_the_real_quota() {
     assert!(f.used_after >= 90.0, "only {:.1}% of the real quota used", f.used_after);
 }
 
-/// See the module doc: 429s alone (no headers).
+/// See the module doc: bare 429s alone (no Retry-After, no headers).
 #[test]
 fn twice_the_real_quota_without_headers_cuts_the_rate_on_429s() {
     let f = run_at_twice_the_quota(false);
-    let share = print("429s only, no headers", &f);
-    assert!(share <= 5.0, "{share:.1}% of upstream calls got 429 after {} s", SETTLE.as_secs());
+    let share = print("bare 429s, no headers", &f);
+    assert!(f.limited_first > 0, "the provider never said 429: the test measures nothing");
     assert!(f.effective_rpm < CONFIGURED_RPM as f64, "the rate was never cut: {}", f.effective_rpm);
+    assert!(share <= 5.0, "{share:.1}% of upstream calls got 429 after {} s", SETTLE.as_secs());
     // A floor that holds on a loaded machine (see the module doc): the
-    // figure is printed, the target is a benchmark's.
-    assert!(f.used_after > 50.0, "only {:.1}% of the real quota used", f.used_after);
+    // figure is printed, the target is the benchmark's.
+    assert!(f.used_after >= 75.0, "only {:.1}% of the real quota used", f.used_after);
 }
 
 fn get_text(url: &str) -> String {

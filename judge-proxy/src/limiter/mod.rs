@@ -40,12 +40,15 @@
 //! # Adapting to the real quota
 //!
 //! The effective rate is a fraction of the configured one, shared by every
-//! replica (`{P:jp:U}:rate`; in memory for the local store): cut by
-//! [`gcra::CUT_PPM`] on a provider 429 of a granted permit (once per cut
-//! epoch: the other 429s of the same overshoot do not cut again), floored
-//! at [`gcra::FLOOR_PPM`], recovering by [`gcra::RECOVER_PPM_PER_S`] as
-//! time passes (computed when read: no write per success), and capped by
-//! the provider's `x-ratelimit-limit-requests` / `-tokens` headers.
+//! replica (`{P:jp:U}:rate`; in memory for the local store), set by the
+//! controller of [`rate`]: every booking counts in its slot's second of a
+//! one-second ring, every provider 429 on a granted permit comes out of it
+//! and marks that second saturated; a 429 cuts to 97% of what the saturated
+//! seconds admitted (0.9 of the rate with nothing measured yet, at most
+//! halving, floored at [`gcra::FLOOR_PPM`]), at most once per
+//! [`rate::GRACE_US`]; the rate then holds for [`rate::HOLD_US`] and probes
+//! upward slowly (computed when read: no write per success); the
+//! provider's `x-ratelimit-limit-requests` / `-tokens` headers cap it.
 //! `Retry-After` / `retry-after-ms`, and `x-ratelimit-remaining-*: 0` with
 //! a reset, pause the upstream for every replica: no booking starts before
 //! the pause ends. Permits booked before a pause: the replica that saw the
