@@ -61,9 +61,10 @@ if epoch >= 0 then
   -- (rate.rs SuccessWindow::limited).
   local sec = math.floor(slot / 1000000)
   local i = sec % ring
-  if tonumber(redis.call('HGET', KEYS[2], 's' .. i) or '-1') == sec then
-    redis.call('HINCRBY', KEYS[2], 'n' .. i, -1)
-    redis.call('HINCRBY', KEYS[2], 'x' .. i, 1)
+  local b = redis.call('HMGET', KEYS[2], 's' .. i, 'n' .. i, 'x' .. i)
+  if tonumber(b[1] or '-1') == sec then
+    redis.call('HSET', KEYS[2], 'n' .. i, string.format('%.0f', tonumber(b[2] or '0') - 1),
+      'x' .. i, string.format('%.0f', tonumber(b[3] or '0') + 1))
   end
   -- rate.rs RateState::limited: no cut within the grace of the last one.
   if slot >= t_cut + grace then
