@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """An independent check of `cohort calibrate --cohort`'s intervals
 (procedure cohort-calibration-v2, answers resampled; core/src/agreement.rs
-and docs/calibration.md), with Python's standard library alone: its own
-ChaCha20 (RFC 8439), its own draws, counts, figures and percentiles.
+and docs/calibration.md), with Python's standard library alone: the
+scripts' own ChaCha20 (RFC 8439, rederive_order.py's), its own draws, counts, figures and percentiles.
 
     python3 scripts/calibration_reference.py FILE.json
 
@@ -36,33 +36,13 @@ import json
 import struct
 import sys
 
-MASK = 0xFFFFFFFF
+# The ChaCha20 block function is rederive_order.py's (beside this file): one
+# stdlib implementation for both reference scripts.
+from rederive_order import chacha20_block
+
 EXACT = 1e-9
 DISTINCT = 0.01
 FIGURES = ["f1", "precision", "recall", "kappa", "pass_rate_drift", "fpr", "fnr"]
-
-
-def _rotl(v, n):
-    return ((v << n) & MASK) | (v >> (32 - n))
-
-
-def _quarter(s, a, b, c, d):
-    s[a] = (s[a] + s[b]) & MASK; s[d] = _rotl(s[d] ^ s[a], 16)
-    s[c] = (s[c] + s[d]) & MASK; s[b] = _rotl(s[b] ^ s[c], 12)
-    s[a] = (s[a] + s[b]) & MASK; s[d] = _rotl(s[d] ^ s[a], 8)
-    s[c] = (s[c] + s[d]) & MASK; s[b] = _rotl(s[b] ^ s[c], 7)
-
-
-def chacha20_block(key, counter, nonce):
-    state = [0x61707865, 0x3320646E, 0x79622D32, 0x6B206574]
-    state += list(struct.unpack("<8I", key)) + [counter] + list(struct.unpack("<3I", nonce))
-    w = list(state)
-    for _ in range(10):
-        _quarter(w, 0, 4, 8, 12); _quarter(w, 1, 5, 9, 13)
-        _quarter(w, 2, 6, 10, 14); _quarter(w, 3, 7, 11, 15)
-        _quarter(w, 0, 5, 10, 15); _quarter(w, 1, 6, 11, 12)
-        _quarter(w, 2, 7, 8, 13); _quarter(w, 3, 4, 9, 14)
-    return struct.pack("<16I", *[(w[i] + state[i]) & MASK for i in range(16)])
 
 
 def draws(key, r, m):

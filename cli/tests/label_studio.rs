@@ -24,27 +24,18 @@ use std::io::{Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::review::{collected_quickstart, copy_tree, imported_reviewers, items, report_review};
+use support::{cohort, ok};
 
-const COHORT: &str = env!("CARGO_BIN_EXE_cohort");
 const LABELS: [&str; 5] = ["fully_supported", "partially_supported", "unsupported", "contradicted", "unverifiable"];
 const REASONS: [&str; 4] = ["broken", "fabricated", "inaccessible", "irrelevant"];
 /// Label Studio's first start migrates its database: 30-60 s here.
 const START_DEADLINE: Duration = Duration::from_secs(200);
 const TOKEN: &str = "cohorttesttoken0123456789abcdef";
-
-fn cohort(args: &[&str]) -> Output {
-    Command::new(COHORT).args(args).output().unwrap()
-}
-
-fn ok(o: &Output) -> String {
-    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    assert!(o.status.success(), "{text}");
-    text
-}
 
 /// `LABEL_STUDIO_BIN`, else `label-studio` on PATH.
 fn label_studio_bin() -> Option<PathBuf> {
@@ -162,46 +153,6 @@ impl Drop for Server {
 
 // === the cohort and the labels ===
 
-fn quickstart(tmp: &Path) -> PathBuf {
-    let dir = tmp.join("quickstart");
-    support::copy_example("quickstart", &dir);
-    let questions: Vec<Value> = serde_json::from_slice(&fs::read(dir.join("questions.json")).unwrap()).unwrap();
-    let key: Vec<Value> = questions
-        .iter()
-        .map(|q| {
-            let cat = q["category"].as_str().unwrap();
-            json!({"question_id": q["id"], "answerable": cat != "insufficient",
-                   "required_caveats": ["state the limits of the evidence"],
-                   "known_disputes": if cat == "disputed" { vec!["the claim is contested"] } else { vec![] },
-                   "sources": ["the frozen protocol"]})
-        })
-        .collect();
-    fs::write(dir.join("uncertainty_key.json"), serde_json::to_vec_pretty(&key).unwrap()).unwrap();
-    support::collect_blocking(&dir);
-    dir
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
-fn items(export: &Path, reviewer: &str) -> Vec<BTreeMap<String, String>> {
-    fs::read_to_string(export.join(reviewer).join("items.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<BTreeMap<String, String>>(l).unwrap())
-        .collect()
-}
-
 /// What a reviewer decides, as the CSV rows of `reviewer`: claim i's
 /// label `LABELS[i % 5]` (shifted for some claims by the second reviewer,
 /// so the two disagree), pair i yes or a reason, output i scored `i % 3`;
@@ -307,10 +258,6 @@ fn results(row: &BTreeMap<String, String>) -> Vec<Value> {
     out
 }
 
-fn csv_field(v: &str) -> String {
-    if v.contains([',', '"', '\n']) { format!("\"{}\"", v.replace('"', "\"\"")) } else { v.to_owned() }
-}
-
 fn write_csv(path: &Path, rows: &[BTreeMap<String, String>]) {
     let header = [
         "reviewer",
@@ -326,35 +273,7 @@ fn write_csv(path: &Path, rows: &[BTreeMap<String, String>]) {
         "merge_with",
         "not_factual",
     ];
-    let mut out = header.join(",") + "\n";
-    for r in rows {
-        let fields: Vec<String> = header.iter().map(|h| csv_field(r.get(*h).map_or("", String::as_str))).collect();
-        out.push_str(&(fields.join(",") + "\n"));
-    }
-    fs::write(path, out).unwrap();
-}
-
-/// The review of a cohort as imported, the files' names left out (they
-/// differ by path and extension by design).
-fn imported_review(dir: &Path) -> Vec<cohort_report::review::import::ReviewerLabels> {
-    let input = cohort_report::review::load(dir).unwrap().unwrap();
-    input
-        .reviewers
-        .into_iter()
-        .map(|r| cohort_report::review::import::ReviewerLabels { file: String::new(), ..r })
-        .collect()
-}
-
-/// The report's review section (`summary.json` `review`), the list of
-/// imported files left out.
-fn report_review(dir: &Path, out: &Path) -> Value {
-    ok(&cohort(&["report", dir.to_str().unwrap(), "--draws", "200", "--out", out.to_str().unwrap()]));
-    let folder = fs::read_dir(out).unwrap().next().unwrap().unwrap().path();
-    let summary: Value = serde_json::from_slice(&fs::read(folder.join("summary.json")).unwrap()).unwrap();
-    let mut review = summary["review"].clone();
-    assert!(review.is_object(), "the report has a review section: {summary}");
-    review.as_object_mut().unwrap().remove("imported_files");
-    review
+    support::review::write_csv(path, &header, rows);
 }
 
 #[test]
@@ -370,7 +289,7 @@ fn label_studio_annotations_import_as_their_csv_does() {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    let dir = quickstart(tmp.path());
+    let dir = collected_quickstart(tmp.path());
     let export = tmp.path().join("export");
     let d = dir.to_str().unwrap();
     let printed = ok(&cohort(&[
@@ -504,10 +423,10 @@ fn label_studio_annotations_import_as_their_csv_does() {
         alice_csv.to_str().unwrap(),
         bob_csv.to_str().unwrap(),
     ]));
-    let csv_review = imported_review(&csv_twin);
+    let csv_review = imported_reviewers(&csv_twin);
     assert_eq!(csv_review.len(), 2);
-    assert_eq!(imported_review(&dir), csv_review, "Label Studio (by email) imports as the CSV does");
-    assert_eq!(imported_review(&ids_twin), csv_review, "Label Studio (by id) imports as the CSV does");
+    assert_eq!(imported_reviewers(&dir), csv_review, "Label Studio (by email) imports as the CSV does");
+    assert_eq!(imported_reviewers(&ids_twin), csv_review, "Label Studio (by id) imports as the CSV does");
     let review = report_review(&dir, &tmp.path().join("r1"));
     assert_eq!(review, report_review(&csv_twin, &tmp.path().join("r2")), "the same review metrics");
     let agreement = &review["agreement"];

@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
@@ -27,27 +27,6 @@ fn cohort(args: &[&str]) -> Output {
 
 fn text(o: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
-
-fn quickstart(tmp: &Path) -> PathBuf {
-    let dir = tmp.join("quickstart");
-    support::copy_example("quickstart", &dir);
-    let questions: Vec<Value> = serde_json::from_slice(&fs::read(dir.join("questions.json")).unwrap()).unwrap();
-    let key: Vec<Value> = questions
-        .iter()
-        .map(|q| {
-            let cat = q["category"].as_str().unwrap();
-            json!({
-                "question_id": q["id"],
-                "answerable": cat != "insufficient",
-                "required_caveats": ["state the limits of the evidence"],
-                "known_disputes": if cat == "disputed" { vec!["the claim is contested"] } else { vec![] },
-                "sources": ["the frozen protocol"],
-            })
-        })
-        .collect();
-    fs::write(dir.join("uncertainty_key.json"), serde_json::to_vec_pretty(&key).unwrap()).unwrap();
-    dir
 }
 
 /// Cohen's kappa (nominal) and the matrix, by the textbook formula.
@@ -68,24 +47,11 @@ fn kappa(a: &[usize], b: &[usize], k: usize) -> (f64, Vec<Vec<u64>>) {
     ((po - pe) / (1.0 - pe), m)
 }
 
-fn csv_field(v: &str) -> String {
-    if v.contains([',', '"', '\n']) { format!("\"{}\"", v.replace('"', "\"\"")) } else { v.to_owned() }
-}
-
-fn write_csv(path: &Path, header: &[&str], rows: &[BTreeMap<String, String>]) {
-    let mut out = header.join(",") + "\n";
-    for r in rows {
-        let fields: Vec<String> = header.iter().map(|h| csv_field(r.get(*h).map_or("", String::as_str))).collect();
-        out.push_str(&(fields.join(",") + "\n"));
-    }
-    fs::write(path, out).unwrap();
-}
-
 /// Proves the round trip of the module docs.
 #[test]
 fn review_round_trip_matches_hand_computed_figures_and_is_blinded() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = quickstart(tmp.path());
+    let dir = support::review::keyed_quickstart(tmp.path());
     let d = dir.to_str().unwrap();
     support::collect_blocking(&dir);
     let manifest: Value = serde_json::from_slice(&fs::read(dir.join("manifest.json")).unwrap()).unwrap();
@@ -245,15 +211,15 @@ fn review_round_trip_matches_hand_computed_figures_and_is_blinded() {
         .collect();
     let header: Vec<&str> = header.iter().map(String::as_str).collect();
     let (fa, fb, fj) = (tmp.path().join("alice.csv"), tmp.path().join("bob.csv"), tmp.path().join("adjudication.csv"));
-    write_csv(&fa, &header, &rows_a);
-    write_csv(&fb, &header, &rows_b);
-    write_csv(&fj, &["item_id", "final_label", "reason", "rationale", "adjudicator"], &adjudication);
+    support::review::write_csv(&fa, &header, &rows_a);
+    support::review::write_csv(&fb, &header, &rows_b);
+    support::review::write_csv(&fj, &["item_id", "final_label", "reason", "rationale", "adjudicator"], &adjudication);
 
     // Bad input writes nothing: an unknown label names file, line and field.
     let mut bad_rows = rows_b.clone();
     bad_rows[1].insert("label".into(), "mostly_true".into());
     let fbad = tmp.path().join("bad.csv");
-    write_csv(&fbad, &header, &bad_rows);
+    support::review::write_csv(&fbad, &header, &bad_rows);
     let bad = cohort(&["review", "import", d, fa.to_str().unwrap(), fbad.to_str().unwrap()]);
     assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
     assert!(text(&bad).contains("bad.csv:3:") && text(&bad).contains("field `label`"), "{}", text(&bad));
@@ -390,7 +356,7 @@ fn review_round_trip_matches_hand_computed_figures_and_is_blinded() {
     assert!(tp + fp + tn + fn_ > 10, "enough items to mean something");
     // Without an imported review there is no gold: exit 2, saying why.
     fs::create_dir(tmp.path().join("plain")).unwrap();
-    let plain = quickstart(&tmp.path().join("plain"));
+    let plain = support::review::keyed_quickstart(&tmp.path().join("plain"));
     let out = cohort(&["calibrate", "--cohort", plain.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("no human review imported"), "{}", text(&out));

@@ -21,25 +21,16 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use support::review::{collected_quickstart, copy_tree, imported_reviewers, items, report_review, write_csv};
+use support::{cohort, ok};
 
-const COHORT: &str = env!("CARGO_BIN_EXE_cohort");
 const LABELS: [&str; 5] = ["fully_supported", "partially_supported", "unsupported", "contradicted", "unverifiable"];
 const REASONS: [&str; 4] = ["broken", "fabricated", "inaccessible", "irrelevant"];
-
-fn cohort(args: &[&str]) -> Output {
-    Command::new(COHORT).args(args).output().unwrap()
-}
-
-fn ok(o: &Output) -> String {
-    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
-    assert!(o.status.success(), "{text}");
-    text
-}
 
 // === a DevTools protocol client over --remote-debugging-pipe ===
 
@@ -66,22 +57,10 @@ impl Browser {
         }
         let profile = dir.join("profile");
         let netlog = dir.join("netlog.json");
-        let flags = [
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--disable-extensions",
-            "--disable-default-apps",
-            "--no-pings",
-            "--disable-domain-reliability",
-            "--window-size=1400,1000",
-            "--remote-debugging-pipe",
-        ];
+        let flags: Vec<&str> = chromium::HEADLESS_FLAGS
+            .into_iter()
+            .chain(["--window-size=1400,1000", "--remote-debugging-pipe"])
+            .collect();
         let script = format!(
             "exec {} {} '--host-resolver-rules=MAP * ~NOTFOUND' --user-data-dir='{}' --log-net-log='{}' about:blank 3<'{}' 4>'{}'",
             chromium::CHROMIUM,
@@ -307,46 +286,6 @@ fn network_requests(events: &[Value]) -> Vec<String> {
 
 // === the cohort ===
 
-fn quickstart(tmp: &Path) -> PathBuf {
-    let dir = tmp.join("quickstart");
-    support::copy_example("quickstart", &dir);
-    let questions: Vec<Value> = serde_json::from_slice(&fs::read(dir.join("questions.json")).unwrap()).unwrap();
-    let key: Vec<Value> = questions
-        .iter()
-        .map(|q| {
-            let cat = q["category"].as_str().unwrap();
-            json!({"question_id": q["id"], "answerable": cat != "insufficient",
-                   "required_caveats": ["state the limits of the evidence"],
-                   "known_disputes": if cat == "disputed" { vec!["the claim is contested"] } else { vec![] },
-                   "sources": ["the frozen protocol"]})
-        })
-        .collect();
-    fs::write(dir.join("uncertainty_key.json"), serde_json::to_vec_pretty(&key).unwrap()).unwrap();
-    support::collect_blocking(&dir);
-    dir
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    fs::create_dir_all(to).unwrap();
-    for entry in fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
-fn items(export: &Path, reviewer: &str) -> Vec<BTreeMap<String, String>> {
-    fs::read_to_string(export.join(reviewer).join("items.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<BTreeMap<String, String>>(l).unwrap())
-        .collect()
-}
-
 /// What a reviewer decides for each item: claim i's label is `LABELS[i %
 /// 5]` (with a reason when unverifiable), pair i yes or a reason, output i
 /// scored `i % 3`. Per the extraction check: claim 1 is split, claim 2
@@ -431,19 +370,6 @@ impl Plan {
         out.push(added.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect());
         out
     }
-}
-
-fn csv_field(v: &str) -> String {
-    if v.contains([',', '"', '\n']) { format!("\"{}\"", v.replace('"', "\"\"")) } else { v.to_owned() }
-}
-
-fn write_csv(path: &Path, header: &[&str], rows: &[BTreeMap<String, String>]) {
-    let mut out = header.join(",") + "\n";
-    for r in rows {
-        let fields: Vec<String> = header.iter().map(|h| csv_field(r.get(*h).map_or("", String::as_str))).collect();
-        out.push_str(&(fields.join(",") + "\n"));
-    }
-    fs::write(path, out).unwrap();
 }
 
 const CSV_HEADER: [&str; 14] = [
@@ -549,31 +475,15 @@ fn label_card(page: &Page, b: &mut Browser, key: &str, by_id: &BTreeMap<String, 
 /// (they differ by path and extension by design).
 fn imported_review(dir: &Path) -> (Vec<cohort_report::review::import::ReviewerLabels>, Option<Value>) {
     let input = cohort_report::review::load(dir).unwrap().unwrap();
-    let reviewers = input
-        .reviewers
-        .into_iter()
-        .map(|r| cohort_report::review::import::ReviewerLabels { file: String::new(), ..r })
-        .collect();
     let adjudication = input.adjudication.map(|a| json!({"adjudicator": a.adjudicator, "decisions": a.decisions}));
-    (reviewers, adjudication)
-}
-
-/// The report's review section (`summary.json` `review`).
-fn report_review(dir: &Path, out: &Path) -> Value {
-    ok(&cohort(&["report", dir.to_str().unwrap(), "--draws", "200", "--out", out.to_str().unwrap()]));
-    let folder = fs::read_dir(out).unwrap().next().unwrap().unwrap().path();
-    let summary: Value = serde_json::from_slice(&fs::read(folder.join("summary.json")).unwrap()).unwrap();
-    let mut review = summary["review"].clone();
-    assert!(review.is_object(), "the report has a review section: {summary}");
-    review.as_object_mut().unwrap().remove("imported_files");
-    review
+    (imported_reviewers(dir), adjudication)
 }
 
 /// The round trip of the module docs, reviewer then adjudicator.
 #[test]
 fn a_sheet_labelled_with_the_keyboard_imports_as_its_csv_does() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = quickstart(tmp.path());
+    let dir = collected_quickstart(tmp.path());
     let export = tmp.path().join("export");
     ok(&cohort(&[
         "review",
@@ -728,7 +638,7 @@ fn a_sheet_labelled_with_the_keyboard_imports_as_its_csv_does() {
 #[test]
 fn a_sheet_file_from_another_export_is_refused_naming_both() {
     let tmp = tempfile::tempdir().unwrap();
-    let dir = quickstart(tmp.path());
+    let dir = collected_quickstart(tmp.path());
     let other = tmp.path().join("other");
     copy_tree(&dir, &other);
     let (ea, eb) = (tmp.path().join("ea"), tmp.path().join("eb"));

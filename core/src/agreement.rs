@@ -415,30 +415,38 @@ pub fn binary_scores_with_intervals(
     resamples: u32,
     seed: u64,
 ) -> ScoredWithIntervals {
-    let scores = binary_scores(gold, predicted);
-    let mut defined: BTreeMap<&str, Vec<f64>> = BINARY_METRICS.iter().map(|&m| (m, Vec::new())).collect();
     let n = gold.len();
     // Lists of different lengths were refused above; an empty list has no
     // resample to draw.
-    if n > 0 && n == predicted.len() {
-        let key = calibration_key(seed);
-        for r in 0..resamples {
-            let scored = resample(&key, r, gold, predicted).scores();
-            for (name, values) in defined.iter_mut() {
-                if let Some(v) = scored.metric(name).and_then(Stat::value) {
-                    values.push(v);
-                }
+    let drawn_resamples = if n > 0 && n == predicted.len() { resamples } else { 0 };
+    let key = calibration_key(seed);
+    let intervals = percentile_intervals(drawn_resamples, |r| resample(&key, r, gold, predicted));
+    ScoredWithIntervals { scores: binary_scores(gold, predicted), intervals, resamples }
+}
+
+/// The 95% percentile interval of every binary metric over `resamples`
+/// resamples, resample `r` counted by `counts(r)`; a metric a resample
+/// leaves undefined is left out of that resample.
+fn percentile_intervals(
+    resamples: u32,
+    mut counts: impl FnMut(u32) -> Counts,
+) -> BTreeMap<String, (Option<f64>, Option<f64>)> {
+    let mut defined: BTreeMap<&str, Vec<f64>> = BINARY_METRICS.iter().map(|&m| (m, Vec::new())).collect();
+    for r in 0..resamples {
+        let scored = counts(r).scores();
+        for (name, values) in defined.iter_mut() {
+            if let Some(v) = scored.metric(name).and_then(Stat::value) {
+                values.push(v);
             }
         }
     }
-    let intervals = defined
+    defined
         .into_iter()
         .map(|(name, mut values)| {
             values.sort_unstable_by(f64::total_cmp);
             (name.to_owned(), (percentile_linear(&values, 0.025), percentile_linear(&values, 0.975)))
         })
-        .collect();
-    ScoredWithIntervals { scores, intervals, resamples }
+        .collect()
 }
 
 /// The scores and their bootstrap intervals with answers resampled
@@ -452,35 +460,20 @@ pub fn binary_scores_with_answer_intervals(
     resamples: u32,
     seed: u64,
 ) -> ScoredWithIntervals {
-    let scores = binary_scores(gold, predicted);
-    let mut defined: BTreeMap<&str, Vec<f64>> = BINARY_METRICS.iter().map(|&m| (m, Vec::new())).collect();
     let n = gold.len();
-    if n > 0 && n == predicted.len() && n == answers.len() {
-        let members = answer_members(answers);
-        let key = answer_key(seed);
-        for r in 0..resamples {
-            let mut counts = Counts::default();
-            for a in drawn(&key, r, members.len()) {
-                for &i in &members[a] {
-                    counts.add(gold[i], predicted[i]);
-                }
-            }
-            let scored = counts.scores();
-            for (name, values) in defined.iter_mut() {
-                if let Some(v) = scored.metric(name).and_then(Stat::value) {
-                    values.push(v);
-                }
+    let drawn_resamples = if n > 0 && n == predicted.len() && n == answers.len() { resamples } else { 0 };
+    let members = answer_members(answers);
+    let key = answer_key(seed);
+    let intervals = percentile_intervals(drawn_resamples, |r| {
+        let mut counts = Counts::default();
+        for a in drawn(&key, r, members.len()) {
+            for &i in &members[a] {
+                counts.add(gold[i], predicted[i]);
             }
         }
-    }
-    let intervals = defined
-        .into_iter()
-        .map(|(name, mut values)| {
-            values.sort_unstable_by(f64::total_cmp);
-            (name.to_owned(), (percentile_linear(&values, 0.025), percentile_linear(&values, 0.975)))
-        })
-        .collect();
-    ScoredWithIntervals { scores, intervals, resamples }
+        counts
+    });
+    ScoredWithIntervals { scores: binary_scores(gold, predicted), intervals, resamples }
 }
 
 /// Step 2 of `cohort-calibration-v2`: the items of each answer, answers in

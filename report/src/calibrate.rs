@@ -575,7 +575,7 @@ mod tests {
     /// (`--cohort`) the intervals resample answers (`cohort-calibration-v2`),
     /// and every judge's and the majority's counts and interval ends equal
     /// an independent computation (scripts/calibration_reference.py,
-    /// Python's standard library alone: its own ChaCha20 draws, counts,
+    /// Python's standard library alone: the scripts' own ChaCha20 draws, counts,
     /// figures and percentiles) with the same seed and 2,000 resamples; the
     /// script also checks that item-level resampling gives other intervals
     /// on these data (so the check could fail). Without answers (label

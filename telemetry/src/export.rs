@@ -252,12 +252,16 @@ pub fn root_span_id_of(key: &str) -> SpanId {
 pub(crate) fn root_sampled(trace_id: TraceId) -> bool {
     use opentelemetry::trace::SpanKind;
     use opentelemetry_sdk::trace::{Sampler, SamplingDecision, ShouldSample as _};
-    let ratio = || env("OTEL_TRACES_SAMPLER_ARG").and_then(|a| a.trim().parse::<f64>().ok()).unwrap_or(1.0);
-    let sampler = match env("OTEL_TRACES_SAMPLER").as_deref().map(str::trim) {
-        Some("always_off" | "parentbased_always_off") => Sampler::AlwaysOff,
-        Some("traceidratio" | "parentbased_traceidratio") => Sampler::TraceIdRatioBased(ratio()),
-        _ => Sampler::AlwaysOn,
-    };
+    // Read once: every lease asks.
+    static SAMPLER: std::sync::OnceLock<Sampler> = std::sync::OnceLock::new();
+    let sampler = SAMPLER.get_or_init(|| {
+        let ratio = || env("OTEL_TRACES_SAMPLER_ARG").and_then(|a| a.trim().parse::<f64>().ok()).unwrap_or(1.0);
+        match env("OTEL_TRACES_SAMPLER").as_deref().map(str::trim) {
+            Some("always_off" | "parentbased_always_off") => Sampler::AlwaysOff,
+            Some("traceidratio" | "parentbased_traceidratio") => Sampler::TraceIdRatioBased(ratio()),
+            _ => Sampler::AlwaysOn,
+        }
+    });
     let result = sampler.should_sample(None, trace_id, "cohort run", &SpanKind::Internal, &[], &[]);
     result.decision == SamplingDecision::RecordAndSample
 }

@@ -1,5 +1,7 @@
 //! What the CLI's integration tests share.
 
+pub mod review;
+
 use std::fs;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -12,6 +14,15 @@ pub const COHORT: &str = env!("CARGO_BIN_EXE_cohort");
 #[allow(dead_code)]
 pub fn cohort(args: &[&str]) -> Output {
     Command::new(COHORT).args(args).output().unwrap()
+}
+
+/// stdout then stderr of a command that must succeed (the test fails with
+/// them otherwise).
+#[allow(dead_code)]
+pub fn ok(o: &Output) -> String {
+    let t = text(o);
+    assert!(o.status.success(), "{t}");
+    t
 }
 
 /// stdout then stderr, for assertion messages.

@@ -241,13 +241,7 @@ pub(crate) fn parse_file(
         "json" => return parsed_rows(file, super::sheet::sheet_file_rows(file, text, export_sha256)?, index),
         _ => parse_jsonl(text),
     };
-    let table = table.map_err(|(line, column, message)| ReviewError::BadInput {
-        file: file.into(),
-        line,
-        column,
-        field: "(row)".into(),
-        message,
-    })?;
+    let table = table.map_err(|e| ReviewError::table(file, e))?;
     parsed_rows(file, table, index)
 }
 

@@ -167,13 +167,7 @@ pub fn describe_project(dir: &Path) -> String {
 pub(crate) fn write_project(folder: &Path, reviewer: &str) -> Result<(), ReviewError> {
     let path = folder.join(reviewer).join("items.jsonl");
     let text = std::fs::read_to_string(&path).map_err(|e| ReviewError::io(path.display().to_string(), e))?;
-    let (_, rows) = parse_jsonl(&text).map_err(|(line, column, message)| ReviewError::BadInput {
-        file: path.display().to_string(),
-        line,
-        column,
-        field: "(row)".into(),
-        message,
-    })?;
+    let (_, rows) = parse_jsonl(&text).map_err(|e| ReviewError::table(path.display().to_string(), e))?;
     let dir = folder.join(PROJECT_DIR);
     std::fs::create_dir(&dir).map_err(|e| ReviewError::io(dir.display().to_string(), e))?;
     let mut tasks = serde_json::to_vec_pretty(&tasks(&rows)).map_err(|e| ReviewError::io(TASKS_FILE, e.into()))?;

@@ -118,6 +118,11 @@ impl ReviewError {
     pub(crate) fn io(what: impl Into<String>, source: io::Error) -> ReviewError {
         ReviewError::Io { what: what.into(), source }
     }
+
+    /// A CSV or JSONL file of `file` that does not parse, where.
+    pub(crate) fn table(file: impl Into<String>, (line, column, message): table::TableError) -> ReviewError {
+        ReviewError::BadInput { file: file.into(), line, column, field: "(row)".into(), message }
+    }
 }
 
 /// `blinding.json`.

@@ -151,13 +151,7 @@ fn exported_rows(index: &ExportIndex, reviewer: &str) -> Result<Vec<Row>, Review
             e,
         )
     })?;
-    let (_, rows) = parse_jsonl(&text).map_err(|(line, column, message)| ReviewError::BadInput {
-        file: path.display().to_string(),
-        line,
-        column,
-        field: "(row)".into(),
-        message,
-    })?;
+    let (_, rows) = parse_jsonl(&text).map_err(|e| ReviewError::table(path.display().to_string(), e))?;
     let ids: Vec<&str> = rows.iter().map(|r| r.get("item_id")).collect();
     let expected: Vec<&str> = index.items.iter().map(|i| i.item_id.as_str()).collect();
     if ids != expected {

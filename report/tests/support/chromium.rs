@@ -35,6 +35,24 @@ pub fn require_chromium() {
     );
 }
 
+/// The flags of a headless Chromium that reaches nothing on its own (no
+/// background, update, sync or QUIC traffic): the report's page tests and
+/// the review sheet's browser test start it with these.
+pub const HEADLESS_FLAGS: [&str; 12] = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-extensions",
+    "--disable-default-apps",
+    "--no-pings",
+    "--disable-domain-reliability",
+];
+
 /// Runs Chromium headless on `page` with a fresh profile and a net log;
 /// `extra` are more flags (`--dump-dom`, `--screenshot=...`).
 pub fn chromium(dir: &Path, page: &Path, extra: &[String]) -> Loaded {
@@ -46,22 +64,9 @@ pub fn chromium(dir: &Path, page: &Path, extra: &[String]) -> Loaded {
     let url = format!("file://{}", page.canonicalize().unwrap().display());
     let mut command = Command::new(CHROMIUM);
     command
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--disable-extensions",
-            "--disable-default-apps",
-            "--no-pings",
-            "--disable-domain-reliability",
-            // Keeps Chromium's own background requests on this machine.
-            "--host-resolver-rules=MAP * ~NOTFOUND",
-        ])
+        .args(HEADLESS_FLAGS)
+        // Keeps Chromium's own background requests on this machine.
+        .arg("--host-resolver-rules=MAP * ~NOTFOUND")
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .arg(format!("--log-net-log={}", netlog.display()))
         .args(extra)
