@@ -478,11 +478,16 @@ fn redis_transient(e: &::redis::RedisError) -> bool {
         return true;
     }
     match e.kind() {
+        // MOVED/ASK past the cluster client's own redirects: the slot map
+        // is still changing under a failover (seen as a worker stopped on
+        // "Moved: 7616" while a replica took over), so the call is retried.
         ErrorKind::Server(
             ServerErrorKind::BusyLoading
             | ServerErrorKind::TryAgain
             | ServerErrorKind::MasterDown
-            | ServerErrorKind::ClusterDown,
+            | ServerErrorKind::ClusterDown
+            | ServerErrorKind::Moved
+            | ServerErrorKind::Ask,
         ) => true,
         ErrorKind::ClusterConnectionNotFound => true,
         // A script still running on the server (BUSY) is not a known kind.
@@ -741,6 +746,21 @@ mod tests {
     }
 
     /// A plan seeded before the manual flag existed reads as automatic.
+    /// Proves a redirect that outlives the cluster client's own (MOVED or
+    /// ASK while a failover moves the slot) is an outage to retry, not a
+    /// refusal that stops the worker, and a cross-slot call still is one.
+    #[test]
+    fn redirects_during_a_failover_are_transient() {
+        use ::redis::{ErrorKind, RedisError, ServerErrorKind};
+        for kind in [ServerErrorKind::Moved, ServerErrorKind::Ask, ServerErrorKind::TryAgain] {
+            let e =
+                LedgerError::Redis(RedisError::from((ErrorKind::Server(kind), "redirect", "7616 127.0.0.1:1".into())));
+            assert!(e.is_transient(), "{e}");
+        }
+        let wrong = LedgerError::Redis(RedisError::from((ErrorKind::Server(ServerErrorKind::CrossSlot), "cross slot")));
+        assert!(!wrong.is_transient(), "{wrong}");
+    }
+
     #[test]
     fn arm_plan_without_the_manual_flag_is_automatic() {
         let arm: ArmPlan = serde_json::from_str(r#"{"id":"a","concurrency":2,"pinned_version":"a-1"}"#)
