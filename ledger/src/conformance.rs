@@ -199,6 +199,57 @@ pub async fn an_attempt_sent_again_changes_nothing(l: &dyn Ledger) {
     assert!(l.discarded().await.unwrap().is_empty(), "nothing sent again is discarded");
 }
 
+/// Idempotence keyed by the lease (issue 23): a worker's journal may replay
+/// a run's attempt after the run went on to its next lease, and even after
+/// it ended. The replay is acknowledged with the run's state (not kept as a
+/// discarded report), changes nothing, and never renumbers: the attempts
+/// keep the numbers their leases gave them (what the run records list), the
+/// counts by class count each attempt once. A result replayed likewise.
+pub async fn a_replayed_attempt_is_kept_once_at_its_number(l: &dyn Ledger) {
+    seeded(l).await;
+    let g1 = l.lease("w", 1, 100, TTL).await.unwrap().leases.remove(0);
+    let run = g1.run_id.clone();
+    let outage = AttemptRecord { attempt: g1.attempt, ..attempt(AttemptClass::ServerError, 100) };
+    let v = l.report_attempt("w", &lref(&g1), &outage, 101).await.unwrap();
+    assert!(matches!(v, AttemptVerdict::Retry { .. }), "{v:?}");
+    let g2 = find_lease(l, &run, 300).await;
+    assert_eq!(g2.attempt, 2);
+    let busy = AttemptRecord { attempt: g2.attempt, ..attempt(AttemptClass::RateLimited, 300) };
+    let v = l.report_attempt("w", &lref(&g2), &busy, 301).await.unwrap();
+    assert!(matches!(v, AttemptVerdict::Retry { .. }), "{v:?}");
+    // The first lease's report again, after the run moved on: the run is
+    // waiting for its third attempt.
+    let v = l.report_attempt("w", &lref(&g1), &outage, 302).await.unwrap();
+    assert_eq!(v, AttemptVerdict::Retry { not_before_ms: 0 }, "acknowledged, not stale");
+    let g3 = find_lease(l, &run, 700).await;
+    assert_eq!(g3.attempt, 3);
+    let done = RunResult { attempt: AttemptRecord { attempt: g3.attempt, ..ok_attempt(700) }, ..completed(700) };
+    assert!(l.finish("w", &lref(&g3), &done, 701).await.unwrap());
+    // Every report again, in any order, once the run is final.
+    assert!(l.finish("w", &lref(&g3), &done, 702).await.unwrap());
+    for (g, a) in [(&g2, &busy), (&g1, &outage)] {
+        let v = l.report_attempt("w", &lref(g), a, 703).await.unwrap();
+        assert_eq!(v, AttemptVerdict::Final(Outcome::Completed), "a replay after the end says the outcome");
+    }
+    let recorded: Vec<(u32, AttemptClass, u64)> =
+        l.attempts(&run).await.unwrap().iter().map(|a| (a.attempt, a.class, a.token)).collect();
+    assert_eq!(
+        recorded,
+        [
+            (1, AttemptClass::ServerError, g1.token),
+            (2, AttemptClass::RateLimited, g2.token),
+            (3, AttemptClass::Ok, g3.token)
+        ]
+    );
+    let s = assert_counts_add_up(l).await;
+    for class in [AttemptClass::ServerError, AttemptClass::RateLimited, AttemptClass::Ok] {
+        assert_eq!(s.attempts_by_class.get(&class), Some(&1), "{class}: {:?}", s.attempts_by_class);
+    }
+    let row = l.runs().await.unwrap().into_iter().find(|r| r.run_id == run).unwrap();
+    assert_eq!((row.attempts, row.outcome), (3, Some(Outcome::Completed)));
+    assert!(l.discarded().await.unwrap().is_empty(), "nothing replayed is discarded");
+}
+
 /// A final result of `outcome` whose last attempt has `class`.
 fn result_of(outcome: Outcome, class: AttemptClass, at: i64) -> RunResult {
     RunResult { outcome, attempt: attempt(class, at), ..completed(at) }
@@ -888,6 +939,7 @@ macro_rules! conformance_tests {
             lease_follows_order_within_caps,
             finish_is_absorbing,
             an_attempt_sent_again_changes_nothing,
+            a_replayed_attempt_is_kept_once_at_its_number,
             unfit_results_are_refused,
             not_run_for_a_leased_run_is_refused,
             seed_refuses_a_malformed_run_id,

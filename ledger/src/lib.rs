@@ -211,6 +211,10 @@ pub struct AttemptRecord {
     #[serde(default)]
     pub observed_version: Option<String>,
     /// Filled in by the ledger: the worker, the attempt number, the token.
+    /// A report may give the number (its lease's, as the run record has
+    /// it; 0 when it does not say): a Redis ledger that lost the lease in a
+    /// rollback takes it back at that number, and an attempt replayed after
+    /// its run moved on is put back there, so a replay never renumbers.
     #[serde(default)]
     pub worker: String,
     #[serde(default)]
@@ -313,7 +317,9 @@ pub struct LedgerEvent {
     /// `ledger_restarted` (a Redis ledger recovered on a restarted or
     /// replaced server: the detail says how many acknowledgements this
     /// coordinator saw that the server had lost), `reclaimed` (a lease the
-    /// ledger lost in that rollback, taken back by its holder).
+    /// ledger lost in that rollback, taken back by its holder), `restored`
+    /// (an acknowledged attempt that rollback lost, replayed from a
+    /// worker's journal after its run moved on, put back at its number).
     pub kind: String,
     #[serde(default)]
     pub run_id: String,

@@ -1370,6 +1370,122 @@ mod tests {
         assert!(next.iter().all(|g| g.run_id != third.run_id && g.run_id != first[1].run_id), "{next:?}");
     }
 
+    /// A rollback that takes a run's acknowledged outage attempt, its next
+    /// lease and its result (issue 23: `q00166:sim-a:1 ledger attempt 1,
+    /// record attempt 2`): the journals' replays arrive result first, as
+    /// they do when the live report beats the replay. Run x was leased
+    /// under its first token before the snapshot, run y not at all. The
+    /// result is taken back at the number its lease gave it (2, as the
+    /// record says), and the first attempt's replay, though its run has
+    /// moved on, is put back at number 1: in place of the `worker_lost` the
+    /// reclaim recorded for x's first lease, and before y's result. Every
+    /// acknowledged attempt is in the ledger once, at its record's number,
+    /// and the counts by class count the outages, not a `worker_lost`.
+    #[tokio::test]
+    async fn attempts_a_rollback_lost_come_back_at_their_numbers() {
+        use crate::conformance::{TTL, header, order, questions};
+        use crate::{AttemptRecord, LeaseGrant, LeaseRef, RunResult};
+
+        fn failed(g: &LeaseGrant, class: AttemptClass, at: i64) -> AttemptRecord {
+            AttemptRecord {
+                class,
+                http_status: 503,
+                detail: String::new(),
+                started_ms: at,
+                ended_ms: at,
+                observed_version: None,
+                worker: String::new(),
+                attempt: g.attempt,
+                token: 0,
+                retry_after_ms: None,
+            }
+        }
+        fn done(g: &LeaseGrant, at: i64) -> RunResult {
+            RunResult {
+                outcome: Outcome::Completed,
+                reason: String::new(),
+                record_sha256: "b".repeat(64),
+                observed_version: Some("a-1".into()),
+                attempt: AttemptRecord { class: AttemptClass::Ok, http_status: 200, ..failed(g, AttemptClass::Ok, at) },
+            }
+        }
+        let lref = |g: &LeaseGrant| LeaseRef { run_id: g.run_id.clone(), token: g.token };
+
+        let mut server = RedisServer::start().unwrap();
+        let ledger = RedisLedger::connect(&server.url(), "conformance").await.unwrap().with_recovery_grace(500);
+        ledger.seed(&header(), &questions(), &order(), 0).await.unwrap();
+        let x1 = ledger.lease("w", 1, 100, TTL).await.unwrap().leases.remove(0);
+        let client = ::redis::Client::open(server.url()).unwrap();
+        let mut raw = client.get_multiplexed_async_connection().await.unwrap();
+        let _: () = ::redis::cmd("SAVE").query_async(&mut raw).await.unwrap();
+
+        // Acknowledged after the snapshot, all lost with the restart.
+        let x_outage = failed(&x1, AttemptClass::ServerError, 110);
+        ledger.report_attempt("w", &lref(&x1), &x_outage, 111).await.unwrap();
+        let y1 = ledger.lease("w", 1, 150, TTL).await.unwrap().leases.remove(0);
+        let y_busy = failed(&y1, AttemptClass::RateLimited, 150);
+        ledger.report_attempt("w", &lref(&y1), &y_busy, 151).await.unwrap();
+        let second = ledger.lease("w", 2, 400, TTL).await.unwrap().leases;
+        let x2 = second.iter().find(|g| g.run_id == x1.run_id).unwrap().clone();
+        let y2 = second.iter().find(|g| g.run_id == y1.run_id).unwrap().clone();
+        assert_eq!((x2.attempt, y2.attempt), (2, 2));
+        assert_eq!(
+            ledger.finish_many("w", &[(lref(&x2), done(&x2, 410)), (lref(&y2), done(&y2, 410))], 411).await.unwrap(),
+            [true, true]
+        );
+        server.restart().unwrap();
+
+        // The results first, then the attempts: each acknowledged again.
+        let mut accepted = None;
+        for _ in 0..100 {
+            match ledger.finish_many("w", &[(lref(&x2), done(&x2, 410)), (lref(&y2), done(&y2, 410))], 500).await {
+                Ok(a) => {
+                    accepted = Some(a);
+                    break;
+                }
+                Err(e) if e.is_transient() => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+        assert_eq!(accepted.expect("the restarted server answers within 5 s"), [true, true]);
+        assert_eq!(ledger.durability().epoch, 2);
+        for (g, a) in [(&x1, &x_outage), (&y1, &y_busy)] {
+            let v = ledger.report_attempt("w", &lref(g), a, 510).await.unwrap();
+            assert_eq!(v, crate::AttemptVerdict::Final(Outcome::Completed), "{}", g.run_id);
+        }
+
+        for (run, first, class) in
+            [(&x1, x1.token, AttemptClass::ServerError), (&y1, y1.token, AttemptClass::RateLimited)]
+        {
+            let recorded: Vec<(u32, AttemptClass, u64)> =
+                ledger.attempts(&run.run_id).await.unwrap().iter().map(|a| (a.attempt, a.class, a.token)).collect();
+            let second = if run.run_id == x1.run_id { x2.token } else { y2.token };
+            assert_eq!(recorded, [(1, class, first), (2, AttemptClass::Ok, second)], "{}", run.run_id);
+        }
+        let status = ledger.status().await.unwrap();
+        let by_class = |c: AttemptClass| status.attempts_by_class.get(&c).copied().unwrap_or(0);
+        assert_eq!(
+            (by_class(AttemptClass::ServerError), by_class(AttemptClass::RateLimited), by_class(AttemptClass::Ok)),
+            (1, 1, 2),
+            "{:?}",
+            status.attempts_by_class
+        );
+        assert_eq!(
+            by_class(AttemptClass::WorkerLost),
+            0,
+            "the reclaim's stand-in is replaced: {:?}",
+            status.attempts_by_class
+        );
+        let runs = ledger.runs().await.unwrap();
+        for id in [&x1.run_id, &y1.run_id] {
+            let row = runs.iter().find(|r| &r.run_id == id).unwrap();
+            assert_eq!((row.attempts, row.outcome), (2, Some(Outcome::Completed)), "{id}");
+        }
+        assert!(ledger.discarded().await.unwrap().is_empty(), "no replay is stale");
+        let events = ledger.events(100).await.unwrap();
+        assert_eq!(events.iter().filter(|e| e.kind == "restored").count(), 2, "{events:?}");
+    }
+
     /// Reads the generated tables back inside a real Redis (its Lua and
     /// cjson) for every class and every (outcome, class) pair: each agrees
     /// with the core function it was generated from.

@@ -1241,27 +1241,31 @@ fn result_again(conn: &Connection, lease: &LeaseRef, result: &RunResult) -> Resu
     stmt.exists(params![lease.run_id, token, result.record_sha256, result.outcome.as_str()]).sql()
 }
 
-/// The verdict again when the run's last recorded attempt is this one (its
-/// token, class, start and end: a report sent again, or replayed from a
-/// worker's journal): the final outcome if the run is final, else a retry.
-/// `None` when it is a new report.
+/// The verdict again when one of the run's recorded attempts is this one
+/// (its token, class, start and end: a report sent again, or replayed from
+/// a worker's journal, even after the run went on to another lease): the
+/// final outcome if the run is final, else a retry. `None` when it is a
+/// new report. (This ledger syncs every change before it answers, so it
+/// never loses an acknowledged attempt that a replay would have to put
+/// back, as the Redis ledger's `attempt.lua` does.)
 fn attempt_again(
     conn: &Connection,
     lease: &LeaseRef,
     attempt: &AttemptRecord,
 ) -> Result<Option<AttemptVerdict>, LedgerError> {
     let Ok(token) = i64::try_from(lease.token) else { return Ok(None) };
-    let mut stmt =
-        conn.prepare_cached("SELECT token, record FROM attempts WHERE run_id = ?1 ORDER BY id DESC LIMIT 1").sql()?;
-    let last: Option<(i64, String)> =
-        stmt.query_row(params![lease.run_id], |r| Ok((r.get(0)?, r.get(1)?))).optional().sql()?;
-    let Some((last_token, record)) = last else { return Ok(None) };
-    let last: AttemptRecord = from_json("an attempt record", &record)?;
-    if last_token != token
-        || last.class != attempt.class
-        || last.started_ms != attempt.started_ms
-        || last.ended_ms != attempt.ended_ms
-    {
+    // Any attempt of the run under this lease, not only the last: a report
+    // replayed after the run moved on to another lease is the same report.
+    let mut stmt = conn.prepare_cached("SELECT record FROM attempts WHERE run_id = ?1 AND token = ?2").sql()?;
+    let held: Vec<String> =
+        stmt.query_map(params![lease.run_id, token], |r| r.get(0)).sql()?.collect::<Result<_, _>>().sql()?;
+    let mut same = false;
+    for record in held {
+        let held: AttemptRecord = from_json("an attempt record", &record)?;
+        same |=
+            held.class == attempt.class && held.started_ms == attempt.started_ms && held.ended_ms == attempt.ended_ms;
+    }
+    if !same {
         return Ok(None);
     }
     let outcome: Option<String> = conn

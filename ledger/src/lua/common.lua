@@ -201,6 +201,20 @@ local function record_attempt(run_id, attempt_json, worker, number, token)
   return a
 end
 
+-- The number an attempt under a run's current lease is recorded with: the
+-- one its worker reports (`reported`, the lease's number, as the run record
+-- has it) when that is past the run's count (grants lost in a rollback and
+-- taken back by a heartbeat, which cannot say the number), else the count.
+local function attempt_number(run_id, reported)
+  local key = P .. 'run:' .. run_id
+  local n = tonumber(redis.call('HGET', key, 'attempts') or '0')
+  if reported and reported > n then
+    redis.call('HSET', key, 'attempts', reported)
+    return reported
+  end
+  return n
+end
+
 local function discard(run_id, token, worker, kind, now, class, outcome)
   local d = { run_id = run_id, token = token, worker = worker, kind = kind, at_ms = now }
   if class then d['class'] = class end
@@ -239,9 +253,13 @@ end
 -- token happened to it: it is pending with no attempt recorded under this
 -- token or a later one, or leased under an older token (whose holder's
 -- lease this one had replaced: its `worker_lost` attempt, lost too, is
--- recorded again). The run is then leased to `worker` under `token` until
--- `now + ttl`, as the lost grant had it. Returns whether it did.
-local function reclaim(run_id, token, worker, now, ttl)
+-- recorded again, marked `reclaimed_by`: a replay of the real attempt
+-- replaces it, attempt.lua). The run is then leased to `worker` under
+-- `token` until `now + ttl`, as the lost grant had it, as attempt `number`
+-- when the caller knows it (the lease's number, which the worker's run
+-- record gives: the grants the rollback lost are not counted again), else
+-- as the run's next. Returns whether it did.
+local function reclaim(run_id, token, worker, now, ttl, number)
   local t = tonumber(token)
   if not t or t >= tonumber(redis.call('HGET', META, 'token_floor') or '0') then return false end
   local key = P .. 'run:' .. run_id
@@ -263,7 +281,7 @@ local function reclaim(run_id, token, worker, now, ttl)
     if held >= t then return false end
     local lost = cjson.encode({ class = 'worker_lost', http_status = 0,
       detail = 'lease under token ' .. held .. ' replaced by token ' .. t .. ' in writes the ledger lost',
-      started_ms = now, ended_ms = now })
+      started_ms = now, ended_ms = now, reclaimed_by = t })
     record_attempt(run_id, lost, r[3], tonumber(r[4]), held)
   else
     local last = redis.call('LINDEX', P .. 'attempts:' .. run_id, -1)
@@ -273,7 +291,13 @@ local function reclaim(run_id, token, worker, now, ttl)
     redis.call('ZREM', P .. 'rounds', run_id)
     redis.call('HINCRBY', P .. 'arms', arm .. '|leased', 1)
   end
-  local attempts = redis.call('HINCRBY', key, 'attempts', 1)
+  local attempts
+  if number and number > tonumber(r[4] or '0') then
+    attempts = number
+    redis.call('HSET', key, 'attempts', attempts)
+  else
+    attempts = redis.call('HINCRBY', key, 'attempts', 1)
+  end
   if attempts - tonumber(r[5] or '0') == 1 then redis.call('HSET', key, 'started', now) end
   redis.call('HSET', key, 'state', 'leased', 'token', t, 'worker', worker, 'expires', now + ttl)
   redis.call('ZADD', P .. 'leases', now + ttl, run_id)
