@@ -142,6 +142,27 @@ fn headings_metadata_and_reference_lists_are_excluded() {
     assert_eq!(r.metrics.resolution_rate, Some(1.0));
 }
 
+/// Seed 004 links every attached citation to its claim: a table row that
+/// cites is one claim (its cells together), a heading written as a
+/// statement that cites is a claim; a title that cites, an uncited row
+/// and the header row are not claims.
+#[test]
+fn cited_table_rows_and_statement_headings_are_claims() {
+    let r = score("19_cited_tables_and_statement_headings");
+    assert_eq!(
+        claim_texts(&r),
+        vec![
+            "Ice floats because it is about 9% less dense than liquid water [1].",
+            "Ice Ih 0.917 g/cm³ [1] handbook",
+            "Liquid water 0.9998 g/cm³ [2] handbook",
+            "The explanation holds near atmospheric pressure [2].",
+        ]
+    );
+    let cited: Vec<&[u32]> = r.claims.iter().map(|c| c.cited.as_slice()).collect();
+    assert_eq!(cited, vec![&[1][..], &[1], &[2], &[2]]);
+    assert_eq!(r.metrics.total_citations, 5, "the title's [1] counts as a citation but gives no claim");
+}
+
 /// Abbreviations (U.S., Fig. 2, Dr., et al., e.g., Vol. 12, No. 5, J. R.,
 /// U.K., Mr.) do not end sentences.
 #[test]

@@ -1,8 +1,10 @@
 //! Claims: the assertive sentences of the report body, each with the
 //! indices it cites.
 //!
-//! Only prose leaves are read (headings, titles, reference lists, metadata,
-//! tables and conflict blocks never yield claims, see
+//! Prose leaves are read sentence by sentence; a table row that cites is
+//! one claim whole, and so is a heading written as a statement that cites
+//! ([`is_statement`]); titles, uncited rows, reference lists, metadata and
+//! conflict blocks never yield claims (see
 //! [`Role`](super::document::Role)). Within prose, a sentence is a claim
 //! unless it is a question, a lead-in that ends with a colon, or has fewer
 //! than two words. A marker belongs to the sentence it sits in, and markers
@@ -30,6 +32,20 @@ pub struct Claim {
     pub line: u32,
     /// Byte offset of the sentence start in the normalised body.
     pub offset: usize,
+}
+
+/// Whether a heading reads as a statement rather than a title: assertive,
+/// and ending, before any trailing markers, with a full stop or an
+/// exclamation mark (`## Ice floats because it is less dense [1].`).
+pub(crate) fn is_statement(heading: &str, spans: &[Span]) -> bool {
+    let mut end = heading.trim_end().len();
+    for s in spans.iter().rev() {
+        if s.kind == SpanKind::Marker && s.range.end >= heading[..end].trim_end().len() {
+            end = s.range.start;
+        }
+    }
+    let body = heading[..end].trim_end();
+    (body.ends_with('.') || body.ends_with('!')) && is_assertive(heading, spans)
 }
 
 /// Whether a sentence is assertive: not a question, not a lead-in ending

@@ -340,6 +340,30 @@ fn analyse_prepared(prepared: &wire::Prepared, format: Option<ReportFormat>) -> 
                 unresolved_indices.insert(index);
             }
         }
+        if !markers.is_empty()
+            && (leaf.role == Role::Table || (leaf.role == Role::Heading && claims::is_statement(leaf_text, spans)))
+        {
+            // Seed 004: every attached citation is linked to its claim. A
+            // table row that cites is one claim, whole (its cells are not
+            // sentences), and so is a heading written as a statement that
+            // cites (it ends with a full stop); a row that cites nothing (a
+            // header row) and a title are not extracted (reviewers add a
+            // missed claim in the extraction check).
+            let trimmed = leaf_text.trim_start();
+            let start = leaf_text.len() - trimmed.len();
+            let mut cited: Vec<u32> = markers.iter().flat_map(|m| m.indices.iter().copied()).collect();
+            cited.sort_unstable();
+            cited.dedup();
+            let offset = segment_starts.first().map_or(0, |&(leaf_at, body_at)| body_at + start.saturating_sub(leaf_at));
+            claims.push(Claim {
+                id: u32::try_from(claims.len() + 1).unwrap_or(u32::MAX),
+                text: trimmed.trim_end().to_owned(),
+                cited,
+                line: lines.line_of(offset),
+                offset,
+            });
+            continue;
+        }
         if leaf.role != Role::Prose {
             continue;
         }
