@@ -40,7 +40,8 @@ pub fn attempt_from_pb(a: Option<&pb::Attempt>) -> Result<AttemptRecord, Status>
         ended_ms: a.ended_unix_ms,
         observed_version: version_from_pb(&a.observed_version)?,
         worker: String::new(),
-        attempt: 0,
+        // The lease's number as the worker's record has it (0: not said).
+        attempt: a.number,
         token: 0,
         retry_after_ms: (a.retry_after_ms > 0).then_some(a.retry_after_ms),
     })

@@ -250,6 +250,76 @@ pub async fn a_replayed_attempt_is_kept_once_at_its_number(l: &dyn Ledger) {
     assert!(l.discarded().await.unwrap().is_empty(), "nothing replayed is discarded");
 }
 
+/// [`Ledger::rebuild`] (issue 23, a ledger that lost its cohort): an empty
+/// ledger is given the plan with the evidence's runs in their state, one
+/// final with its record and numbered attempts, one pending with its
+/// outage counted; the collection window where the evidence puts it (not
+/// opened again now); counts that add up and count every attempt once;
+/// tokens past the floor; only the runs without a result are leased, a
+/// started one as its next attempt. A second rebuild, or one of a seeded
+/// ledger, is refused and changes nothing; seeding afterwards finds it
+/// seeded.
+pub async fn rebuild_restores_the_evidence_and_keeps_the_window(l: &dyn Ledger) {
+    let order = order();
+    let numbered =
+        |n: u32, class: AttemptClass, at: i64| AttemptRecord { attempt: n, worker: "w1".into(), ..attempt(class, at) };
+    let rebuilt = Rebuild {
+        window_start_ms: Some(50),
+        token_floor: 1_000,
+        epoch: 7,
+        runs: vec![
+            RestoredRun {
+                run_id: order[0].clone(),
+                attempts: vec![numbered(1, AttemptClass::ServerError, 60), numbered(2, AttemptClass::Ok, 200)],
+                result: Some(RestoredResult {
+                    outcome: Outcome::Completed,
+                    reason: String::new(),
+                    record_sha256: "c".repeat(64),
+                    observed_version: Some("a-1".into()),
+                }),
+            },
+            RestoredRun {
+                run_id: order[1].clone(),
+                attempts: vec![numbered(1, AttemptClass::RateLimited, 70)],
+                result: None,
+            },
+        ],
+    };
+    l.rebuild(&header(), &questions(), &order, &rebuilt, 5_000).await.unwrap();
+    let s = assert_counts_add_up(l).await;
+    assert_eq!((s.planned, s.finished), (order.len() as u64, 1));
+    assert_eq!(s.by_outcome.get(&Outcome::Completed), Some(&1));
+    for class in [AttemptClass::ServerError, AttemptClass::RateLimited, AttemptClass::Ok] {
+        assert_eq!(s.attempts_by_class.get(&class), Some(&1), "{class}: {:?}", s.attempts_by_class);
+    }
+    assert_eq!(s.window_start_ms, Some(50), "the window stays where it opened");
+    assert_eq!(s.window_end_ms, Some(header().window_end_ms(50)));
+    let rows = l.runs().await.unwrap();
+    let row = |id: &str| rows.iter().find(|r| r.run_id == id).unwrap().clone();
+    let done = row(&order[0]);
+    assert_eq!((done.state, done.attempts, done.outcome), (RunStateKind::Final, 2, Some(Outcome::Completed)));
+    assert_eq!(done.record_sha256, "c".repeat(64));
+    let waiting = row(&order[1]);
+    assert_eq!((waiting.state, waiting.attempts, waiting.outcome), (RunStateKind::Pending, 1, None));
+    let numbers: Vec<(u32, AttemptClass)> =
+        l.attempts(&order[0]).await.unwrap().iter().map(|a| (a.attempt, a.class)).collect();
+    assert_eq!(numbers, [(1, AttemptClass::ServerError), (2, AttemptClass::Ok)]);
+
+    let granted = l.lease("w", 8, 6_000, TTL).await.unwrap().leases;
+    assert!(granted.iter().all(|g| g.run_id != order[0]), "a run with a record is never leased again: {granted:?}");
+    assert!(granted.iter().all(|g| g.token > 1_000), "tokens start past the floor: {granted:?}");
+    let again = granted.iter().find(|g| g.run_id == order[1]).expect("the started run is leased");
+    assert_eq!(again.attempt, 2, "as its next attempt");
+    assert_eq!(l.status().await.unwrap().window_start_ms, Some(50), "leasing does not move the window");
+
+    let refused = l.rebuild(&header(), &questions(), &order, &rebuilt, 7_000).await.unwrap_err();
+    assert!(matches!(refused, LedgerError::NotEmpty { .. }), "{refused:?}");
+    assert_eq!(l.seed(&header(), &questions(), &order, 7_000).await.unwrap(), SeedOutcome::AlreadySeeded);
+    assert_eq!(l.runs().await.unwrap().iter().filter(|r| r.state == RunStateKind::Final).count(), 1);
+    let events = l.events(100).await.unwrap();
+    assert_eq!(events.iter().filter(|e| e.kind == "rebuilt").count(), 1, "{events:?}");
+}
+
 /// A final result of `outcome` whose last attempt has `class`.
 fn result_of(outcome: Outcome, class: AttemptClass, at: i64) -> RunResult {
     RunResult { outcome, attempt: attempt(class, at), ..completed(at) }
@@ -940,6 +1010,7 @@ macro_rules! conformance_tests {
             finish_is_absorbing,
             an_attempt_sent_again_changes_nothing,
             a_replayed_attempt_is_kept_once_at_its_number,
+            rebuild_restores_the_evidence_and_keeps_the_window,
             unfit_results_are_refused,
             not_run_for_a_leased_run_is_refused,
             seed_refuses_a_malformed_run_id,

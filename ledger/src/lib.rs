@@ -266,6 +266,64 @@ pub struct LeaseBatch {
     pub done: bool,
 }
 
+/// What a ledger rebuilt after it lost its cohort holds beyond the plan
+/// ([`Ledger::rebuild`]), as the evidence outside it shows: the run records
+/// in the artifact store and the workers' journals (`cohort-serve`'s
+/// `rebuild` gathers it).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rebuild {
+    /// When the collection window opened (the first attempt the evidence
+    /// shows); `None` when no run ever started: then it opens at the first
+    /// lease, as in a fresh ledger.
+    pub window_start_ms: Option<i64>,
+    /// Every fencing token handed out from now on is past this one: past
+    /// every token the evidence names, with room for the ones it does not
+    /// (leases still held by workers that never reported).
+    pub token_floor: u64,
+    /// The ledger's epoch from now on: past every epoch a worker may have
+    /// seen, so live workers replay what their journals still hold.
+    pub epoch: u64,
+    /// The runs the evidence shows started; every other planned run is
+    /// pending with no attempt.
+    pub runs: Vec<RestoredRun>,
+}
+
+/// One run as the evidence shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestoredRun {
+    pub run_id: String,
+    /// Its attempts, oldest first, with their numbers (the run record's).
+    pub attempts: Vec<AttemptRecord>,
+    /// Its final outcome; `None`: pending, its attempts counted.
+    pub result: Option<RestoredResult>,
+}
+
+/// A restored run's final outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestoredResult {
+    pub outcome: Outcome,
+    pub reason: String,
+    /// The run record's SHA-256 (empty when the run ended without one).
+    pub record_sha256: String,
+    pub observed_version: Option<String>,
+}
+
+/// The detail of a rebuilt ledger's `rebuilt` event, the same for both.
+fn rebuilt_detail(rebuilt: &Rebuild, finals: usize) -> String {
+    let window = rebuilt.window_start_ms.map_or_else(
+        || "the window not opened yet (no run had started)".to_owned(),
+        |ms| format!("the window opened at {ms} as before"),
+    );
+    format!(
+        "rebuilt from the run records and the workers' journals: {} runs restored ({finals} final, {} pending with \
+         their attempts), {window}; tokens past {}, epoch {}",
+        rebuilt.runs.len(),
+        rebuilt.runs.len() - finals,
+        rebuilt.token_floor,
+        rebuilt.epoch
+    )
+}
+
 /// The state of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -419,6 +477,12 @@ pub enum LedgerError {
     ManifestMismatch { found_cohort: String, found: String, expected: String },
     #[error("the ledger is not seeded yet")]
     NotSeeded,
+    /// [`Ledger::rebuild`] on a ledger that holds a cohort.
+    #[error(
+        "the ledger holds cohort {cohort:?} already: a rebuild writes only an empty ledger (one that lost its cohort), \
+         and changes nothing here"
+    )]
+    NotEmpty { cohort: String },
     #[error("unknown arm {0:?}")]
     UnknownArm(String),
     #[error("arm {0:?} is not a manual arm: its runs are leased by workers, not by a person")]
@@ -607,6 +671,24 @@ pub trait Ledger: Send + Sync + std::fmt::Debug + 'static {
         now_ms: i64,
         ttl_ms: i64,
     ) -> Result<Vec<LeaseRef>, LedgerError>;
+
+    /// Rebuilds the ledger of a cohort it lost (emptied, or its file
+    /// deleted) from the evidence outside it: seeds the plan as
+    /// [`Ledger::seed`] does, with the runs of `rebuilt` in their state
+    /// (final with their record and attempts, or pending with their
+    /// attempts counted), the collection window where it was (never opened
+    /// again at `now_ms`), tokens and epoch past every earlier one. The
+    /// ledger is not seeded (no lease can be granted) until all of it is
+    /// written; a rebuild cut short is done again. A ledger that holds a
+    /// cohort is refused ([`LedgerError::NotEmpty`]) and not changed.
+    async fn rebuild(
+        &self,
+        header: &PlanHeader,
+        questions: &[(String, String)],
+        order: &[String],
+        rebuilt: &Rebuild,
+        now_ms: i64,
+    ) -> Result<(), LedgerError>;
 
     /// Records a failed attempt and applies the retry policy.
     async fn report_attempt(

@@ -12,7 +12,7 @@
 //! [`lifecycle_lua`] generates their tables from `cohort_core::lifecycle`
 //! when the scripts load, so the two ledgers cannot drift apart.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use ::redis::{AsyncCommands, Script, Value};
 use async_trait::async_trait;
@@ -32,6 +32,8 @@ const EXPIRE_BATCH: usize = 1_000;
 /// How many runs (or questions) one seeding pipeline writes: about 1 MB of
 /// commands, enough that a round trip's latency is small beside the work.
 const SEED_BATCH: usize = 10_000;
+/// Runs per `restore.lua` call of a rebuild.
+const RESTORE_BATCH: usize = 500;
 /// How many seeding pipelines are sent before the first is answered, so
 /// that building one overlaps Redis executing another.
 const SEED_IN_FLIGHT: usize = 4;
@@ -55,6 +57,7 @@ struct Scripts {
     arm: Script,
     held: Script,
     recover: Script,
+    restore: Script,
 }
 
 /// The Lua source of the lifecycle tables every script uses, generated
@@ -106,6 +109,7 @@ impl Scripts {
             arm: with_prelude(include_str!("lua/arm.lua")),
             held: with_prelude(include_str!("lua/held.lua")),
             recover: with_prelude(include_str!("lua/recover.lua")),
+            restore: with_prelude(include_str!("lua/restore.lua")),
         }
     }
 }
@@ -334,6 +338,170 @@ impl RedisLedger {
         Ok(())
     }
 
+    /// Writes the plan (everything [`Ledger::seed`] writes but `seeded`),
+    /// leaving the runs in `skip` out of the queues (a rebuild restores
+    /// them itself: `lua/restore.lua`).
+    async fn write_plan(
+        &self,
+        header: &PlanHeader,
+        questions: &[(String, String)],
+        order: &[String],
+        skip: &HashSet<&str>,
+    ) -> Result<(), LedgerError> {
+        let meta = self.meta();
+        // Every run id splits (the plan is valid by construction; a
+        // mistake is refused before anything is written), and its round
+        // fits the `rounds` scores.
+        for run_id in order {
+            let (_, _, rep) = RunId::split(run_id)?;
+            if rep >= MAX_ROUNDS {
+                return Err(RunIdError {
+                    id: run_id.chars().take(200).collect(),
+                    why: "its repeat is past the 2^21 rounds the Redis ledger holds",
+                }
+                .into());
+            }
+        }
+        // Claim the ledger for this manifest, then write the plan. Until
+        // `seeded` is set no run can be leased, so an interrupted seed is
+        // simply done again.
+        let header_json = serde_json::to_string(header).map_err(|e| LedgerError::Corrupt(e.to_string()))?;
+        let r = &header.retry;
+        let arm_ids: Vec<&str> = header.arms.iter().map(|a| a.id.as_str()).collect();
+        let mut p = ::redis::pipe();
+        p.atomic()
+            .hset_multiple(
+                &meta,
+                &[
+                    ("cohort", header.cohort.clone()),
+                    ("manifest_sha256", header.manifest_sha256.clone()),
+                    ("header", header_json),
+                    ("window_ms", header.window_ms.to_string()),
+                    ("max_attempts", r.max_attempts.to_string()),
+                    ("initial_backoff_ms", r.initial_backoff_ms.to_string()),
+                    ("max_backoff_ms", r.max_backoff_ms.to_string()),
+                    ("max_total_ms", (r.max_total_secs.saturating_mul(1000)).to_string()),
+                    ("planned", order.len().to_string()),
+                    ("finished", "0".to_owned()),
+                    ("discarded", "0".to_owned()),
+                    ("rounds", header.rounds.max(1).to_string()),
+                    ("round_every_ms", header.round_every_ms.max(0).to_string()),
+                    ("rounds_closed", "0".to_owned()),
+                ],
+            )
+            .ignore()
+            .del(self.key("order"))
+            .ignore()
+            .del(self.key("rounds"))
+            .ignore()
+            .del(self.key("counts"))
+            .ignore()
+            .del(self.key("arms"))
+            .ignore()
+            .hset(self.key("arms"), "order", serde_json::to_string(&arm_ids).unwrap_or_default())
+            .ignore();
+        for arm in &header.arms {
+            let versions = serde_json::to_string(&arm.seeded_versions()).unwrap_or_default();
+            p.hset(self.key("arms"), format!("{}|cap", arm.id), arm.concurrency)
+                .ignore()
+                .hset(self.key("arms"), format!("{}|leased", arm.id), 0)
+                .ignore()
+                .hset(self.key("arms"), format!("{}|versions", arm.id), versions)
+                .ignore()
+                .del(self.key(&format!("pending:{}", arm.id)))
+                .ignore()
+                .del(self.key(&format!("fresh:{}", arm.id)))
+                .ignore();
+            if arm.manual {
+                p.hset(self.key("arms"), format!("{}|manual", arm.id), 1).ignore();
+            }
+        }
+        p.query_async::<()>(&mut self.rt()).await.map_err(redis_err)?;
+
+        // The plan's bulk: questions, the order list, each arm's fresh
+        // list and the rounds zset; no hash per run (`common.lua` creates a
+        // run's hash when the run first changes). The hash and zset writes
+        // (questions, rounds) are sent up to SEED_IN_FLIGHT at once on the
+        // multiplexed connection, so building the next one overlaps Redis
+        // executing the last. Lists keep the order they are written in, so
+        // each chunk's RPUSHes (one to `order`, one per arm) go through one
+        // lane that sends a chunk after the previous one is written, while
+        // this task builds the next.
+        let mut in_flight = tokio::task::JoinSet::new();
+        let (order_tx, mut order_lane) = self.order_lane();
+        for chunk in questions.chunks(SEED_BATCH) {
+            let mut p = ::redis::pipe();
+            p.hset_multiple(self.key("questions"), chunk).ignore();
+            self.send_seed_pipeline(&mut in_flight, p).await?;
+        }
+        let mut planned_per_arm: BTreeMap<&str, u64> = BTreeMap::new();
+        let rounds_wait = header.round_every_ms > 0;
+        for (start, chunk) in order.chunks(SEED_BATCH).enumerate().map(|(i, c)| (i * SEED_BATCH, c)) {
+            let SeedChunk { ordered, rounds, planned } = seed_chunk(&self.prefix, rounds_wait, start, chunk, skip)?;
+            for (arm, n) in planned {
+                *planned_per_arm.entry(arm).or_default() += n;
+            }
+            if let Some(p) = rounds {
+                self.send_seed_pipeline(&mut in_flight, p).await?;
+            }
+            if order_tx.send(ordered).await.is_err() {
+                // The lane stopped on an error: it says which below.
+                break;
+            }
+        }
+        drop(order_tx);
+        while let Some(sent) = in_flight.join_next().await {
+            seed_sent(sent)?;
+        }
+        if let Some(sent) = order_lane.join_next().await {
+            seed_sent(sent)?;
+        }
+        let mut p = ::redis::pipe();
+        p.atomic();
+        for (arm, n) in planned_per_arm {
+            p.hset(self.key("counts"), format!("a|{arm}|planned"), n).ignore();
+        }
+        p.query_async::<()>(&mut self.rt()).await.map_err(redis_err)
+    }
+
+    /// Marks the written plan seeded on the live server, with `fields`
+    /// (a rebuild's epoch, tokens and window) and the audit event `kind`:
+    /// from here on runs are leased.
+    async fn mark_seeded(
+        &self,
+        now_ms: i64,
+        fields: &[(&str, String)],
+        (kind, detail): (&str, &str),
+    ) -> Result<(), LedgerError> {
+        let meta = self.meta();
+        let mut p = ::redis::pipe();
+        p.atomic();
+        let live = live_run(&mut self.rt(), &meta).await?;
+        p.hset(&meta, "seeded", "1").ignore().hset(&meta, "redis_run", live).ignore();
+        p.hset_nx(&meta, "epoch", 1)
+            .ignore()
+            .hset_nx(&meta, "seq", 0)
+            .ignore()
+            .hset_nx(&meta, "token_floor", 0)
+            .ignore();
+        if !fields.is_empty() {
+            p.hset_multiple(&meta, fields).ignore();
+        }
+        p.cmd("XADD")
+            .arg(self.key("events"))
+            .arg("*")
+            .arg("at_ms")
+            .arg(now_ms)
+            .arg("kind")
+            .arg(kind)
+            .arg("run_id")
+            .arg("")
+            .arg("detail")
+            .arg(detail)
+            .ignore();
+        p.query_async::<()>(&mut self.rt()).await.map_err(redis_err)
+    }
+
     /// A connection handle for one round trip (counted).
     fn rt(&self) -> RedisConn {
         self.round_trips.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -540,6 +708,7 @@ fn seed_chunk<'a>(
     rounds_wait: bool,
     start: usize,
     chunk: &'a [String],
+    skip: &HashSet<&str>,
 ) -> Result<SeedChunk<'a>, LedgerError> {
     use std::fmt::Write as _;
     // Per arm: its runs in this chunk, and the RPUSH of its fresh ones.
@@ -551,6 +720,10 @@ fn seed_chunk<'a>(
         let (_, arm, rep) = RunId::split(run_id)?;
         let (planned, fresh) = arms.entry(arm).or_default();
         *planned += 1;
+        if skip.contains(run_id.as_str()) {
+            // Restored by a rebuild, queued (or not) by `restore.lua`.
+            continue;
+        }
         // A later round waits in `rounds` until it opens (lease.lua).
         if rep > 1 && rounds_wait {
             rounds
@@ -640,140 +813,86 @@ impl Ledger for RedisLedger {
                 return Ok(SeedOutcome::AlreadySeeded);
             }
         }
-        // Every run id splits (the plan is valid by construction; a
-        // mistake is refused before anything is written), and its round
-        // fits the `rounds` scores.
-        for run_id in order {
-            let (_, _, rep) = RunId::split(run_id)?;
-            if rep >= MAX_ROUNDS {
-                return Err(RunIdError {
-                    id: run_id.chars().take(200).collect(),
-                    why: "its repeat is past the 2^21 rounds the Redis ledger holds",
-                }
-                .into());
-            }
-        }
-        // Claim the ledger for this manifest, then write the plan. Until
-        // `seeded` is set no run can be leased, so an interrupted seed is
-        // simply done again.
-        let header_json = serde_json::to_string(header).map_err(|e| LedgerError::Corrupt(e.to_string()))?;
-        let r = &header.retry;
-        let arm_ids: Vec<&str> = header.arms.iter().map(|a| a.id.as_str()).collect();
-        let mut p = ::redis::pipe();
-        p.atomic()
-            .hset_multiple(
-                &meta,
-                &[
-                    ("cohort", header.cohort.clone()),
-                    ("manifest_sha256", header.manifest_sha256.clone()),
-                    ("header", header_json),
-                    ("window_ms", header.window_ms.to_string()),
-                    ("max_attempts", r.max_attempts.to_string()),
-                    ("initial_backoff_ms", r.initial_backoff_ms.to_string()),
-                    ("max_backoff_ms", r.max_backoff_ms.to_string()),
-                    ("max_total_ms", (r.max_total_secs.saturating_mul(1000)).to_string()),
-                    ("planned", order.len().to_string()),
-                    ("finished", "0".to_owned()),
-                    ("discarded", "0".to_owned()),
-                    ("rounds", header.rounds.max(1).to_string()),
-                    ("round_every_ms", header.round_every_ms.max(0).to_string()),
-                    ("rounds_closed", "0".to_owned()),
-                ],
-            )
-            .ignore()
-            .del(self.key("order"))
-            .ignore()
-            .del(self.key("rounds"))
-            .ignore()
-            .del(self.key("counts"))
-            .ignore()
-            .del(self.key("arms"))
-            .ignore()
-            .hset(self.key("arms"), "order", serde_json::to_string(&arm_ids).unwrap_or_default())
-            .ignore();
-        for arm in &header.arms {
-            let versions = serde_json::to_string(&arm.seeded_versions()).unwrap_or_default();
-            p.hset(self.key("arms"), format!("{}|cap", arm.id), arm.concurrency)
-                .ignore()
-                .hset(self.key("arms"), format!("{}|leased", arm.id), 0)
-                .ignore()
-                .hset(self.key("arms"), format!("{}|versions", arm.id), versions)
-                .ignore()
-                .del(self.key(&format!("pending:{}", arm.id)))
-                .ignore()
-                .del(self.key(&format!("fresh:{}", arm.id)))
-                .ignore();
-            if arm.manual {
-                p.hset(self.key("arms"), format!("{}|manual", arm.id), 1).ignore();
-            }
-        }
-        p.query_async::<()>(&mut self.rt()).await.map_err(redis_err)?;
-
-        // The plan's bulk: questions, the order list, each arm's fresh
-        // list and the rounds zset; no hash per run (`common.lua` creates a
-        // run's hash when the run first changes). The hash and zset writes
-        // (questions, rounds) are sent up to SEED_IN_FLIGHT at once on the
-        // multiplexed connection, so building the next one overlaps Redis
-        // executing the last. Lists keep the order they are written in, so
-        // each chunk's RPUSHes (one to `order`, one per arm) go through one
-        // lane that sends a chunk after the previous one is written, while
-        // this task builds the next.
-        let mut in_flight = tokio::task::JoinSet::new();
-        let (order_tx, mut order_lane) = self.order_lane();
-        for chunk in questions.chunks(SEED_BATCH) {
-            let mut p = ::redis::pipe();
-            p.hset_multiple(self.key("questions"), chunk).ignore();
-            self.send_seed_pipeline(&mut in_flight, p).await?;
-        }
-        let mut planned_per_arm: BTreeMap<&str, u64> = BTreeMap::new();
-        let rounds_wait = header.round_every_ms > 0;
-        for (start, chunk) in order.chunks(SEED_BATCH).enumerate().map(|(i, c)| (i * SEED_BATCH, c)) {
-            let SeedChunk { ordered, rounds, planned } = seed_chunk(&self.prefix, rounds_wait, start, chunk)?;
-            for (arm, n) in planned {
-                *planned_per_arm.entry(arm).or_default() += n;
-            }
-            if let Some(p) = rounds {
-                self.send_seed_pipeline(&mut in_flight, p).await?;
-            }
-            if order_tx.send(ordered).await.is_err() {
-                // The lane stopped on an error: it says which below.
-                break;
-            }
-        }
-        drop(order_tx);
-        while let Some(sent) = in_flight.join_next().await {
-            seed_sent(sent)?;
-        }
-        if let Some(sent) = order_lane.join_next().await {
-            seed_sent(sent)?;
-        }
-        let mut p = ::redis::pipe();
-        p.atomic();
-        for (arm, n) in planned_per_arm {
-            p.hset(self.key("counts"), format!("a|{arm}|planned"), n).ignore();
-        }
-        let live = live_run(&mut self.rt(), &meta).await?;
-        p.hset(&meta, "seeded", "1").ignore().hset(&meta, "redis_run", live).ignore();
-        p.hset_nx(&meta, "epoch", 1)
-            .ignore()
-            .hset_nx(&meta, "seq", 0)
-            .ignore()
-            .hset_nx(&meta, "token_floor", 0)
-            .ignore();
-        p.cmd("XADD")
-            .arg(self.key("events"))
-            .arg("*")
-            .arg("at_ms")
-            .arg(now_ms)
-            .arg("kind")
-            .arg("seeded")
-            .arg("run_id")
-            .arg("")
-            .arg("detail")
-            .arg(format!("{} runs from manifest {}", order.len(), header.manifest_sha256))
-            .ignore();
-        p.query_async::<()>(&mut self.rt()).await.map_err(redis_err)?;
+        self.write_plan(header, questions, order, &HashSet::new()).await?;
+        let seeded = format!("{} runs from manifest {}", order.len(), header.manifest_sha256);
+        self.mark_seeded(now_ms, &[], ("seeded", &seeded)).await?;
         Ok(SeedOutcome::Seeded)
+    }
+
+    async fn rebuild(
+        &self,
+        header: &PlanHeader,
+        questions: &[(String, String)],
+        order: &[String],
+        rebuilt: &crate::Rebuild,
+        now_ms: i64,
+    ) -> Result<(), LedgerError> {
+        let meta = self.meta();
+        let (seeded, found, found_cohort): (Option<String>, Option<String>, Option<String>) = ::redis::cmd("HMGET")
+            .arg(&meta)
+            .arg("seeded")
+            .arg("manifest_sha256")
+            .arg("cohort")
+            .query_async(&mut self.rt())
+            .await
+            .map_err(redis_err)?;
+        if seeded.as_deref() == Some("1") {
+            return Err(LedgerError::NotEmpty { cohort: found_cohort.unwrap_or_default() });
+        }
+        if let Some(found) = found.filter(|f| *f != header.manifest_sha256) {
+            return Err(LedgerError::ManifestMismatch {
+                found_cohort: found_cohort.unwrap_or_default(),
+                found,
+                expected: header.manifest_sha256.clone(),
+            });
+        }
+        let positions: HashMap<&str, usize> = order.iter().enumerate().map(|(i, id)| (id.as_str(), i)).collect();
+        let restored: HashSet<&str> = rebuilt.runs.iter().map(|r| r.run_id.as_str()).collect();
+        if let Some(stray) = restored.iter().find(|id| !positions.contains_key(*id)) {
+            return Err(LedgerError::Corrupt(format!("the rebuilt run {stray} is not in the plan")));
+        }
+        // The plan without the restored runs in its queues, then the runs,
+        // then `seeded`: no lease is granted before the whole is written.
+        self.write_plan(header, questions, order, &restored).await?;
+        let mut finals = 0;
+        for chunk in rebuilt.runs.chunks(RESTORE_BATCH) {
+            let mut inv = self.scripts.restore.key(&meta);
+            inv.arg(now_ms).arg(&header.manifest_sha256);
+            for run in chunk {
+                let result = run.result.as_ref();
+                finals += usize::from(result.is_some());
+                let version = result.and_then(|r| r.observed_version.as_deref());
+                inv.arg(&run.run_id)
+                    .arg(positions[run.run_id.as_str()])
+                    .arg(result.map_or("", |r| r.outcome.as_str()))
+                    .arg(result.map_or("", |r| r.reason.as_str()))
+                    .arg(result.map_or("", |r| r.record_sha256.as_str()))
+                    .arg(version.unwrap_or_default())
+                    .arg(if version.is_some() { "1" } else { "0" })
+                    .arg(serde_json::to_string(&run.attempts).map_err(|e| LedgerError::Corrupt(e.to_string()))?);
+            }
+            let _: i64 = inv.invoke_async(&mut self.rt()).await.map_err(|e| {
+                if e.code() == Some("NOTEMPTY") {
+                    LedgerError::NotEmpty { cohort: e.detail().unwrap_or_default().to_owned() }
+                } else {
+                    redis_err(e)
+                }
+            })?;
+        }
+        let mut fields: Vec<(&str, String)> = vec![
+            ("epoch", rebuilt.epoch.to_string()),
+            ("seq", "0".to_owned()),
+            ("token", rebuilt.token_floor.to_string()),
+            ("token_floor", rebuilt.token_floor.saturating_add(1).to_string()),
+        ];
+        if let Some(start) = rebuilt.window_start_ms {
+            fields.push(("window_start", start.to_string()));
+            fields.push(("window_end", header.window_end_ms(start).to_string()));
+        }
+        let detail = crate::rebuilt_detail(rebuilt, finals);
+        self.mark_seeded(now_ms, &fields, ("rebuilt", &detail)).await?;
+        *self.acks() = Acks { epoch: rebuilt.epoch, token: rebuilt.token_floor, ..Acks::default() };
+        Ok(())
     }
 
     async fn lease_scoped(

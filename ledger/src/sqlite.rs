@@ -87,7 +87,8 @@ use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, 
 
 use super::{
     ArmStatus, AttemptRecord, AttemptVerdict, DiscardedReport, LeaseBatch, LeaseGrant, LeaseRef, LeaseScope, Ledger,
-    LedgerError, LedgerEvent, PlanHeader, RunResult, RunRow, RunStateKind, SeedOutcome, Status, check_results,
+    LedgerError, LedgerEvent, PlanHeader, Rebuild, RunResult, RunRow, RunStateKind, SeedOutcome, Status, check_results,
+    rebuilt_detail,
 };
 
 /// The schema, applied once to an empty file.
@@ -260,6 +261,18 @@ impl Ledger for SqliteLedger {
     ) -> Result<SeedOutcome, LedgerError> {
         let (header, questions, order) = (header.clone(), questions.to_vec(), order.to_vec());
         self.write(move |tx, _| seed(tx, &header, &questions, &order, now_ms)).await
+    }
+
+    async fn rebuild(
+        &self,
+        header: &PlanHeader,
+        questions: &[(String, String)],
+        order: &[String],
+        rebuilt: &Rebuild,
+        now_ms: i64,
+    ) -> Result<(), LedgerError> {
+        let (header, questions, order, rebuilt) = (header.clone(), questions.to_vec(), order.to_vec(), rebuilt.clone());
+        self.write(move |tx, _| rebuild(tx, &header, &questions, &order, &rebuilt, now_ms)).await
     }
 
     async fn lease_scoped(
@@ -731,6 +744,64 @@ fn seed(
         &format!("cohort {}, manifest {}, {} runs", header.cohort, header.manifest_sha256, order.len()),
     )?;
     Ok(SeedOutcome::Seeded)
+}
+
+/// [`Ledger::rebuild`] in one transaction: nothing of it is seen until all
+/// of it is written.
+fn rebuild(
+    tx: &Transaction<'_>,
+    header: &PlanHeader,
+    questions: &[(String, String)],
+    order: &[String],
+    rebuilt: &Rebuild,
+    now_ms: i64,
+) -> Result<(), LedgerError> {
+    let held: Option<String> =
+        tx.query_row("SELECT name FROM cohort WHERE id = 1", [], |r| r.get(0)).optional().sql()?;
+    if let Some(cohort) = held {
+        return Err(LedgerError::NotEmpty { cohort });
+    }
+    seed(tx, header, questions, order, now_ms)?;
+    let planned: HashSet<&str> = order.iter().map(String::as_str).collect();
+    let mut finals = 0;
+    for run in &rebuilt.runs {
+        if !planned.contains(run.run_id.as_str()) {
+            return Err(LedgerError::Corrupt(format!("the rebuilt run {} is not in the plan", run.run_id)));
+        }
+        let (_, arm, _) = RunId::split(&run.run_id)?;
+        for a in &run.attempts {
+            record_attempt(tx, &run.run_id, a)?;
+        }
+        let attempts = run.attempts.iter().map(|a| a.attempt).max().unwrap_or(0).max(run.attempts.len() as u32);
+        let excused = run.attempts.iter().filter(|a| cohort_core::lifecycle::excused(a.class)).count() as i64;
+        let started = run.attempts.first().map_or(0, |a| a.started_ms);
+        tx.execute(
+            "UPDATE runs SET attempts = ?2, excused = ?3, started_ms = ?4 WHERE run_id = ?1",
+            params![run.run_id, attempts, excused, started],
+        )
+        .sql()?;
+        if let Some(r) = &run.result {
+            let ended = run.attempts.last().map_or(now_ms, |a| a.ended_ms);
+            tx.execute(
+                "UPDATE runs SET state = 'final', ended_ms = ?2, outcome = ?3, reason = ?4, record_sha256 = ?5, \
+                 observed_version = ?6 WHERE run_id = ?1",
+                params![run.run_id, ended, r.outcome.as_str(), r.reason, r.record_sha256, r.observed_version],
+            )
+            .sql()?;
+            count_runs(tx, arm, Bucket::Pending, Bucket::Final(r.outcome), 1)?;
+            log_event(tx, now_ms, "final", &run.run_id, &final_detail(r.outcome, &r.reason))?;
+            finals += 1;
+        }
+    }
+    let token = i64::try_from(rebuilt.token_floor)
+        .map_err(|_| LedgerError::Corrupt(format!("token floor {}", rebuilt.token_floor)))?;
+    tx.execute(
+        "UPDATE cohort SET window_start_ms = ?1, window_end_ms = ?2, last_token = ?3 WHERE id = 1",
+        params![rebuilt.window_start_ms, rebuilt.window_start_ms.map(|s| header.window_end_ms(s)), token],
+    )
+    .sql()?;
+    log_event(tx, now_ms, "rebuilt", "", &rebuilt_detail(rebuilt, finals))?;
+    Ok(())
 }
 
 /// One arm's room for leases during a lease call.

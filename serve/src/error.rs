@@ -139,16 +139,22 @@ pub enum ServeError {
     Stage(#[from] cohort_worker::judging::StageError),
     /// The ledger holds nothing of a cohort it held before.
     #[error(
-        "the ledger holds nothing of cohort {cohort:?}, but it was seeded at {seeded_at} ({}): the ledger lost its \
-         data (Redis emptied by FLUSHALL or restarted on an empty data folder, or the ledger file deleted). Seeding \
-         it again would reopen the collection window and run every run again, calling the products a second time \
-         for runs that have records, so nothing was seeded and nothing run. Restore the ledger from its backup \
-         (Redis: its RDB/AOF files; the embedded ledger: .cohort/ledger.sqlite) and start again. No command \
-         rebuilds a ledger from the run records and the workers' journals yet (docs/operations.md, \"A lost \
-         ledger\")",
-        marker.display()
+        "the ledger holds nothing of cohort {cohort:?}, but {seeded}, and the cohort holds {evidence}: the ledger \
+         lost its data (Redis emptied by FLUSHALL or restarted on an empty data folder, or the ledger file \
+         deleted). Seeding it again would reopen the collection window and run every run again, calling the \
+         products a second time for runs that have records, so nothing was seeded and nothing run. Rebuild the \
+         ledger from that evidence: stop the coordinator and workers, run `cohort ledger rebuild DIR` with the same \
+         --redis/--ledger/--artifacts, and start them again; or restore the ledger from its backup (Redis: its \
+         RDB/AOF files; the embedded ledger: .cohort/ledger.sqlite) (docs/operations.md, \"A lost ledger\")"
     )]
-    LedgerLost { cohort: String, seeded_at: String, marker: PathBuf },
+    LedgerLost { cohort: String, seeded: String, evidence: String },
+    /// `cohort ledger rebuild` with an s3:// artifact store.
+    #[error(
+        "cohort ledger rebuild reads the run records from a local artifact store, and an s3:// bucket cannot be \
+         listed from here: copy the bucket's sha256/ folder into DIR/.cohort/artifacts (or a directory named with \
+         --artifacts file:///PATH) and rebuild from there"
+    )]
+    RebuildFromS3,
     /// Another I/O failure, as the operating system says it.
     #[error(transparent)]
     Io(#[from] std::io::Error),

@@ -35,6 +35,7 @@ pub mod judge_stage;
 pub mod local;
 pub mod manual;
 pub mod passes;
+pub mod rebuild;
 pub mod roles;
 pub mod run;
 mod signal;

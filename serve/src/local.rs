@@ -154,12 +154,12 @@ pub fn artifact_store(frozen: &Frozen, store: &StoreConfig) -> Result<ArtifactSt
 }
 
 /// Seeds the ledger from the manifest (idempotent), unless the ledger lost
-/// the cohort: an empty ledger for a cohort whose seed marker
-/// ([`SEED_MARKER`]) says it was seeded before is refused
-/// ([`ServeError::LedgerLost`]), because seeding it again would reopen the
-/// collection window and run every run again, calling the products a
-/// second time for runs that have records. The first seeding writes the
-/// marker.
+/// the cohort: an empty ledger for a cohort that evidence says was seeded
+/// before (its seed marker, [`SEED_MARKER`]; run records of its manifest;
+/// the workers' journals) is refused ([`ServeError::LedgerLost`]), because
+/// seeding it again would reopen the collection window and run every run
+/// again, calling the products a second time for runs that have records.
+/// The first seeding writes the marker.
 pub async fn seed(ledger: &dyn Ledger, frozen: &Frozen) -> Result<SeedOutcome, ServeError> {
     if let Err(cohort_ledger::LedgerError::NotSeeded) = ledger.status().await
         && let Some(lost) = lost_ledger(frozen)
@@ -179,7 +179,7 @@ pub async fn seed(ledger: &dyn Ledger, frozen: &Frozen) -> Result<SeedOutcome, S
 pub const SEED_MARKER: &str = ".cohort/ledger-seeded.json";
 
 /// Writes the seed marker once (cohort, manifest, when).
-fn write_seed_marker(frozen: &Frozen) -> Result<(), ServeError> {
+pub(crate) fn write_seed_marker(frozen: &Frozen) -> Result<(), ServeError> {
     let path = frozen.dir.join(SEED_MARKER);
     if path.exists() {
         return Ok(());
@@ -195,19 +195,30 @@ fn write_seed_marker(frozen: &Frozen) -> Result<(), ServeError> {
     std::fs::write(&path, text).map_err(|source| ServeError::Write { path, source })
 }
 
-/// [`ServeError::LedgerLost`] when the cohort's seed marker says its
-/// ledger was seeded before (for this manifest); `None` otherwise.
+/// [`ServeError::LedgerLost`] when anything says the cohort's ledger held
+/// it before: its seed marker (for this manifest), run records of its
+/// manifest in the cohort's own artifact store or spool, or reports in the
+/// workers' journals ([`crate::rebuild::Evidence`]); `None` otherwise (a
+/// cohort never run). Not the marker alone: a ledger restarted on an empty
+/// data folder, with the cohort folder restored from elsewhere, is refused
+/// on the records and journals.
 pub fn lost_ledger(frozen: &Frozen) -> Option<ServeError> {
     let path = frozen.dir.join(SEED_MARKER);
-    let marker: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).ok()?).ok()?;
-    if marker["manifest_sha256"].as_str() != Some(frozen.manifest_sha256.as_str()) {
+    let marker = std::fs::read(&path)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok())
+        .filter(|m| m["manifest_sha256"].as_str() == Some(frozen.manifest_sha256.as_str()));
+    let evidence = crate::rebuild::Evidence::gather(frozen, &StoreConfig::default()).unwrap_or_default();
+    if marker.is_none() && !evidence.any() {
         return None;
     }
-    Some(ServeError::LedgerLost {
-        cohort: frozen.cohort.config.name.clone(),
-        seeded_at: marker["seeded_at"].as_str().unwrap_or("an earlier run").to_owned(),
-        marker: path,
-    })
+    let seeded = match &marker {
+        Some(m) => {
+            format!("it was seeded at {} ({})", m["seeded_at"].as_str().unwrap_or("an earlier run"), path.display())
+        }
+        None => format!("it was seeded before (its seed marker {} is gone)", path.display()),
+    };
+    Some(ServeError::LedgerLost { cohort: frozen.cohort.config.name.clone(), seeded, evidence: evidence.describe() })
 }
 
 /// The plan a coordinator serves for the frozen cohort.

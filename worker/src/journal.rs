@@ -268,6 +268,38 @@ impl Journal {
     }
 }
 
+/// Every journal under `root`, live or left over, with the reports it
+/// holds, in the order written: read only (no lock taken, nothing
+/// deleted), for `cohort ledger rebuild`, which takes the reports of every
+/// worker as evidence of what the ledger had acknowledged. A record cut
+/// short ends its segment, as for [`Journal::leftovers`].
+pub fn read_all(root: &Path) -> io::Result<Vec<(PathBuf, Vec<Entry>)>> {
+    let mut found = Vec::new();
+    let dirs = match fs::read_dir(root) {
+        Ok(d) => d,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(found),
+        Err(e) => return Err(e),
+    };
+    for dir in dirs {
+        let dir = dir?.path();
+        if !dir.is_dir() {
+            continue;
+        }
+        let mut segments: Vec<(u64, PathBuf)> = fs::read_dir(&dir)?
+            .filter_map(|e| e.ok())
+            .filter_map(|e| Some((segment_number(&e.path())?, e.path())))
+            .collect();
+        segments.sort();
+        let mut entries = Vec::new();
+        for (_, path) in segments {
+            entries.extend(read_segment(&path)?);
+        }
+        found.push((dir, entries));
+    }
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(found)
+}
+
 /// The journal of a worker that died, locked for replay.
 #[derive(Debug)]
 pub struct Leftover {
@@ -375,6 +407,23 @@ mod tests {
         assert!(Journal::leftovers(root.path()).unwrap().is_empty(), "locked by the first taker");
         left.into_iter().for_each(|l| l.remove().unwrap());
         assert!(fs::read_dir(root.path()).unwrap().next().is_none());
+    }
+
+    /// A rebuild reads every journal, a live one too, without taking it:
+    /// the live journal is still its process's, and no left-over is consumed.
+    #[test]
+    fn read_all_reads_live_and_left_over_journals_and_takes_none() {
+        let root = tempfile::tempdir().unwrap();
+        let mut live = Journal::open(root.path(), "w1").unwrap();
+        live.append(vec![result("q1:a:1", 1)]).unwrap();
+        let mut dead = Journal::open(root.path(), "w2").unwrap();
+        dead.append(vec![result("q2:a:1", 2), result("q3:a:1", 3)]).unwrap();
+        drop(dead);
+        let all = read_all(root.path()).unwrap();
+        let counts: Vec<usize> = all.iter().map(|(_, e)| e.len()).collect();
+        assert_eq!(counts, [1, 2]);
+        assert_eq!(Journal::leftovers(root.path()).unwrap().len(), 1, "the left-over one is still there to replay");
+        assert_eq!(live.len(), 1);
     }
 
     /// An empty journal removes its directory at the end; one that holds

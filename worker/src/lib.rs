@@ -889,7 +889,8 @@ impl Crew {
         let id = run_id.clone();
         let handle = tasks.spawn(async move {
             let report =
-                send_report(client, &results, &fatal, &worker_id, &lease, Report::Attempt(attempt), &journaling);
+                // The panicked task's lease number is not kept: the ledger numbers it.
+                send_report(client, &results, &fatal, &worker_id, (&lease, 0), Report::Attempt(attempt), &journaling);
             let accepted = tokio::time::timeout(PANIC_REPORT_TIMEOUT, report).await.ok().flatten();
             (id, accepted.map_or(Ended::Released, Ended::Reported))
         });
@@ -943,7 +944,9 @@ impl Crew {
                     }
                     Report::NotKept { .. } => None,
                 };
-                let accepted = send_report(client, &results, &fatal, &worker_id, &lease_ref, report, &journaling).await;
+                let number = lease.attempt;
+                let accepted =
+                    send_report(client, &results, &fatal, &worker_id, (&lease_ref, number), report, &journaling).await;
                 if let Some(a) = accepted {
                     context.metrics.reported(record_sha256.is_some(), a);
                 }
@@ -1006,12 +1009,15 @@ pub fn merge_into_pass(context: &RunContext, pass: &InlinePass, record_sha256: &
 
 /// Reports until the coordinator answers (it may be restarting); an answer
 /// that is not an outage stops the worker (`fatal`) and reports nothing.
+/// The report carries the lease's attempt `number` (0: not known), as the
+/// run record numbers the attempt: journaled with it, a replay after the
+/// ledger lost writes puts the attempt back at that number.
 async fn send_report(
     client: Client,
     results: &mpsc::Sender<Outgoing>,
     fatal: &Fatal,
     worker_id: &str,
-    lease: &pb::LeaseRef,
+    (lease, number): (&pb::LeaseRef, u32),
     report: Report,
     journaling: &Arc<Journaling>,
 ) -> Option<bool> {
@@ -1022,7 +1028,7 @@ async fn send_report(
             let request = pb::ReportAttemptRequest {
                 worker_id: worker_id.to_owned(),
                 lease: Some(lease.clone()),
-                attempt: Some(attempt.to_pb()),
+                attempt: Some(pb::Attempt { number, ..attempt.to_pb() }),
                 traceparent: cohort_telemetry::propagation::traceparent(&tracing::Span::current()),
             };
             let ids = journaling.write(vec![journal::Entry::Attempt(request.clone())]).await;
@@ -1048,7 +1054,7 @@ async fn send_report(
                 reason,
                 record_sha256,
                 observed_version,
-                attempt: Some(attempt.to_pb()),
+                attempt: Some(pb::Attempt { number, ..attempt.to_pb() }),
                 traceparent: cohort_telemetry::propagation::traceparent(&tracing::Span::current()),
             };
             let (tx, rx) = oneshot::channel();

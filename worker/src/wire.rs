@@ -85,6 +85,8 @@ impl Attempt {
             ended_unix_ms: self.ended_ms,
             observed_version: self.observed_version.clone().unwrap_or_default(),
             retry_after_ms: self.retry_after_ms.unwrap_or(0),
+            // The lease's number: set by the report that sends it (lib.rs `send_report`).
+            number: 0,
         }
     }
 

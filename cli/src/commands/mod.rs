@@ -9,6 +9,7 @@ mod freeze;
 mod init;
 mod judge;
 mod judge_proxy;
+mod ledger;
 mod local;
 mod manual;
 mod operate;
@@ -82,6 +83,8 @@ enum Command {
     Resume(operate::ResumeArgs),
     /// Abort a cohort: pending runs become not_run (aborted).
     Abort(operate::AbortArgs),
+    /// The ledger itself: `rebuild` one that lost its cohort.
+    Ledger(ledger::LedgerArgs),
     /// Score one report collected anywhere: deterministic citation metrics,
     /// the normalised reference table and the extracted claims, as JSON.
     Score(score::ScoreArgs),
@@ -204,6 +207,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Pause(args) => operate::pause(args),
         Command::Resume(args) => operate::resume(args),
         Command::Abort(args) => operate::abort(args),
+        Command::Ledger(args) => ledger::run(args),
         Command::Score(args) => score::run(args),
         Command::JudgeProxy(args) => judge_proxy::run(args),
         Command::Report(args) => report::run(args),

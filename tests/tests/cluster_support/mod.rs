@@ -72,6 +72,22 @@ pub enum Product {
     /// `latency_ms`, and answers with one cited claim and a reference list.
     /// It injects no faults: every attempt it answers is `ok`.
     Counting { latency_ms: u64 },
+    /// The counting product, whose first call for every `empty_first_every`-th
+    /// question (by its number, on each arm) answers nothing: an
+    /// `empty_content` outage, retried, so those runs have two attempts and
+    /// two calls (see [`ClusterCohort::outage_runs`]).
+    CountingWithOutages { latency_ms: u64, empty_first_every: usize },
+}
+
+impl Product {
+    /// The counting product's latency and outage period (0: none), if it is one.
+    fn counting(&self) -> Option<(u64, usize)> {
+        match *self {
+            Product::Sim(_) => None,
+            Product::Counting { latency_ms } => Some((latency_ms, 0)),
+            Product::CountingWithOutages { latency_ms, empty_first_every } => Some((latency_ms, empty_first_every)),
+        }
+    }
 }
 
 /// A cohort of any size for the cluster tests: `questions` x [`ARMS`] runs.
@@ -101,6 +117,20 @@ impl ClusterCohort {
         (self.questions * ARMS.len()) as u64
     }
 
+    /// The runs whose first call the product answers with nothing
+    /// ([`Product::CountingWithOutages`]): exactly one `empty_content`
+    /// attempt each, then a completed second attempt.
+    pub fn outage_runs(&self) -> Vec<String> {
+        let every = self.product.counting().map_or(0, |(_, every)| every);
+        if every == 0 {
+            return Vec::new();
+        }
+        (1..=self.questions)
+            .filter(|i| i % every == 0)
+            .flat_map(|i| ARMS.iter().map(move |arm| format!("q{i:03}:{arm}:1")))
+            .collect()
+    }
+
     /// Whether the product injects refusals, failures, timeouts and
     /// outages: [`check_ledger_of`] then requires that each happened.
     fn injects_faults(&self) -> bool {
@@ -121,15 +151,23 @@ pub fn product_paths(dir: &Path) -> (PathBuf, PathBuf) {
 /// product was asked). One line of well under PIPE_BUF bytes appended with
 /// `>>` (O_APPEND) is one write, so concurrent calls never interleave.
 /// The rest of stdin is read so the adapter's writer never sees a broken
-/// pipe.
+/// pipe. With `COUNTING_EMPTY_EVERY` = N > 0, the first call (the log holds
+/// no earlier one) for a question whose number is a multiple of N answers
+/// nothing (`empty_content`).
 const COUNTING_PRODUCT: &str = r#"#!/bin/sh
 # The call-counting product of cohort's cluster tests (SIMULATED).
 # $1: the arm. Environment: COUNTING_LOG (the call log), COUNTING_LATENCY
-# (seconds to sleep).
+# (seconds to sleep), COUNTING_EMPTY_EVERY (0: never answer empty).
 IFS= read -r question
 cat >/dev/null
 printf '%s %s %s\n' "$(date +%s%3N)" "$1" "$question" >> "$COUNTING_LOG"
 sleep "$COUNTING_LATENCY"
+every="${COUNTING_EMPTY_EVERY:-0}"
+n="${question#Simulated question }"
+n="${n%%:*}"
+if [ "$every" -gt 0 ] && [ $((n % every)) -eq 0 ] && [ "$(grep -cF " $1 $question" "$COUNTING_LOG")" -eq 1 ]; then
+  exit 0
+fi
 printf '# Answer of the counting product, arm %s (SIMULATED)\n\n' "$1"
 printf 'The counting product records that this question was asked [1].\n\n'
 printf '## References\n\n1. [Counting product call log](https://counting.cohort.invalid/%s)\n' "$1"
@@ -151,7 +189,7 @@ pub fn write_and_freeze_cohort(dir: &Path, cohort: &ClusterCohort) {
         // Simulated stalls end at the per-run deadline: keep it short.
         Product::Sim(_) => ("sim", 1),
         // Nothing stalls; the deadline only bounds a call on a busy machine.
-        Product::Counting { .. } => ("counting command", 60),
+        Product::Counting { .. } | Product::CountingWithOutages { .. } => ("counting command", 60),
     };
     let mut toml = format!(
         "# A SIMULATED cohort for the cross-process tests: {} questions x {} {what} arms.\n\
@@ -168,14 +206,15 @@ pub fn write_and_freeze_cohort(dir: &Path, cohort: &ClusterCohort) {
                     sim.latency_ms, sim.refusal_rate, sim.failure_rate, sim.timeout_rate, sim.outage_rate
                 ),
             ),
-            Product::Counting { latency_ms } => (
+            Product::Counting { latency_ms } | Product::CountingWithOutages { latency_ms, .. } => (
                 "command",
                 format!(
                     "{{ program = \"/bin/sh\", args = [{:?}, \"{arm}\"], timeout_secs = 30, version_label = \"{arm}-1\", \
-                     env = {{ COUNTING_LOG = {:?}, COUNTING_LATENCY = \"{}\" }} }}",
+                     env = {{ COUNTING_LOG = {:?}, COUNTING_LATENCY = \"{}\", COUNTING_EMPTY_EVERY = \"{}\" }} }}",
                     script.display().to_string(),
                     log.display().to_string(),
-                    *latency_ms as f64 / 1000.0
+                    *latency_ms as f64 / 1000.0,
+                    cohort.product.counting().map_or(0, |(_, every)| every)
                 ),
             ),
         };
@@ -194,7 +233,7 @@ pub fn write_and_freeze_cohort(dir: &Path, cohort: &ClusterCohort) {
     )
     .unwrap();
     fs::write(dir.join("cohort.toml"), toml).unwrap();
-    if matches!(cohort.product, Product::Counting { .. }) {
+    if cohort.product.counting().is_some() {
         fs::write(&script, COUNTING_PRODUCT).unwrap();
         fs::write(&log, "").unwrap();
     }
