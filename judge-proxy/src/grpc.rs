@@ -15,7 +15,7 @@ use tracing::Instrument as _;
 
 use crate::Proxy;
 use crate::error::ProxyError;
-use crate::judge::{JudgeClaim, JudgeInput, JudgeOutput, Snippet};
+use crate::judge::{CallRecord, JudgeClaim, JudgeInput, JudgeOutput, Snippet};
 use crate::upstream::Attempt;
 
 /// The most claims one request may carry.
@@ -183,6 +183,23 @@ pub fn judge_response(out: JudgeOutput) -> pb::JudgeResponse {
         }),
         attempts: out.attempts.iter().map(attempt).collect(),
         simulated: out.simulated,
+        calls: out.calls.into_iter().map(call).collect(),
+    }
+}
+
+fn call(c: CallRecord) -> pb::JudgeCall {
+    pb::JudgeCall {
+        claim_ids: c.claim_ids,
+        messages: c.messages.into_iter().map(|m| pb::JudgeMessage { role: m.role, content: m.content }).collect(),
+        replied: c.raw_reply.is_some(),
+        raw_reply: c.raw_reply.unwrap_or_default(),
+        requested_model: c.requested_model,
+        served_model: c.served_model.unwrap_or_default(),
+        attempts: c.attempts,
+        started_at: c.started_at,
+        latency_ms: u32::try_from(c.latency.as_millis()).unwrap_or(u32::MAX),
+        outcome: c.outcome,
+        simulated: c.simulated,
     }
 }
 

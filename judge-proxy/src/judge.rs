@@ -1,8 +1,11 @@
 //! The judge call: claims in batches of the judge's size, the prompt of
 //! seed 000 section 3.3 at temperature 0, the reply parsed per claim, strict
 //! mode checked per call (router aliases resolve per call), usage and cost
-//! summed, and one trace record per judged claim naming the model that
-//! actually answered.
+//! summed, one trace record per judged claim naming the model that
+//! actually answered, and one [`CallRecord`] per batch: the exact messages
+//! sent and the raw reply (seed 000 section 7), kept for every upstream
+//! kind alike because the prompt is built here, before any provider's
+//! body.
 //!
 //! The prompt ([`scoring::judge_prompt`]), the reply parser
 //! ([`scoring::parse_verdicts`]) and the verdict types are
@@ -125,6 +128,35 @@ pub struct UsageSummary {
     pub currency: String,
 }
 
+/// One batch's upstream call as sent and as answered: what a report
+/// publishes as `judge_calls.jsonl`. Scrubbed of the proxy's secrets
+/// (a provider echoing a key in its reply never gets it into a record).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallRecord {
+    /// The request's claim ids, in prompt order ("Claim 1" first).
+    pub claim_ids: Vec<String>,
+    /// The messages as sent (system, then user), before any provider's
+    /// translation of them.
+    pub messages: Vec<ChatMessage>,
+    /// The reply text, verbatim and unparsed; `None` when no attempt gave a
+    /// usable reply.
+    pub raw_reply: Option<String>,
+    pub requested_model: String,
+    /// The model the upstream said served the reply.
+    pub served_model: Option<String>,
+    /// Upstream attempts made for the call, retries included.
+    pub attempts: u32,
+    /// When the call started (RFC 3339, UTC, milliseconds).
+    pub started_at: String,
+    /// From the start to the reply or the last failure (permit waits and
+    /// retries included).
+    pub latency: std::time::Duration,
+    /// `ok`, `deadline`, or the class of the last failed attempt.
+    pub outcome: String,
+    /// The SIMULATED `sim` upstream answered.
+    pub simulated: bool,
+}
+
 /// The judge's answer for a whole request.
 #[derive(Debug, Clone)]
 pub struct JudgeOutput {
@@ -139,6 +171,8 @@ pub struct JudgeOutput {
     pub permit_deadline: Option<ProxyError>,
     /// The judge's upstream is the SIMULATED `sim` kind.
     pub simulated: bool,
+    /// One per batch sent upstream, in request order.
+    pub calls: Vec<CallRecord>,
 }
 
 /// What one batch's call came to.
@@ -149,6 +183,7 @@ struct BatchOutcome {
     attempts: Vec<Attempt>,
     served: Option<String>,
     deadline_error: Option<ProxyError>,
+    call: CallRecord,
 }
 
 /// Judges `input` for `team` with `judge`, until `deadline`.
@@ -199,7 +234,9 @@ pub async fn judge(
     let mut attempts = Vec::new();
     let mut served_models: Vec<String> = Vec::new();
     let mut permit_deadline = None;
+    let mut calls = Vec::with_capacity(outcomes.len());
     for o in outcomes {
+        calls.push(o.call);
         for (slot, result) in o.results {
             if let Some(v) = verdicts.get_mut(slot) {
                 *v = Some(result);
@@ -229,6 +266,7 @@ pub async fn judge(
         attempts,
         permit_deadline,
         simulated,
+        calls,
     }
 }
 
@@ -268,7 +306,10 @@ async fn batch(
         max_tokens: Some(judge.max_output_tokens),
         raw_openai_body: None,
     };
+    let started_at = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
+    let started = Instant::now();
     let outcome = upstreams.call(&judge.upstream, team, &call, &Default::default(), deadline).await;
+    let record = call_record(upstreams, judge, mode, &claims, call, &outcome, started_at, started.elapsed());
     let mut results = Vec::with_capacity(claims.len());
     let mut deadline_error = None;
     let served = match outcome.result {
@@ -318,7 +359,45 @@ async fn batch(
             served
         }
     };
-    BatchOutcome { first, results, attempts: outcome.attempts, served, deadline_error }
+    BatchOutcome { first, results, attempts: outcome.attempts, served, deadline_error, call: record }
+}
+
+/// The [`CallRecord`] of one batch's call: its messages as sent and its
+/// reply as received, scrubbed of the proxy's secrets.
+#[allow(clippy::too_many_arguments)] // one call's parts, named at the one call site
+fn call_record(
+    upstreams: &Upstreams,
+    judge: &JudgeConfig,
+    mode: Mode,
+    claims: &[&JudgeClaim],
+    call: ChatCall,
+    outcome: &crate::upstream::CallOutcome,
+    started_at: String,
+    latency: std::time::Duration,
+) -> CallRecord {
+    let redactor = upstreams.redactor();
+    let messages =
+        call.messages.into_iter().map(|m| ChatMessage { content: redactor.scrub(&m.content), role: m.role }).collect();
+    let (raw_reply, served_model, outcome_word) = match &outcome.result {
+        Ok(reply) => (Some(redactor.scrub(&reply.content)), reply.served_model.clone(), "ok".to_owned()),
+        Err(ProxyError::PermitDeadline { .. }) => (None, None, "deadline".to_owned()),
+        Err(_) => {
+            let last = outcome.attempts.last().map_or_else(|| "error".to_owned(), |a| a.class.to_string());
+            (None, None, last)
+        }
+    };
+    CallRecord {
+        claim_ids: claims.iter().map(|c| c.claim_id.clone()).collect(),
+        messages,
+        raw_reply,
+        requested_model: judge.model.clone(),
+        served_model,
+        attempts: u32::try_from(outcome.attempts.len()).unwrap_or(u32::MAX),
+        started_at,
+        latency,
+        outcome: outcome_word,
+        simulated: mode.simulated,
+    }
 }
 
 /// A claim's result from its parsed verdict. Strict mode's `mismatch`

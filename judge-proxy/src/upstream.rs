@@ -111,6 +111,12 @@ impl Upstreams {
         &self.limiter
     }
 
+    /// The scrubber of the proxy's secrets, for what leaves the proxy
+    /// beside the attempts (the judge's kept prompts and replies).
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
+    }
+
     /// Calls `upstream` for `team` until a usable reply, a final failure,
     /// the retry policy's end, or `deadline`.
     #[tracing::instrument(level = "debug", skip_all, fields(upstream, team, model = %call.model))]

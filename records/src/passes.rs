@@ -158,6 +158,13 @@ pub struct PassRun {
     /// one), so a rerun judges against the same text.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub captures: Vec<crate::capture::Capture>,
+    /// Every judge call made for this run in this pass (the prompt as sent
+    /// and the raw reply), over all its `cohort judge` runs in the order
+    /// made: a merge appends the incoming calls it does not hold yet and
+    /// never drops one, even one whose verdicts were not kept. Empty for an
+    /// ensemble, and in files written before issue 20.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub calls: Vec<crate::score::JudgeCall>,
     /// When this file was last written.
     pub updated_at: String,
 }
@@ -344,10 +351,11 @@ impl PassStore {
                     paired(&stored).map_err(|message| PassError::Corrupt { path: path.clone(), message })?;
                 let (pairs, claims_changed) = merge_claims(stored_pairs, incoming_pairs);
                 let captures = merge_captures(&stored.captures, &incoming.captures);
-                if !claims_changed && captures.len() == stored.captures.len() {
+                let calls = merge_calls(&stored.calls, &incoming.calls);
+                if !claims_changed && captures.len() == stored.captures.len() && calls.len() == stored.calls.len() {
                     return Ok(stored);
                 }
-                PassRun { updated_at: now_rfc3339(), captures, ..unpair(&stored, pairs) }
+                PassRun { updated_at: now_rfc3339(), captures, calls, ..unpair(&stored, pairs) }
             }
         };
         let bytes = serde_json::to_vec_pretty(&merged)
@@ -479,6 +487,21 @@ fn merge_captures(
     merged
 }
 
+/// The stored calls, then the incoming ones not stored yet (the same call
+/// merged twice is kept once): every prompt sent stays on record.
+fn merge_calls(
+    stored: &[crate::score::JudgeCall],
+    incoming: &[crate::score::JudgeCall],
+) -> Vec<crate::score::JudgeCall> {
+    let mut merged = stored.to_vec();
+    for call in incoming {
+        if !merged.contains(call) {
+            merged.push(call.clone());
+        }
+    }
+    merged
+}
+
 fn unpair(base: &PassRun, pairs: Vec<ClaimWithTrace>) -> PassRun {
     let traces: Vec<serde_json::Value> =
         pairs.iter().filter(|(c, _)| c.verdict.is_judged()).filter_map(|(_, t)| t.clone()).collect();
@@ -493,6 +516,7 @@ fn unpair(base: &PassRun, pairs: Vec<ClaimWithTrace>) -> PassRun {
         claims: pairs.into_iter().map(|(c, _)| c).collect(),
         traces,
         captures: base.captures.clone(),
+        calls: base.calls.clone(),
         updated_at: base.updated_at.clone(),
     }
 }
@@ -565,6 +589,7 @@ impl PassRun {
             claims,
             traces,
             captures: Vec::new(),
+            calls: scoring.judge_calls.clone(),
             updated_at: now_rfc3339(),
         })
     }
@@ -745,6 +770,7 @@ mod tests {
             claims,
             traces,
             captures: Vec::new(),
+            calls: Vec::new(),
             updated_at: String::new(),
         }
     }

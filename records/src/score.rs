@@ -61,4 +61,51 @@ pub struct RunScore {
     /// One trace record per judged claim (seed 000 section 3.3), with
     /// `judge_model` the model that actually answered.
     pub judge_traces: Vec<serde_json::Value>,
+    /// Every upstream call of the judge (one per batch): the exact prompt
+    /// and the raw reply (seed 000 section 7). Absent in records written
+    /// before issue 20, and when no claim was sent.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub judge_calls: Vec<JudgeCall>,
+}
+
+/// One upstream call of the judge, as sent and as answered (the judge
+/// proxy's `JudgeCall`, docs/records.md): the batch's prompt and the
+/// reply before any parsing, so a verdict can be re-read from what the
+/// judge saw and said.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JudgeCall {
+    /// The ids of the claims the call judged, in prompt order (the first
+    /// is the prompt's "Claim 1"): the claim's index in the run record
+    /// (`ScoredClaim::id`) as text.
+    pub claim_ids: Vec<String>,
+    /// The chat messages as sent: the system prompt, then the user prompt.
+    pub messages: Vec<JudgeMessage>,
+    /// The reply's text, verbatim; `None` when no attempt gave a usable
+    /// reply.
+    pub raw_reply: Option<String>,
+    pub requested_model: String,
+    /// The model the upstream said served the reply; `None` when it said
+    /// nothing or nothing replied.
+    pub served_model: Option<String>,
+    /// Upstream attempts made for the call, retries included.
+    pub attempts: u32,
+    /// When the call started (RFC 3339, UTC, milliseconds).
+    pub started_at: String,
+    /// From the start to the reply or the last failure, permit waits and
+    /// retries included.
+    pub latency_ms: u64,
+    /// `ok`, `deadline`, or the attempt class of the last failed attempt.
+    pub outcome: String,
+    /// The SIMULATED `sim` judge answered: a word-overlap rule, not a model.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub simulated: bool,
+}
+
+/// A chat message of a judge call.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JudgeMessage {
+    /// `system` or `user`.
+    pub role: String,
+    /// Byte for byte as sent.
+    pub content: String,
 }

@@ -490,6 +490,7 @@ async fn a_report_from_a_pass_counts_only_the_pass_verdicts() {
                 trace("Finding number 1 is stated in the source.", "UNSUPPORTED"),
             ],
             captures: Vec::new(),
+            calls: Vec::new(),
             updated_at: String::new(),
         })
         .unwrap();

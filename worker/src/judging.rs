@@ -381,10 +381,15 @@ pub async fn judge_run(stage: &Stage, run_id: &str, record_sha256: &str) -> Resu
         plan.unjudgeable.iter().map(|(id, reason)| (PassClaim::unjudged(*id, *reason), None)).collect();
     let to_send: Vec<PlannedClaim> =
         plan.to_judge.into_iter().filter(|c| c.id.parse::<u32>().is_ok_and(|id| !done.contains(&id))).collect();
+    let mut calls = Vec::new();
     for chunk in to_send.chunks(*batch) {
         tally.sent += chunk.len() as u64;
         tally.calls += 1;
         let result = score::judge_claims(endpoint, chunk, &record.question_id, &plan.system).await;
+        // The stage's ids are the record's `ScoredClaim` ids already.
+        if let Ok(reply) = &result {
+            calls.extend(score::calls_from_pb(reply, |_| None));
+        }
         if let Err(status) = &result {
             tracing::warn!(run_id, error = %status.message(), "judge call failed; its claims stay unjudged");
         }
@@ -407,6 +412,7 @@ pub async fn judge_run(stage: &Stage, run_id: &str, record_sha256: &str) -> Resu
         claims: claims.into_iter().map(|(c, _)| c).collect(),
         traces: if traces.len() == judged { traces } else { Vec::new() },
         captures: captured_now,
+        calls,
         updated_at: String::new(),
     };
     let stored = pass.merge_run(&incoming)?;
@@ -543,6 +549,7 @@ pub fn ensemble(
             claims,
             traces: Vec::new(),
             captures: Vec::new(),
+            calls: Vec::new(),
             updated_at: String::new(),
         };
         pass.merge_run(&incoming)?;

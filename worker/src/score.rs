@@ -35,7 +35,7 @@ use tracing::Instrument as _;
 use crate::capture::SourceCapturer;
 pub use cohort_records::passes::served_model_rule;
 /// The scoring types of the run record live with it.
-pub use cohort_records::score::{EvidenceSource, JudgeSummary, RunScore, SystemSource};
+pub use cohort_records::score::{EvidenceSource, JudgeCall, JudgeMessage, JudgeSummary, RunScore, SystemSource};
 
 /// How many passages of a captured page go to the judge per claim, and how
 /// long each may be: enough context, never the whole page.
@@ -207,6 +207,7 @@ pub async fn score_output(
 
     let mut judge_summary = None;
     let mut judge_traces = Vec::new();
+    let mut judge_calls = Vec::new();
     if !to_judge.is_empty() {
         match judge {
             None => {}
@@ -218,6 +219,13 @@ pub async fn score_output(
                 for ((i, _), answer) in to_judge.iter().zip(apply_reply(&claims, &result, None)) {
                     verdicts[*i] = Some(answer.verdict);
                     judge_traces.extend(answer.trace);
+                }
+                // The request's ids are positions; the record names claims
+                // by their `ScoredClaim` id.
+                let scored_ids: std::collections::HashMap<&str, u32> =
+                    to_judge.iter().filter_map(|(i, c)| Some((c.id.as_str(), analysis.claims.get(*i)?.id))).collect();
+                if let Ok(reply) = &result {
+                    judge_calls = calls_from_pb(reply, |id| scored_ids.get(id).map(u32::to_string));
                 }
                 judge_summary = Some(match &result {
                     Ok(reply) => summary_from_pb(reply),
@@ -236,7 +244,7 @@ pub async fn score_output(
     for reference in &mut report.references {
         reference.snippets = used.get(&reference.index).cloned().unwrap_or_default();
     }
-    Ok(RunScore { report, evidence_sources, captures, judge: judge_summary, judge_traces })
+    Ok(RunScore { report, evidence_sources, captures, judge: judge_summary, judge_traces, judge_calls })
 }
 
 /// One sent claim's answer from the judge proxy ([`apply_reply`]).
@@ -670,6 +678,32 @@ pub fn parsed_verdict(v: &pb::ClaimVerdict) -> ParsedVerdict {
         }),
     };
     ParsedVerdict { verdict, line }
+}
+
+/// The judge calls of a reply as records keep them (docs/records.md):
+/// each call's claim ids through `id` (the caller's id to the record's; an
+/// id it does not know is kept as sent).
+pub fn calls_from_pb(reply: &pb::JudgeResponse, id: impl Fn(&str) -> Option<String>) -> Vec<JudgeCall> {
+    reply
+        .calls
+        .iter()
+        .map(|c| JudgeCall {
+            claim_ids: c.claim_ids.iter().map(|i| id(i).unwrap_or_else(|| i.clone())).collect(),
+            messages: c
+                .messages
+                .iter()
+                .map(|m| JudgeMessage { role: m.role.clone(), content: m.content.clone() })
+                .collect(),
+            raw_reply: c.replied.then(|| c.raw_reply.clone()),
+            requested_model: c.requested_model.clone(),
+            served_model: (!c.served_model.is_empty()).then(|| c.served_model.clone()),
+            attempts: c.attempts,
+            started_at: c.started_at.clone(),
+            latency_ms: u64::from(c.latency_ms),
+            outcome: c.outcome.clone(),
+            simulated: c.simulated,
+        })
+        .collect()
 }
 
 fn summary_from_pb(reply: &pb::JudgeResponse) -> JudgeSummary {
