@@ -1,7 +1,8 @@
 //! Reading a cohort for a report: the frozen files, the ledger's runs and
 //! attempts, and each run's record from the artifact store, turned into one
-//! [`RunView`] per planned run plus the per-claim lines of `claims.jsonl`
-//! and the trace lines of `judge_traces.jsonl`.
+//! [`RunView`] per planned run plus the per-claim lines of `claims.jsonl`,
+//! the trace lines of `judge_traces.jsonl` and the judge's calls (prompt
+//! and raw reply) of `judge_calls.jsonl`.
 //!
 //! Records are read in chunks of [`CHUNK_RUNS`] runs in planned order.
 //! Within a chunk, every run's record is fetched, hash-checked and parsed
@@ -76,6 +77,8 @@ pub trait LineSink {
     fn traces(&mut self, lines: Vec<u8>) -> Result<(), ReportError>;
     /// Lines of `sources.jsonl`.
     fn sources(&mut self, lines: Vec<u8>) -> Result<(), ReportError>;
+    /// Lines of `judge_calls.jsonl` ([`JudgeCallLine`]).
+    fn calls(&mut self, lines: Vec<u8>) -> Result<(), ReportError>;
 }
 
 /// A sink that drops every line (`cohort verify` needs only the numbers).
@@ -92,7 +95,29 @@ impl LineSink for NoLines {
     fn sources(&mut self, _: Vec<u8>) -> Result<(), ReportError> {
         Ok(())
     }
+    fn calls(&mut self, _: Vec<u8>) -> Result<(), ReportError> {
+        Ok(())
+    }
 }
+
+/// One line of `judge_calls.jsonl` (docs/report.md): one upstream call of
+/// the judge for one run, the prompt as sent and the raw reply
+/// (`cohort_records::score::JudgeCall`, as the record or the pass keeps
+/// it, under `call`).
+#[derive(Debug, Serialize)]
+pub struct JudgeCallLine<'a, C: Serialize> {
+    pub kind: &'static str,
+    pub run_id: &'a str,
+    /// The judging pass the call was made for; `None`: the run's own
+    /// (inline) judging, as its record keeps it.
+    pub pass: Option<&'a str>,
+    /// The call's place among the run's calls (0-based).
+    pub call_index: usize,
+    pub call: C,
+}
+
+/// The `kind` of a `judge_calls.jsonl` line.
+pub const JUDGE_CALL_KIND: &str = "judge_call";
 
 /// One line of `claims.jsonl` (docs/report.md).
 #[derive(Debug, Serialize)]
@@ -210,6 +235,9 @@ struct LeanScore<'a> {
     judge: Option<LeanJudge<'a>>,
     #[serde(borrow, default)]
     judge_traces: Vec<&'a RawValue>,
+    /// Kept raw: copied, compacted, into `judge_calls.jsonl`.
+    #[serde(borrow, default)]
+    judge_calls: Vec<&'a RawValue>,
     #[serde(borrow, default)]
     captures: Vec<LeanCapture<'a>>,
 }
@@ -290,6 +318,7 @@ struct RunOut {
     claim_lines: Vec<u8>,
     trace_lines: Vec<u8>,
     source_lines: Vec<u8>,
+    call_lines: Vec<u8>,
     /// The distinct normalised URLs it cites.
     source_urls: Vec<String>,
     /// Claims judged per served model.
@@ -374,6 +403,7 @@ pub async fn gather(
             sink.claims(run.claim_lines)?;
             sink.traces(run.trace_lines)?;
             sink.sources(run.source_lines)?;
+            sink.calls(run.call_lines)?;
             if !run.source_urls.is_empty() {
                 let urls = out.source_urls.entry(input.arm.id.clone()).or_default();
                 urls.entry(input.category.to_owned()).or_default().extend(run.source_urls);
@@ -516,6 +546,7 @@ fn process_run(
         claim_lines: Vec::new(),
         trace_lines: Vec::new(),
         source_lines: Vec::new(),
+        call_lines: Vec::new(),
         source_urls: Vec::new(),
         served: BTreeMap::new(),
         judge_simulated: false,
@@ -533,6 +564,7 @@ fn process_run(
                 .map_err(|e| corrupt(e.to_string()))?;
             sources_of(record, score, input.category, &mut run, pass_view.as_ref())
                 .map_err(|e| corrupt(e.to_string()))?;
+            calls_of(record, score, &mut run, pass.zip(pass_view.as_ref())).map_err(|e| corrupt(e.to_string()))?;
         }
     }
     if with_drill && (bytes.is_some() || !input.attempts.is_empty()) {
@@ -656,6 +688,44 @@ fn lines_of(
         }
     }
     run.served = served.into_iter().map(|(m, n)| (m.to_owned(), n)).collect();
+    Ok(())
+}
+
+/// A run's `judge_calls.jsonl` lines: the pass's calls when the report
+/// uses a pass (its verdicts are the report's), else the record's own.
+fn calls_of(
+    record: &LeanRecord<'_>,
+    score: &LeanScore<'_>,
+    run: &mut RunOut,
+    pass: Option<(&PassStore, &PassView)>,
+) -> Result<(), serde_json::Error> {
+    fn line<C: Serialize>(out: &mut Vec<u8>, line: &JudgeCallLine<'_, C>) -> Result<(), serde_json::Error> {
+        serde_json::to_writer(&mut *out, line)?;
+        out.push(b'\n');
+        Ok(())
+    }
+    let run_id = &record.run_id;
+    match pass {
+        Some((store, view)) => {
+            let pass = Some(store.config().name.as_str());
+            for (call_index, call) in view.calls.iter().enumerate() {
+                line(&mut run.call_lines, &JudgeCallLine { kind: JUDGE_CALL_KIND, run_id, pass, call_index, call })?;
+            }
+        }
+        None => {
+            let mut compact = Vec::new();
+            for (call_index, raw) in score.judge_calls.iter().enumerate() {
+                // Records are pretty-printed: a line holds one compacted.
+                compact.clear();
+                compact_json_into(raw.get(), &mut compact);
+                let call: &RawValue = serde_json::from_slice(&compact)?;
+                line(
+                    &mut run.call_lines,
+                    &JudgeCallLine { kind: JUDGE_CALL_KIND, run_id, pass: None, call_index, call },
+                )?;
+            }
+        }
+    }
     Ok(())
 }
 
@@ -783,6 +853,8 @@ struct PassView {
     traces: Vec<serde_json::Value>,
     /// Captures the pass made after collection (`cohort judge --capture`).
     captures: Vec<cohort_records::capture::Capture>,
+    /// The judge calls the pass made for the run.
+    calls: Vec<cohort_records::score::JudgeCall>,
 }
 
 impl PassView {
@@ -791,7 +863,9 @@ impl PassView {
     fn read(store: &PassStore, row: &RunRow) -> Result<PassView, ReportError> {
         let pass_error = |e: cohort_records::passes::PassError| ReportError::Inconsistent(e.to_string());
         match store.read_run(&row.run_id).map_err(pass_error)? {
-            None => Ok(PassView { claims: BTreeMap::new(), traces: Vec::new(), captures: Vec::new() }),
+            None => {
+                Ok(PassView { claims: BTreeMap::new(), traces: Vec::new(), captures: Vec::new(), calls: Vec::new() })
+            }
             Some(run) if run.record_sha256 != row.record_sha256 => Err(ReportError::Inconsistent(format!(
                 "pass {:?} judged record {} of run {}, but the ledger's record is {}",
                 store.config().name,
@@ -803,6 +877,7 @@ impl PassView {
                 claims: run.claims.into_iter().map(|c| (c.claim_id, c)).collect(),
                 traces: run.traces,
                 captures: run.captures,
+                calls: run.calls,
             }),
         }
     }
@@ -1134,6 +1209,7 @@ mod tests {
             claim_lines: Vec::new(),
             trace_lines: Vec::new(),
             source_lines: Vec::new(),
+            call_lines: Vec::new(),
             source_urls: Vec::new(),
             served: BTreeMap::new(),
             judge_simulated: false,

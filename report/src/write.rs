@@ -1,6 +1,7 @@
 //! Writing a report folder, write-once: `DIR/reports/<UTC timestamp>/` with
 //! `summary.md`, `summary.json`, `runs.csv`, `claims.jsonl`,
-//! `judge_traces.jsonl`, `manifest.json` (a copy), the SVG plots and
+//! `judge_traces.jsonl`, `judge_calls.jsonl`, `sources.jsonl`,
+//! `manifest.json` (a copy), the SVG plots and
 //! `index.html` (docs/report.md describes each).
 //!
 //! The folder is built under a hidden `.partial-*` name, each file created
@@ -28,6 +29,15 @@ pub const REPORTS_DIR: &str = "reports";
 
 /// One line per cited source of each scored output (docs/report.md).
 pub const SOURCES_JSONL: &str = "sources.jsonl";
+
+/// One line per upstream call of the judge: its prompt as sent and its raw
+/// reply (docs/report.md).
+pub const JUDGE_CALLS_JSONL: &str = "judge_calls.jsonl";
+
+/// The fields of a judge call a redacted report keeps (the messages and
+/// the reply quote claims and captured passages: their sizes stay).
+const CALL_FIELDS_KEPT: [&str; 8] =
+    ["claim_ids", "requested_model", "served_model", "attempts", "started_at", "latency_ms", "outcome", "simulated"];
 
 /// The human review's final decisions, one JSON line each (docs/report.md).
 pub const REVIEW_JSONL: &str = "review.jsonl";
@@ -60,7 +70,9 @@ pub struct ReportOptions {
 /// `index.html` and `summary.json`, and what it leaves out: no drill-downs
 /// (prompts, conversations, outputs, passages), no claim text in
 /// `claims.jsonl` (its ids, cited indices and verdicts stay), judge traces
-/// without the claim, the passages and the judge's words, sources without
+/// without the claim, the passages and the judge's words, judge calls
+/// without their prompt and raw reply (their ids, models, attempts and
+/// sizes stay), sources without
 /// their URL (its SHA-256 stays, so unique sources re-derive), the review's
 /// free text removed and the imported review files (which quote outputs and
 /// sources) not copied.
@@ -204,11 +216,12 @@ async fn fill(
     let mut claims = create(dir, "claims.jsonl")?;
     let mut traces = create(dir, "judge_traces.jsonl")?;
     let mut sources = create(dir, SOURCES_JSONL)?;
-    for w in [&mut claims, &mut traces, &mut sources] {
+    let mut calls = create(dir, JUDGE_CALLS_JSONL)?;
+    for w in [&mut claims, &mut traces, &mut sources, &mut calls] {
         writeln!(w, "{header}").map_err(|e| ReportError::io(&w.name, e))?;
     }
     let started = std::time::Instant::now();
-    let mut sink = Redacting { sink: ThreadSink::start([claims, traces, sources])?, redact: options.redact };
+    let mut sink = Redacting { sink: ThreadSink::start([claims, traces, sources, calls])?, redact: options.redact };
     let with_drill_down = !options.redact;
     let pass = options.pass.as_deref();
     let gathered = gather::gather(frozen, ledger, artifacts, &mut sink, with_drill_down, pass).await;
@@ -330,6 +343,28 @@ impl<S: gather::LineSink> gather::LineSink for Redacting<S> {
         }
         self.sink.sources(Self::each(lines, |v| v["url"] = serde_json::Value::Null)?)
     }
+    fn calls(&mut self, lines: Vec<u8>) -> Result<(), ReportError> {
+        if !self.redact {
+            return self.sink.calls(lines);
+        }
+        self.sink.calls(Self::each(lines, redact_call_line)?)
+    }
+}
+
+/// A `judge_calls.jsonl` line without the prompt and the reply: what stays
+/// is [`CALL_FIELDS_KEPT`], and the messages' count and sizes in bytes.
+fn redact_call_line(line: &mut serde_json::Value) {
+    use serde_json::{Value, json};
+    let Some(call) = line.get_mut("call").and_then(Value::as_object_mut) else { return };
+    let messages = call.get("messages").and_then(Value::as_array);
+    let message_count = messages.map_or(0, Vec::len);
+    let prompt_bytes: usize =
+        messages.into_iter().flatten().filter_map(|m| m.get("content").and_then(Value::as_str)).map(str::len).sum();
+    let reply_bytes = call.get("raw_reply").and_then(Value::as_str).map(str::len);
+    call.retain(|k, _| CALL_FIELDS_KEPT.contains(&k.as_str()));
+    call.insert("message_count".into(), json!(message_count));
+    call.insert("prompt_bytes".into(), json!(prompt_bytes));
+    call.insert("reply_bytes".into(), json!(reply_bytes));
 }
 
 /// A review line without free text: no `text`, `rationale`, `url` or
@@ -426,13 +461,13 @@ fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<FileEntry, ReportE
 /// and hashing gigabytes overlaps with reading records), in the order
 /// given. The channel is bounded, so memory stays a few chunks' worth.
 struct ThreadSink {
-    /// Lines for file 0 (claims), 1 (traces) or 2 (sources).
+    /// Lines for file 0 (claims), 1 (traces), 2 (sources) or 3 (calls).
     tx: Option<std::sync::mpsc::SyncSender<(usize, Vec<u8>)>>,
     handle: Option<std::thread::JoinHandle<Result<Vec<FileEntry>, ReportError>>>,
 }
 
 impl ThreadSink {
-    fn start(mut files: [HashedFile; 3]) -> Result<ThreadSink, ReportError> {
+    fn start(mut files: [HashedFile; 4]) -> Result<ThreadSink, ReportError> {
         let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Vec<u8>)>(2 * gather::CHUNK_RUNS);
         let handle = std::thread::Builder::new()
             .name("report-writer".to_owned())
@@ -462,7 +497,7 @@ impl ThreadSink {
         }
     }
 
-    /// Closes the channel and waits for the writer: the three files' entries.
+    /// Closes the channel and waits for the writer: the four files' entries.
     fn finish(&mut self) -> Result<Vec<FileEntry>, ReportError> {
         self.tx = None;
         match self.handle.take().map(std::thread::JoinHandle::join) {
@@ -482,6 +517,9 @@ impl gather::LineSink for ThreadSink {
     }
     fn sources(&mut self, lines: Vec<u8>) -> Result<(), ReportError> {
         self.send(2, lines)
+    }
+    fn calls(&mut self, lines: Vec<u8>) -> Result<(), ReportError> {
+        self.send(3, lines)
     }
 }
 
