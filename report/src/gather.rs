@@ -365,15 +365,20 @@ pub async fn gather(
     let mut drill_cut = 0u64;
     let mut missing_records = 0u64;
     let (mut ledger_time, mut records_time, mut merge_time) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
-    for chunk in rows.chunks(CHUNK_RUNS) {
+    let chunks: Vec<&[RunRow]> = rows.chunks(CHUNK_RUNS).collect();
+    // The next chunk's attempts are read while this chunk's records are:
+    // the ledger's latency (a round trip per chunk on Redis, a query per
+    // run on SQLite) hides behind the records' CPU and files.
+    let mut next = chunks.first().map(|c| AttemptsPrefetch::start(ledger, c));
+    for (k, chunk) in chunks.iter().copied().enumerate() {
         let started = std::time::Instant::now();
-        // The ledger first (async), then the records (CPU and files) on
-        // scoped threads.
         let mut inputs = Vec::with_capacity(chunk.len());
-        // Every attempt of the chunk in one bulk read (one round trip on
-        // Redis, not one per run).
-        let with_attempts: Vec<&str> = chunk.iter().filter(|r| r.attempts > 0).map(|r| r.run_id.as_str()).collect();
-        let mut attempts_read = ledger.attempts_of(&with_attempts).await?.into_iter();
+        let read = match next.take() {
+            Some(prefetch) => prefetch.join().await?,
+            None => Vec::new(),
+        };
+        next = chunks.get(k + 1).map(|c| AttemptsPrefetch::start(ledger, c));
+        let mut attempts_read = read.into_iter();
         for row in chunk {
             let (question_id, arm_id, repeat) = split_run_id(&row.run_id);
             let arm = config.arm(arm_id).ok_or_else(|| {
@@ -395,7 +400,7 @@ pub async fn gather(
         let with_drill = with_drill_down && drill_bytes < DRILL_DOWN_BUDGET_BYTES;
         ledger_time += started.elapsed();
         let started = std::time::Instant::now();
-        let outputs = process_parallel(&inputs, artifacts, pass, with_drill, threads);
+        let outputs = blocking(|| process_parallel(&inputs, artifacts, pass, with_drill, threads));
         records_time += started.elapsed();
         let started = std::time::Instant::now();
         for (input, result) in inputs.iter().zip(outputs) {
@@ -449,6 +454,52 @@ pub async fn gather(
         ));
     }
     Ok(out)
+}
+
+/// One chunk's attempts, read in bulk (one round trip on Redis, not one
+/// per run) on a task of their own, so the read overlaps the previous
+/// chunk's records. Owned: awaited by [`AttemptsPrefetch::join`], aborted
+/// when dropped unawaited (the report stopped on an error).
+struct AttemptsPrefetch {
+    task: Option<tokio::task::JoinHandle<Result<Vec<Vec<AttemptRecord>>, cohort_ledger::LedgerError>>>,
+}
+
+impl AttemptsPrefetch {
+    fn start(ledger: &Arc<dyn Ledger>, chunk: &[RunRow]) -> AttemptsPrefetch {
+        let ids: Vec<String> = chunk.iter().filter(|r| r.attempts > 0).map(|r| r.run_id.clone()).collect();
+        let ledger = Arc::clone(ledger);
+        let task = tokio::spawn(async move {
+            let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+            ledger.attempts_of(&ids).await
+        });
+        AttemptsPrefetch { task: Some(task) }
+    }
+
+    async fn join(mut self) -> Result<Vec<Vec<AttemptRecord>>, ReportError> {
+        let Some(task) = self.task.take() else { return Ok(Vec::new()) };
+        match task.await {
+            Ok(read) => Ok(read?),
+            Err(e) => Err(ReportError::Inconsistent(format!("the attempts reader failed: {e}"))),
+        }
+    }
+}
+
+impl Drop for AttemptsPrefetch {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// Runs CPU-bound `f` from async code: in place on a multi-thread runtime
+/// (its other tasks, the next chunk's attempts among them, move to the
+/// other workers meanwhile), directly on a current-thread one.
+fn blocking<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
+    }
 }
 
 /// One run's ledger side, ready for its record.
