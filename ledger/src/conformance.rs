@@ -270,7 +270,10 @@ pub async fn rebuild_restores_the_evidence_and_keeps_the_window(l: &dyn Ledger) 
         runs: vec![
             RestoredRun {
                 run_id: order[0].clone(),
-                attempts: vec![numbered(1, AttemptClass::ServerError, 60), numbered(2, AttemptClass::Ok, 200)],
+                attempts: vec![
+                    AttemptRecord { token: 800, ..numbered(1, AttemptClass::ServerError, 60) },
+                    AttemptRecord { token: 900, ..numbered(2, AttemptClass::Ok, 200) },
+                ],
                 result: Some(RestoredResult {
                     outcome: Outcome::Completed,
                     reason: String::new(),
@@ -304,6 +307,18 @@ pub async fn rebuild_restores_the_evidence_and_keeps_the_window(l: &dyn Ledger) 
     let numbers: Vec<(u32, AttemptClass)> =
         l.attempts(&order[0]).await.unwrap().iter().map(|a| (a.attempt, a.class)).collect();
     assert_eq!(numbers, [(1, AttemptClass::ServerError), (2, AttemptClass::Ok)]);
+
+    // The journals' replays of the restored run's reports are the same
+    // reports again: acknowledged, nothing changed, nothing discarded.
+    let replayed =
+        RunResult { record_sha256: "c".repeat(64), attempt: numbered(2, AttemptClass::Ok, 200), ..completed(200) };
+    let (first, last) =
+        (LeaseRef { run_id: order[0].clone(), token: 800 }, LeaseRef { run_id: order[0].clone(), token: 900 });
+    assert!(l.finish("w1", &last, &replayed, 5_500).await.unwrap(), "the record's result again is accepted");
+    let v = l.report_attempt("w1", &first, &numbered(1, AttemptClass::ServerError, 60), 5_500).await.unwrap();
+    assert_eq!(v, AttemptVerdict::Final(Outcome::Completed));
+    assert!(l.discarded().await.unwrap().is_empty(), "no replay is stale");
+    assert_eq!(l.attempts(&order[0]).await.unwrap().len(), 2);
 
     let granted = l.lease("w", 8, 6_000, TTL).await.unwrap().leases;
     assert!(granted.iter().all(|g| g.run_id != order[0]), "a run with a record is never leased again: {granted:?}");

@@ -775,9 +775,13 @@ fn rebuild(
         let attempts = run.attempts.iter().map(|a| a.attempt).max().unwrap_or(0).max(run.attempts.len() as u32);
         let excused = run.attempts.iter().filter(|a| cohort_core::lifecycle::excused(a.class)).count() as i64;
         let started = run.attempts.first().map_or(0, |a| a.started_ms);
+        // The last lease's token and holder, where the evidence names them:
+        // a journal's replay of its report is then the same report again.
+        let (token, worker) = run.attempts.last().map_or((0, ""), |a| (a.token, a.worker.as_str()));
+        let token = i64::try_from(token).map_err(|_| LedgerError::Corrupt(format!("token {token}")))?;
         tx.execute(
-            "UPDATE runs SET attempts = ?2, excused = ?3, started_ms = ?4 WHERE run_id = ?1",
-            params![run.run_id, attempts, excused, started],
+            "UPDATE runs SET attempts = ?2, excused = ?3, started_ms = ?4, token = ?5, worker = ?6 WHERE run_id = ?1",
+            params![run.run_id, attempts, excused, started, token, worker],
         )
         .sql()?;
         if let Some(r) = &run.result {

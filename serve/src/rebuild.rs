@@ -125,7 +125,19 @@ impl Evidence {
                     Entry::Result(r) => {
                         let Some(lease) = &r.lease else { continue };
                         evidence.max_token = evidence.max_token.max(lease.fencing_token);
-                        if !planned.contains(lease.run_id.as_str()) || best.contains_key(&lease.run_id) {
+                        if !planned.contains(lease.run_id.as_str()) {
+                            continue;
+                        }
+                        if let Some((_, run)) = best.get_mut(&lease.run_id) {
+                            // The record's lease: its token makes the
+                            // journal's replay a no-op, not a stale report.
+                            let number = r.attempt.as_ref().map_or(0, |a| a.number);
+                            let same = run.result.as_ref().is_some_and(|res| res.record_sha256 == r.record_sha256);
+                            if let (true, Some(last)) = (same, run.attempts.last_mut())
+                                && (number == 0 || number == last.attempt)
+                            {
+                                last.token = lease.fencing_token;
+                            }
                             continue;
                         }
                         match result_from_journal(&r, lease) {
@@ -145,7 +157,17 @@ impl Evidence {
         }
         let max_attempts = frozen.cohort.config.retry.max_attempts;
         for (run_id, attempts) in journaled {
-            if best.contains_key(&run_id) {
+            if let Some((_, run)) = best.get_mut(&run_id) {
+                // The record lists them: the journal gives their tokens.
+                for journaled in attempts {
+                    if let Some(a) = run
+                        .attempts
+                        .iter_mut()
+                        .find(|a| a.attempt == journaled.attempt && a.class == journaled.class && a.token == 0)
+                    {
+                        a.token = journaled.token;
+                    }
+                }
                 continue;
             }
             evidence.runs.insert(run_id.clone(), restored_from_attempts(run_id, attempts, max_attempts));

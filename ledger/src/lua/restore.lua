@@ -33,6 +33,12 @@ for i = 3, #ARGV, 8 do
     ended = a['ended_ms']
   end
   redis.call('HSET', key, 'attempts', number, 'excused', excused, 'started', started)
+  -- The last lease's token and holder, where the evidence names them: a
+  -- journal's replay of its report is then the same report again.
+  local last = attempts[#attempts]
+  if last and tonumber(last['token'] or 0) > 0 then
+    redis.call('HSET', key, 'token', last['token'], 'worker', last['worker'] or '')
+  end
   if outcome ~= '' then
     redis.call('HSET', key, 'record', record)
     if has_version == '1' then redis.call('HSET', key, 'version', version) end
