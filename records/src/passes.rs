@@ -801,6 +801,33 @@ mod tests {
         assert!(store.read_run("q2:a:1").unwrap().is_none());
     }
 
+    /// Proves the judge calls of every merge are kept: a rerun whose
+    /// verdicts change nothing still adds its calls (they are written), the
+    /// same call merged again is kept once, and a file without `calls` (an
+    /// older pass) reads as none.
+    #[test]
+    fn merges_keep_every_judge_call() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = PassStore::create_or_open(tmp.path(), judge_config("p")).unwrap();
+        let call = |reply: &str| crate::score::JudgeCall {
+            claim_ids: vec!["1".into()],
+            raw_reply: Some(reply.into()),
+            ..Default::default()
+        };
+        let first = PassRun { calls: vec![call("Claim 1: YES")], ..run(vec![claim(1, PassVerdict::Yes)]) };
+        store.merge_run(&first).unwrap();
+        let rerun = PassRun { calls: vec![call("Claim 1: NO")], ..run(vec![claim(1, PassVerdict::No)]) };
+        let merged = store.merge_run(&rerun).unwrap();
+        assert_eq!(merged.claims[0].verdict, PassVerdict::Yes, "the verdict stays");
+        assert_eq!(merged.calls, [call("Claim 1: YES"), call("Claim 1: NO")], "both calls kept, in order");
+        assert_eq!(store.merge_run(&rerun).unwrap().calls.len(), 2, "the same call once");
+        assert_eq!(store.read_run("q1:a:1").unwrap().unwrap().calls.len(), 2);
+        let old = serde_json::to_value(run(vec![claim(1, PassVerdict::Yes)])).unwrap();
+        assert!(old.get("calls").is_none(), "an empty list is not written");
+        let read: PassRun = serde_json::from_value(old).unwrap();
+        assert!(read.calls.is_empty());
+    }
+
     /// Proves the configuration is written once and an open with another
     /// configuration is refused naming each field that differs.
     #[test]
