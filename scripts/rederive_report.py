@@ -44,8 +44,11 @@ Definitions (seed 004 "Metrics and denominators"), per arm:
     column), not_applicable with 0 scored (unmeasured when a completed run is
     unscored); inaccessible_source_rate = inaccessible / (accessible +
     inaccessible), not_applicable with 0 lines, unmeasured with none
-    captured; secondary_only_sources is 0 / 0, not_applicable with 0 lines,
-    else unmeasured (the review has no secondary-source label).
+    captured; secondary_only_sources = sources only secondary / reviewed
+    sources, from review.jsonl's pair lines (one source per run and URL:
+    original when any pair says so, unresolved when one awaits
+    adjudication, else only secondary; duplicate pairs count once), with the
+    review rates' status rule.
 runs.csv's claims, judged and supported columns must agree with claims.jsonl,
 and its sources, inaccessible_sources and uncaptured_sources columns with
 sources.jsonl, run by run; every file must carry the same metrics_version and
@@ -99,7 +102,11 @@ REVIEW_RATES = {
     "claim_fidelity": ("fully", "factual", ("unresolved_claims",)),
     "citation_precision": ("supporting", "pairs", ("unresolved_pairs",)),
     "citation_coverage": ("covered", "factual", ("unresolved_claims", "unresolved_pairs")),
+    # Pooled only: reviewed cited sources that are only secondary.
+    "secondary_only_sources": ("secondary_sources", "sources", ("unresolved_sources",)),
 }
+# Review figures with no paired comparison (a pooled source count).
+UNCOMPARED = ("secondary_only_sources",)
 FLOAT_TOLERANCE = 1e-9
 
 
@@ -226,7 +233,12 @@ def review_vectors(review, arm, index):
     supporting pairs, unresolved claims and pairs."""
     Q = len(index)
     v = {k: [0] * Q for k in ("outputs", "factual", "fully", "covered", "pairs", "supporting",
-                               "unresolved_claims", "unresolved_pairs")}
+                               "unresolved_claims", "unresolved_pairs", "sources", "secondary_sources",
+                               "unresolved_sources")}
+    # A cited source of an output (run, URL or [index]) is original when any
+    # of its exported pairs finally says so, else unresolved when one awaits
+    # adjudication, else only secondary; added claims' pairs carry no label.
+    labels = {}
     for line in review:
         if line.get("arm") != arm or line.get("question_id") not in index:
             continue
@@ -239,9 +251,19 @@ def review_vectors(review, arm, index):
             v["fully"][q] += line.get("label") == "fully_supported"
             v["covered"][q] += bool(line.get("covered"))
         elif line["kind"] == "pair":
+            if "added_by" not in line:
+                source = (q, line["run_id"], line.get("url") or f"[{line.get('citation')}]")
+                rank = {True: 0, None: 1, False: 2}[line.get("secondary")]
+                labels[source] = max(labels.get(source, 0), rank)
+            if status == "duplicate":
+                continue
             v["pairs"][q] += 1
             v["supporting"][q] += status == "supports"
             v["unresolved_pairs"][q] += status == "unresolved"
+    for (q, _, _), rank in labels.items():
+        v["sources"][q] += 1
+        v["secondary_sources"][q] += rank == 0
+        v["unresolved_sources"][q] += rank == 1
     return v
 
 
@@ -439,16 +461,14 @@ def derive(runs, claims, questions, arm_ids, with_intervals=False, draws=0, seed
         else:
             spo_status = "measured"
         if cited_sources == 0:
-            inacc_status = secondary_status = "unmeasured" if unscored > 0 else "not_applicable"
+            inacc_status = "unmeasured" if unscored > 0 else "not_applicable"
         else:
             inacc_status = "unmeasured" if captured == 0 else "measured"
-            secondary_status = "unmeasured"
         rates["sources_per_output"] = rate(spo_status, cited_sources, scored, _micro(cited_sources, scored),
                                            (sv["cited"], sv["scored"]))
         rates["inaccessible_source_rate"] = rate(inacc_status, sum(sv["inaccessible"]), captured,
                                              _micro(sum(sv["inaccessible"]), captured),
                                              (sv["inaccessible"], sv["captured"]))
-        rates["secondary_only_sources"] = rate(secondary_status, 0, 0, None, None)
         source_blocks = {"": source_counts(own_sources)}
         for category in sorted({r["category"] for r in rows if r.get("category")}):
             source_blocks[category] = source_counts([l for l in own_sources if l.get("category") == category])
@@ -465,6 +485,9 @@ def derive(runs, claims, questions, arm_ids, with_intervals=False, draws=0, seed
             else:
                 status = "measured"
             m = _macro(list(zip(num, den)))
+            if name == "secondary_only_sources":
+                rates[name] = rate(status, sum(num), sum(den), _micro(sum(num), sum(den)), (num, den))
+                continue
             rates[f"{name}_micro"] = rate(status, sum(num), sum(den), _micro(sum(num), sum(den)), (num, den))
             rates[f"{name}_macro"] = rate(status, m[0], m[1], m[2], macro_vectors(num, den))
         arms.append({"id": arm, "counts": counts,
@@ -527,6 +550,8 @@ def derive_review_differences(runs, review, questions, comparisons, draws, seed)
         paired = completed.get(a, set()) & completed.get(b, set())
         va, vb = review_vectors(review, a, index), review_vectors(review, b, index)
         for name, (num_key, den_key, _) in REVIEW_RATES.items():
+            if name in UNCOMPARED:
+                continue
             mask = lambda v: [x if q in paired else 0 for q, x in enumerate(v)]
             sa, sb = (mask(va[num_key]), mask(va[den_key])), (mask(vb[num_key]), mask(vb[den_key]))
             value = None
@@ -636,6 +661,8 @@ def rederive(report_dir, with_intervals=False):
                                           int(boot.get("seed", 0)))
         for c in summary.get("comparisons", []):
             for name in REVIEW_RATES:
+                if name in UNCOMPARED:
+                    continue
                 key = f"{name}_micro"
                 value, lo, hi, both = diffs[(c["a"], c["b"], key)]
                 theirs = c.get(key, {})

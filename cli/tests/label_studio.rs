@@ -166,6 +166,7 @@ fn plan(items: &[BTreeMap<String, String>], reviewer: &str, shift: usize) -> Vec
     let score = |i: usize| (i + shift * usize::from(i.is_multiple_of(4))) % 3;
     let (mut c, mut p, mut u) = (0, 0, 0);
     let mut last_claim_of_output: BTreeMap<String, String> = BTreeMap::new();
+    let mut split_claim = String::new();
     let mut out = Vec::new();
     for item in items {
         let mut row: BTreeMap<String, String> =
@@ -178,6 +179,7 @@ fn plan(items: &[BTreeMap<String, String>], reviewer: &str, shift: usize) -> Vec
             "claim" => {
                 match c {
                     1 => {
+                        split_claim.clone_from(&item["item_id"]);
                         set("split", "the first part || the second part");
                         set("label", "fully_supported || unverifiable");
                         set("reason", " || the record is lost");
@@ -191,6 +193,9 @@ fn plan(items: &[BTreeMap<String, String>], reviewer: &str, shift: usize) -> Vec
                         if claim(c) == "unverifiable" {
                             set("reason", "the page is gone");
                         }
+                        if claim(c) == "contradicted" {
+                            set("reason", "the cited page gives another year");
+                        }
                     }
                 }
                 last_claim_of_output.insert(item["output"].clone(), item["item_id"].clone());
@@ -199,6 +204,12 @@ fn plan(items: &[BTreeMap<String, String>], reviewer: &str, shift: usize) -> Vec
             "pair" => {
                 set("supports", if pair(p).is_none() { "yes" } else { "no" });
                 set("reason", pair(p).unwrap_or_default());
+                // A split claim's pair: one verdict per part.
+                if item["claim_item"] == split_claim {
+                    set("supports", &format!("{} || no", pair(p).map_or("yes", |_| "no")));
+                    set("reason", &format!("{} || irrelevant", pair(p).unwrap_or_default()));
+                }
+                set("secondary", if p % 4 == 1 { "yes" } else { "no" });
                 p += 1;
             }
             _ => {
@@ -242,11 +253,23 @@ fn results(row: &BTreeMap<String, String>) -> Vec<Value> {
                 out.push(text("claim_reason", vec![get("reason")]));
             }
         }
+        "pair" if get("supports").contains("||") => {
+            let reasons = parts("reason");
+            let verdicts: Vec<String> = parts("supports")
+                .iter()
+                .zip(&reasons)
+                .map(|(s, r)| if *s == "yes" { "yes".to_owned() } else { format!("no:{r}") })
+                .collect();
+            let joined = verdicts.join(" || ");
+            out.push(json!({"from_name": "pair_parts", "to_name": sources, "type": "textarea", "value": {"text": [joined]}}));
+            out.push(choice("secondary", sources, if get("secondary") == "yes" { "only secondary" } else { "original" }));
+        }
         "pair" => {
             out.push(choice("supports", sources, get("supports")));
             if get("supports") == "no" {
                 out.push(choice("pair_reason", sources, get("reason")));
             }
+            out.push(choice("secondary", sources, if get("secondary") == "yes" { "only secondary" } else { "original" }));
         }
         _ => {
             out.push(choice("uncertainty", answer, get("uncertainty")));
@@ -267,6 +290,7 @@ fn write_csv(path: &Path, rows: &[BTreeMap<String, String>]) {
         "label",
         "reason",
         "supports",
+        "secondary",
         "uncertainty",
         "abstained",
         "split",

@@ -146,18 +146,27 @@ fn review_round_trip_matches_hand_computed_figures_and_is_blinded() {
                 if l == "unverifiable" {
                     row.insert("reason".into(), "the source is behind a paywall".into());
                 }
+                if l == "contradicted" {
+                    row.insert("reason".into(), "the cited table gives 12%, not 21%".into());
+                }
             }
             if label_a(i) != label_b(i) {
-                adjudication.push(adj(
-                    &c["item_id"],
-                    label_a(i),
-                    if label_a(i) == "unverifiable" { "paywall" } else { "" },
-                ));
+                let reason = match label_a(i) {
+                    "unverifiable" => "paywall",
+                    "contradicted" => "the cited table gives 12%",
+                    _ => "",
+                };
+                adjudication.push(adj(&c["item_id"], label_a(i), reason));
             }
         }
         rows_a.push(a);
         rows_b.push(b);
     }
+    // Claim 0's pairs: alice split it, so she gives one verdict per part
+    // (the first part as supports_a, the second irrelevant). Every 7th
+    // pair's source is only secondary, for both.
+    let split_claim = claims[0]["item_id"].clone();
+    let secondary = |i: usize| i % 7 == 3;
     for (i, p) in pairs.iter().enumerate() {
         let mut a = (*p).clone();
         let mut b = (*p).clone();
@@ -167,6 +176,12 @@ fn review_round_trip_matches_hand_computed_figures_and_is_blinded() {
             if !s {
                 row.insert("reason".into(), "broken".into());
             }
+            row.insert("secondary".into(), if secondary(i) { "yes" } else { "no" }.into());
+        }
+        if p["claim_item"] == split_claim {
+            let s = supports_a(i);
+            a.insert("supports".into(), format!("{} || no", if s { "yes" } else { "no" }));
+            a.insert("reason".into(), format!("{} || irrelevant", if s { "" } else { "broken" }));
         }
         if supports_a(i) != supports_b(i) {
             let s = supports_a(i);
@@ -275,15 +290,18 @@ fn review_round_trip_matches_hand_computed_figures_and_is_blinded() {
             h.supporting += 1;
             covered_claim.insert(p["claim_item"].clone(), true);
         }
+        // The split claim's pairs are one pair per part: its second part's
+        // (irrelevant) never supports, and never covers that part.
+        h.pairs += u64::from(p["claim_item"] == split_claim);
     }
     for (i, c) in claims.iter().enumerate() {
         let h = hand.entry(arm_of(&c["output"])).or_default();
         let covered = u64::from(covered_claim.get(&c["item_id"]).copied().unwrap_or(false));
         let labels: Vec<&str> = if i == 0 { vec!["fully_supported", "unsupported"] } else { vec![label_a(i)] };
-        for l in labels {
+        for (k, l) in labels.into_iter().enumerate() {
             h.factual += 1;
             h.fully += u64::from(l == "fully_supported");
-            h.covered += covered;
+            h.covered += if k == 0 { covered } else { 0 };
         }
     }
     hand.entry(arm_of(&first_output)).or_default().factual += 1; // the added claim, unsupported, uncited
@@ -301,6 +319,25 @@ fn review_round_trip_matches_hand_computed_figures_and_is_blinded() {
         check(&f["citation_coverage"], h.covered, h.factual);
         assert_eq!(f["unresolved_claims"], 0);
     }
+    // Secondary-only sources by hand: one source per output and URL, only
+    // secondary when every pair citing it says so.
+    let mut sources: BTreeMap<(String, String, String), bool> = BTreeMap::new();
+    for (i, p) in pairs.iter().enumerate() {
+        let key = (arm_of(&p["output"]), p["output"].clone(), p["urls"].clone());
+        *sources.entry(key).or_insert(true) &= secondary(i);
+    }
+    let mut planted_secondary = 0;
+    for arm in summary["arms"].as_array().unwrap() {
+        let id = arm["id"].as_str().unwrap();
+        let mine: Vec<bool> = sources.iter().filter(|((a, ..), _)| a == id).map(|(_, s)| *s).collect();
+        let secondary_count = mine.iter().filter(|s| **s).count();
+        planted_secondary += secondary_count;
+        let r = &arm["rates"]["secondary_only_sources"];
+        assert_eq!(r["status"], "measured", "{id}: {r}");
+        assert_eq!(r["numerator"].as_f64().unwrap(), secondary_count as f64, "{id}: {r}");
+        assert_eq!(r["denominator"].as_f64().unwrap(), mine.len() as f64, "{id}: {r}");
+    }
+    assert!(planted_secondary > 0, "the plant has secondary-only sources");
     let md = fs::read_to_string(report.join("summary.md")).unwrap();
     assert!(md.contains("## Human review"), "summary.md has the review section");
     let verify = cohort(&["verify", report.to_str().unwrap()]);

@@ -314,6 +314,7 @@ impl Plan {
         let (mut c, mut p, mut u) = (0, 0, 0);
         let first_output = items[0]["output"].clone();
         let mut last_claim_of_output: BTreeMap<String, String> = BTreeMap::new();
+        let mut split_claim = String::new();
         for item in items {
             let mut row: BTreeMap<String, String> = BTreeMap::new();
             for k in ["item_id", "kind", "output"] {
@@ -324,6 +325,7 @@ impl Plan {
                 "claim" => {
                     match c {
                         1 => {
+                            split_claim = item["item_id"].clone();
                             row.insert("split".into(), "the first part || the second part".into());
                             row.insert("label".into(), "fully_supported || unverifiable".into());
                             row.insert("reason".into(), " || the record is lost".into());
@@ -339,6 +341,9 @@ impl Plan {
                             if self.claim(c) == "unverifiable" {
                                 row.insert("reason".into(), "the page is gone".into());
                             }
+                            if self.claim(c) == "contradicted" {
+                                row.insert("reason".into(), "the cited page gives another year".into());
+                            }
                         }
                     }
                     last_claim_of_output.insert(item["output"].clone(), item["item_id"].clone());
@@ -348,6 +353,13 @@ impl Plan {
                     let reason = self.pair(p);
                     row.insert("supports".into(), if reason.is_none() { "yes" } else { "no" }.into());
                     row.insert("reason".into(), reason.unwrap_or_default().into());
+                    // A split claim's pair: one verdict per part.
+                    if item["claim_item"] == split_claim {
+                        let first = reason.map_or("yes", |_| "no");
+                        row.insert("supports".into(), format!("{first} || no"));
+                        row.insert("reason".into(), format!("{} || irrelevant", reason.unwrap_or_default()));
+                    }
+                    row.insert("secondary".into(), if p % 4 == 1 { "yes" } else { "no" }.into());
                     p += 1;
                 }
                 _ => {
@@ -365,6 +377,7 @@ impl Plan {
             ("output", first_output.as_str()),
             ("claim", "A claim the extraction missed."),
             ("cited", "1"),
+            ("cited_supports", "yes"),
             ("label", "unsupported"),
         ];
         out.push(added.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect());
@@ -372,7 +385,7 @@ impl Plan {
     }
 }
 
-const CSV_HEADER: [&str; 14] = [
+const CSV_HEADER: [&str; 16] = [
     "reviewer",
     "item_id",
     "kind",
@@ -382,6 +395,8 @@ const CSV_HEADER: [&str; 14] = [
     "label",
     "reason",
     "supports",
+    "secondary",
+    "cited_supports",
     "uncertainty",
     "abstained",
     "split",
@@ -430,6 +445,9 @@ fn label_card(page: &Page, b: &mut Browser, key: &str, by_id: &BTreeMap<String, 
                 page.key(b, "c");
                 page.type_text(b, &row["cited"]);
                 page.key(b, "Escape");
+                page.key(b, "v");
+                page.type_text(b, &row["cited_supports"]);
+                page.key(b, "Escape");
                 page.key(b, &digit(&LABELS, &row["label"]));
             }
         }
@@ -444,7 +462,7 @@ fn label_card(page: &Page, b: &mut Browser, key: &str, by_id: &BTreeMap<String, 
             let reasons: Vec<&str> = row.get("reason").map_or("", String::as_str).split("||").map(str::trim).collect();
             for (i, l) in labels.iter().enumerate() {
                 page.key(b, &digit(&LABELS, l));
-                if *l == "unverifiable" {
+                if *l == "unverifiable" || *l == "contradicted" {
                     page.type_text(b, reasons.get(i).copied().unwrap_or_default());
                     page.key(b, "Escape");
                 }
@@ -452,12 +470,16 @@ fn label_card(page: &Page, b: &mut Browser, key: &str, by_id: &BTreeMap<String, 
         }
         "pair" => {
             let row = &by_id[id];
-            let n = if row["supports"] == "yes" {
-                1
-            } else {
-                2 + REASONS.iter().position(|r| *r == row["reason"]).unwrap()
-            };
-            page.key(b, &n.to_string());
+            let reasons: Vec<&str> = row["reason"].split("||").map(str::trim).collect();
+            for (k, supports) in row["supports"].split("||").map(str::trim).enumerate() {
+                let n = if supports == "yes" {
+                    1
+                } else {
+                    2 + REASONS.iter().position(|r| *r == reasons[k]).unwrap()
+                };
+                page.key(b, &n.to_string());
+            }
+            page.key(b, if row["secondary"] == "yes" { "s" } else { "o" });
         }
         "unc" => {
             let row = &by_id[id];
@@ -592,7 +614,7 @@ fn a_sheet_labelled_with_the_keyboard_imports_as_its_csv_does() {
         let theirs = d["reviewers"][0]["label"].as_str().unwrap();
         let (final_label, reason) = if d["kind"] == "pair" {
             ("no", "irrelevant")
-        } else if allowed.contains(&theirs) && theirs != "unverifiable" {
+        } else if allowed.contains(&theirs) && theirs != "unverifiable" && theirs != "contradicted" {
             (theirs, "")
         } else {
             (allowed[0], "")

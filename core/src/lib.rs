@@ -61,10 +61,16 @@ pub use error::{Problem, ValidationError};
 /// original source for every arm (never the vendor's snippet) with a claim
 /// judged only when every source it cites has text, the source figures,
 /// and abstentions on answerable questions counted apart from the 0/1/2
-/// uncertainty mean (issue 20).
+/// uncertainty mean (issue 20); 4, a cited table row and a cited heading
+/// written as a statement are claims, the review's pair reasons for a
+/// partly supporting and a contradicting source, a split claim's pairs
+/// judged per part, a merged paraphrase's repeated pairs counted once, an
+/// added claim's citations scored as its pairs, and the secondary-only
+/// source rate measured from the reviewers' label (issue 20, review
+/// procedure).
 ///
 /// When it changes: ARCHITECTURE.md, "When METRICS_VERSION changes".
-pub const METRICS_VERSION: u32 = 3;
+pub const METRICS_VERSION: u32 = 4;
 
 /// The version of the cohort tool, written into every manifest.
 pub const TOOL_VERSION: &str = env!("CARGO_PKG_VERSION");

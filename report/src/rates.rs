@@ -64,9 +64,10 @@ pub enum RateKind {
     /// Cited sources whose capture was not accessible / cited sources
     /// whose accessibility was checked (captured), pooled.
     InaccessibleSources,
-    /// Cited sources that are only secondary / cited sources: needs a
-    /// reviewer's label, which the review does not have, so it is never
-    /// measured (said, never 0).
+    /// Reviewed cited sources that are only secondary / reviewed cited
+    /// sources (one per distinct URL of an output's reviewed pairs), from
+    /// the reviewers' `secondary` label, pooled; unmeasured without a
+    /// review or while a disagreement on it awaits adjudication.
     SecondaryOnlySources,
 }
 
@@ -176,7 +177,7 @@ impl RateKind {
             RateKind::CitationCoverageMicro => "covered / factual claims (human review), pooled",
             RateKind::SourcesPerOutput => "distinct cited URLs per output / scored outputs, pooled",
             RateKind::InaccessibleSources => "inaccessible / captured cited sources, pooled",
-            RateKind::SecondaryOnlySources => "only secondary / cited sources (a reviewer label), pooled",
+            RateKind::SecondaryOnlySources => "only secondary / reviewed cited sources (a reviewer label), pooled",
             RateKind::SupportMacro
             | RateKind::ResolutionMacro
             | RateKind::ClaimFidelityMacro
@@ -328,8 +329,7 @@ impl RateKind {
             RateKind::CitationCoverageMicro | RateKind::CitationCoverageMacro => (t.review.covered, t.review.factual),
             RateKind::SourcesPerOutput => (t.sources.cited, t.counts.scored),
             RateKind::InaccessibleSources => (t.sources.inaccessible, t.sources.captured()),
-            // No label to count: nothing is numerator or denominator.
-            RateKind::SecondaryOnlySources => (0, 0),
+            RateKind::SecondaryOnlySources => (t.review.secondary_sources, t.review.sources),
         }
     }
 
@@ -456,13 +456,7 @@ impl RateKind {
                 }
             }
             RateKind::SecondaryOnlySources => {
-                if t.sources.cited == 0 && unscored > 0 {
-                    not_scored()
-                } else if t.sources.cited == 0 {
-                    (RateStatus::NotApplicable, Some("no cited sources".into()))
-                } else {
-                    (RateStatus::Unmeasured, Some(SECONDARY_UNMEASURED.to_owned()))
-                }
+                review(t.review.unresolved_sources, "no reviewed claim-citation pair (no cited source to label)")
             }
         }
     }
@@ -482,11 +476,6 @@ pub(crate) struct Tally {
     /// The scored outputs' cited sources and their accessibility.
     pub(crate) sources: SourceTally,
 }
-
-/// Why the secondary-only source rate is never measured in this version.
-pub const SECONDARY_UNMEASURED: &str = "not measured: the human review has no label for a source that is only \
-     secondary (its pair reasons are broken, fabricated, inaccessible and irrelevant), so how many are is unknown, \
-     never 0";
 
 /// The cited sources of scored outputs (one per distinct normalised URL of
 /// an output's reference table), by what their capture found.
@@ -540,6 +529,12 @@ pub(crate) struct ReviewTally {
     /// Claim units and pairs whose disagreement awaits adjudication.
     pub(crate) unresolved_claims: u64,
     pub(crate) unresolved_pairs: u64,
+    /// Distinct cited sources of the reviewed pairs (per output), those
+    /// finally labelled only secondary, and those whose label awaits
+    /// adjudication.
+    pub(crate) sources: u64,
+    pub(crate) secondary_sources: u64,
+    pub(crate) unresolved_sources: u64,
 }
 
 impl ReviewTally {
@@ -552,6 +547,9 @@ impl ReviewTally {
         self.supporting += o.supporting;
         self.unresolved_claims += o.unresolved_claims;
         self.unresolved_pairs += o.unresolved_pairs;
+        self.sources += o.sources;
+        self.secondary_sources += o.secondary_sources;
+        self.unresolved_sources += o.unresolved_sources;
     }
 }
 

@@ -601,7 +601,7 @@ async fn a_report_is_preliminary_until_runs_and_a_declared_review_are_complete()
 /// of arms a and b (per question: a q1 3 claims, q2 none, q4 1; b q1 1,
 /// q2 2, q3 1, each claim with one cited pair).
 fn planted_review() -> cohort_report::review::ReviewInput {
-    use cohort_report::review::import::{ClaimDecision, ReviewerLabels};
+    use cohort_report::review::import::{ClaimDecision, PairVerdict, ReviewerLabels};
     use cohort_report::review::{ExportIndex, ExportedItem, ItemKind, ReviewInput};
     // (run, claim item, label, its pair supports, reason)
     let claims: [(&str, &str, &str, bool, &str); 8] = [
@@ -628,6 +628,7 @@ fn planted_review() -> cohort_report::review::ReviewInput {
             claim_id: Some(1),
             citation: Some(1),
             url: Some("https://example.org/source".into()),
+            citations: Default::default(),
         }
     };
     let mut items: Vec<ExportedItem> =
@@ -643,9 +644,16 @@ fn planted_review() -> cohort_report::review::ReviewInput {
             .iter()
             .map(|(_, c, l, ..)| ((*c).into(), ClaimDecision::Label { label: (*l).into(), reason: "seen".into() }))
             .collect(),
-        pairs: claims.iter().map(|(_, c, _, s, r)| (format!("p-{c}"), (*s, (*r).into()))).collect(),
+        // c8's source (q3:b:1) is labelled only secondary by both.
+        pairs: claims
+            .iter()
+            .map(|(_, c, _, s, r)| {
+                (format!("p-{c}"), PairVerdict { parts: vec![(*s, (*r).into())], secondary: *c == "c8" })
+            })
+            .collect(),
         uncertainty: outputs.iter().map(|r| (format!("u-{r}"), (2, false))).collect(),
         added: Vec::new(),
+        missing_original: Default::default(),
     };
     ReviewInput {
         index: ExportIndex {
@@ -715,8 +723,27 @@ async fn planted_review_rates_equal_the_hand_computation() {
     // c was not reviewed: unmeasured, never 0.
     let c = arm(s, "c");
     assert_eq!(c.rates[ClaimFidelityMicro].status, RateStatus::Unmeasured);
+    // Secondary-only sources (the reviewers' label), one source per output
+    // and URL: b's q3 source only secondary, of b's q1, q2 and q3 sources;
+    // a none of its q1 and q4 sources; each with its hand interval.
+    let draws = options(&dir, 1_790_001_000).draws;
+    for (who, num, den) in [(b, [0.0, 0.0, 1.0, 0.0], [1.0, 1.0, 1.0, 0.0]), (a, [0.0; 4], [1.0, 0.0, 0.0, 1.0])] {
+        let r = &who.rates[SecondaryOnlySources];
+        assert_eq!(r.status, RateStatus::Measured, "{}: {r:?}", who.id);
+        let (n, d): (f64, f64) = (num.iter().sum(), den.iter().sum());
+        assert_eq!((r.numerator, r.denominator), (n, d), "{}", who.id);
+        close(r.value, n / d);
+        let (lo, hi) = hand_interval(&num, &den, draws);
+        close(r.ci_low, lo);
+        close(r.ci_high, hi);
+    }
     // The review section's figures are the same rates.
     let review = s.review.as_ref().unwrap();
+    let fb = &review.arms[1].figures;
+    assert_eq!((fb.reviewed_sources, fb.secondary_only_sources, fb.unresolved_sources), (3, 1, 0));
+    // Every factual claim of b but c8's (its only source secondary) cites
+    // an original: c8 counts as missing its original citation.
+    assert_eq!(fb.missing_original_citation, 1);
     assert_eq!(review.arms[0].figures.claim_fidelity, a.rates[ClaimFidelityMicro]);
     // Paired over q1, q2: a fidelity 2/3, b (1 + 1)/(1 + 2) = 2/3; precision a 1/3,
     // b 2/3; coverage a 1/3, b 2/3.
@@ -843,11 +870,12 @@ async fn planted_source_figures_equal_the_hand_computation() {
     let c = arm(s, "c");
     assert_eq!((c.sources.cited, c.sources.unique, c.sources.uncaptured), (4, 1, 4));
     assert_eq!(c.rates[InaccessibleSources].status, RateStatus::Unmeasured);
-    // Secondary-only: no reviewer label exists; unmeasured with the reason.
+    // Secondary-only: a reviewer's label, and no review was imported here:
+    // unmeasured with the reason, never 0.
     for arm in [a, b, c] {
         let r = &arm.rates[SecondaryOnlySources];
         assert_eq!((r.status, r.value), (RateStatus::Unmeasured, None), "{}", arm.id);
-        assert!(r.reason.as_deref().unwrap().contains("no label for a source that is only secondary"));
+        assert!(r.reason.as_deref().unwrap().contains("no human review imported"), "{:?}", r.reason);
     }
     let md = fs::read_to_string(written.path.join("summary.md")).unwrap();
     assert!(md.contains("| secondary-only source rate | n/a (unmeasured) |"), "summary.md");

@@ -109,6 +109,9 @@ struct ItemRow {
     label: String,
     reason: String,
     supports: String,
+    secondary: String,
+    missing_original: String,
+    cited_supports: String,
     uncertainty: String,
     abstained: String,
     split: String,
@@ -118,7 +121,7 @@ struct ItemRow {
 }
 
 impl ItemRow {
-    fn fields(&self) -> [&str; 25] {
+    fn fields(&self) -> [&str; 28] {
         [
             &self.reviewer,
             &self.item_id,
@@ -139,6 +142,9 @@ impl ItemRow {
             &self.label,
             &self.reason,
             &self.supports,
+            &self.secondary,
+            &self.missing_original,
+            &self.cited_supports,
             &self.uncertainty,
             &self.abstained,
             &self.split,
@@ -277,6 +283,7 @@ pub async fn export(
             claim_id: None,
             citation: None,
             url: None,
+            citations: BTreeMap::new(),
         };
         let blank = ItemRow {
             output: output_code.clone(),
@@ -350,10 +357,19 @@ pub async fn export(
             }
         }
         let entry = key.get(record.question_id.as_str());
-        items.push(ExportedItem { item_id: "u".into(), ..base(ItemKind::Uncertainty) });
+        // The output's reference table, for the claims a reviewer adds.
+        let citations: BTreeMap<u32, String> = record
+            .scoring
+            .iter()
+            .flat_map(|s| &s.report.references)
+            .filter_map(|r| Some((r.index, r.url.clone()?)))
+            .collect();
+        let listed = citations.iter().map(|(i, u)| format!("[{i}] {u}")).collect::<Vec<_>>().join("\n");
+        items.push(ExportedItem { item_id: "u".into(), citations, ..base(ItemKind::Uncertainty) });
         rows_out.push(ItemRow {
             kind: "uncertainty".into(),
             item_id: "u".into(),
+            urls: listed,
             answerable: entry.map_or_else(|| "not in the key".to_owned(), |e| e.answerable.to_string()),
             required_caveats: entry.map(|e| e.required_caveats.join("\n")).unwrap_or_default(),
             known_disputes: entry.map(|e| e.known_disputes.join("\n")).unwrap_or_default(),

@@ -33,9 +33,37 @@ pub struct AddedClaim {
     pub label: String,
     pub reason: String,
     /// The citation indices of the output the claim carries (`cited`,
-    /// `1;3`), empty for an uncited claim. Kept for the record: the metrics
-    /// score added claims as uncited (docs/review.md).
+    /// `1;3`), empty for an uncited claim.
     pub cited: Vec<u32>,
+    /// One verdict per cited index, in `cited` order (`cited_supports`,
+    /// `yes;no:irrelevant`): the added claim's claim-citation pairs, scored
+    /// like the exported ones (seed 004: link every attached citation to
+    /// its claim).
+    pub pairs: Vec<(u32, bool, String)>,
+    /// The reviewer flagged the missing original citation.
+    pub missing_original: bool,
+}
+
+/// A reviewer's verdict on one claim-citation pair.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PairVerdict {
+    /// (fully supports, reason when not): one, or one per part when this
+    /// reviewer split the pair's claim (each part is an atomic claim with
+    /// the citation attached).
+    pub parts: Vec<(bool, String)>,
+    /// The cited source is only secondary: it reports the claim from
+    /// another source rather than being its original.
+    pub secondary: bool,
+}
+
+impl PairVerdict {
+    /// The verdict on the pair as one (a claim not split by this reviewer).
+    pub fn whole(&self) -> Option<&(bool, String)> {
+        match self.parts.as_slice() {
+            [one] => Some(one),
+            _ => None,
+        }
+    }
 }
 
 /// One reviewer's labels.
@@ -44,8 +72,11 @@ pub struct ReviewerLabels {
     pub reviewer: String,
     pub file: String,
     pub claims: BTreeMap<String, ClaimDecision>,
-    /// Pair item -> (supports, reason when not).
-    pub pairs: BTreeMap<String, (bool, String)>,
+    /// Pair item -> the verdict.
+    pub pairs: BTreeMap<String, PairVerdict>,
+    /// Claim items whose missing original citation the reviewer flagged
+    /// (`missing_original`: seed 004, "flag the missing original citation").
+    pub missing_original: BTreeSet<String>,
     /// Uncertainty item -> (score 0/1/2, abstained).
     pub uncertainty: BTreeMap<String, (u8, bool)>,
     pub added: Vec<AddedClaim>,
@@ -278,15 +309,26 @@ fn check_label(file: &str, row: &Row, label: &str, reason: &str) -> Result<(), R
             format!("\"{label}\" is not a claim label: use one of {}", CLAIM_LABELS.join(", ")),
         ));
     }
-    if label == "unverifiable" && reason.is_empty() {
-        return Err(bad(
-            file,
-            row,
-            "reason",
-            "an unverifiable claim needs its specific reason (seed 004: inaccessible source, missing record, untestable claim...)".into(),
-        ));
+    if reason.is_empty() {
+        if let Some(why) = reason_required(label) {
+            return Err(bad(file, row, "reason", why.into()));
+        }
     }
     Ok(())
+}
+
+/// What a claim label without its reason lacks, for the labels of
+/// [`super::LABELS_NEEDING_REASON`].
+fn reason_required(label: &str) -> Option<&'static str> {
+    match label {
+        "unverifiable" => Some(
+            "an unverifiable claim needs its specific reason (seed 004: inaccessible source, missing record, untestable claim...)",
+        ),
+        "contradicted" => Some(
+            "a contradicted claim needs its conflicting evidence and the reasoning (seed 004): the source, the passage, why it conflicts",
+        ),
+        _ => None,
+    }
 }
 
 fn yes_no(file: &str, row: &Row, field: &str) -> Result<Option<bool>, ReviewError> {
@@ -308,7 +350,17 @@ fn parse_reviewer(file: &str, rows: &[Row], index: &ExportIndex) -> Result<Revie
         pairs: BTreeMap::new(),
         uncertainty: BTreeMap::new(),
         added: Vec::new(),
+        missing_original: BTreeSet::new(),
     };
+    // Pair rows are checked once every claim's decision is known (a pair
+    // of a claim this reviewer split gives one verdict per part).
+    let mut pair_rows: Vec<(&Row, &super::ExportedItem)> = Vec::new();
+    let citations_of: BTreeMap<&str, &BTreeMap<u32, String>> = index
+        .items
+        .iter()
+        .filter(|i| i.kind == ItemKind::Uncertainty)
+        .map(|i| (i.output.as_str(), &i.citations))
+        .collect();
     for row in rows {
         let reviewer = row.get("reviewer");
         if reviewer.is_empty() {
@@ -361,6 +413,61 @@ fn parse_reviewer(file: &str, rows: &[Row], index: &ExportIndex) -> Result<Revie
                     }
                 }
             }
+            if let Some(table) = citations_of.get(output).filter(|t| !t.is_empty()) {
+                if let Some(n) = cited.iter().find(|n| !table.contains_key(n)) {
+                    return Err(bad(
+                        file,
+                        row,
+                        "cited",
+                        format!(
+                            "[{n}] is not a citation of output {output} (its references: {})",
+                            table.keys().map(|k| format!("[{k}]")).collect::<Vec<_>>().join(" ")
+                        ),
+                    ));
+                }
+            }
+            let verdicts: Vec<&str> =
+                row.get("cited_supports").split([';', ',']).map(str::trim).filter(|v| !v.is_empty()).collect();
+            if verdicts.len() != cited.len() {
+                return Err(bad(
+                    file,
+                    row,
+                    "cited_supports",
+                    format!(
+                        "{} cited index(es) but {} verdict(s): give one per cited index, in order, as `yes` or `no:<reason>` ({}), separated by `;`",
+                        cited.len(),
+                        verdicts.len(),
+                        PAIR_REASONS.join(", ")
+                    ),
+                ));
+            }
+            let mut pairs = Vec::new();
+            for (n, v) in cited.iter().zip(&verdicts) {
+                let verdict = if v.eq_ignore_ascii_case("yes") {
+                    Some((true, ""))
+                } else {
+                    match v.split_once(':') {
+                        Some((no, why))
+                            if no.trim().eq_ignore_ascii_case("no") && PAIR_REASONS.contains(&why.trim()) =>
+                        {
+                            Some((false, why.trim()))
+                        }
+                        _ => None,
+                    }
+                };
+                let Some((supports, why)) = verdict else {
+                    return Err(bad(
+                        file,
+                        row,
+                        "cited_supports",
+                        format!(
+                            "\"{v}\" (for [{n}]): give `yes` or `no:<reason>` with a reason among {}",
+                            PAIR_REASONS.join(", ")
+                        ),
+                    ));
+                };
+                pairs.push((*n, supports, why.to_owned()));
+            }
             let local = if id.is_empty() { format!("line{}", row.line) } else { id.to_owned() };
             out.added.push(AddedClaim {
                 unit: format!("added:{}:{local}", out.reviewer),
@@ -369,6 +476,8 @@ fn parse_reviewer(file: &str, rows: &[Row], index: &ExportIndex) -> Result<Revie
                 label: label.into(),
                 reason: reason.into(),
                 cited,
+                pairs,
+                missing_original: yes_no(file, row, "missing_original")?.unwrap_or(false),
             });
             continue;
         }
@@ -458,32 +567,15 @@ fn parse_reviewer(file: &str, rows: &[Row], index: &ExportIndex) -> Result<Revie
                 if out.claims.insert(id.into(), decision).is_some() {
                     return Err(bad(file, row, "item_id", format!("item {id} appears twice")));
                 }
+                if yes_no(file, row, "missing_original")?.unwrap_or(false) {
+                    out.missing_original.insert(id.into());
+                }
             }
             ItemKind::Pair => {
-                let Some(supports) = yes_no(file, row, "supports")? else {
-                    return Err(bad(
-                        file,
-                        row,
-                        "supports",
-                        "empty: does the cited source fully support the claim? yes or no".into(),
-                    ));
-                };
-                let reason = row.get("reason");
-                if !supports && !PAIR_REASONS.contains(&reason) {
-                    return Err(bad(
-                        file,
-                        row,
-                        "reason",
-                        format!(
-                            "\"{reason}\": a pair that does not support needs a reason among {}",
-                            PAIR_REASONS.join(", ")
-                        ),
-                    ));
-                }
-                let reason = if supports { String::new() } else { reason.to_owned() };
-                if out.pairs.insert(id.into(), (supports, reason)).is_some() {
+                if pair_rows.iter().any(|(_, i)| i.item_id == id) {
                     return Err(bad(file, row, "item_id", format!("item {id} appears twice")));
                 }
+                pair_rows.push((row, item));
             }
             ItemKind::Uncertainty => {
                 let score = match row.get("uncertainty") {
@@ -507,6 +599,15 @@ fn parse_reviewer(file: &str, rows: &[Row], index: &ExportIndex) -> Result<Revie
                 }
             }
         }
+    }
+    for (row, item) in pair_rows {
+        let claim = item.claim_item.as_deref().unwrap_or_default();
+        let parts = match out.claims.get(claim) {
+            Some(ClaimDecision::Split(parts)) => parts.len(),
+            _ => 1,
+        };
+        let verdict = pair_verdict(file, row, parts, claim)?;
+        out.pairs.insert(item.item_id.clone(), verdict);
     }
     if out.reviewer.is_empty() {
         return Err(ReviewError::BadFile {
@@ -536,6 +637,77 @@ fn parse_reviewer(file: &str, rows: &[Row], index: &ExportIndex) -> Result<Revie
         });
     }
     Ok(out)
+}
+
+/// A pair row's verdict: `supports` yes or no (with a reason among
+/// [`PAIR_REASONS`] when no), one per part, separated by `||`, when this
+/// reviewer split the pair's claim into `parts`; `secondary` yes or no.
+fn pair_verdict(file: &str, row: &Row, parts: usize, claim: &str) -> Result<PairVerdict, ReviewError> {
+    let supports_cell = row.get("supports");
+    if supports_cell.is_empty() {
+        return Err(bad(
+            file,
+            row,
+            "supports",
+            "empty: does the cited source fully support the claim? yes or no".into(),
+        ));
+    }
+    let values: Vec<&str> = supports_cell.split(PART_SEPARATOR).map(str::trim).collect();
+    let reason_cell = row.get("reason");
+    let reasons: Vec<&str> = if reason_cell.is_empty() {
+        vec![""; values.len()]
+    } else {
+        reason_cell.split(PART_SEPARATOR).map(str::trim).collect()
+    };
+    if values.len() != parts {
+        let why = if parts > 1 {
+            format!(
+                "{} verdict(s), but this file splits claim {claim} into {parts} parts: give one yes or no per part, separated by `{PART_SEPARATOR}` (each part is an atomic claim with this citation attached)",
+                values.len()
+            )
+        } else {
+            format!("{} verdicts for an unsplit claim: give one yes or no", values.len())
+        };
+        return Err(bad(file, row, "supports", why));
+    }
+    if reasons.len() != values.len() {
+        return Err(bad(
+            file,
+            row,
+            "reason",
+            format!(
+                "{} verdicts but {} reasons: give one reason per part (empty for a yes), separated by `{PART_SEPARATOR}`",
+                values.len(),
+                reasons.len()
+            ),
+        ));
+    }
+    let mut out = Vec::new();
+    for (value, reason) in values.iter().zip(&reasons) {
+        let supports = match value.to_ascii_lowercase().as_str() {
+            "yes" | "y" | "true" | "1" => true,
+            "no" | "n" | "false" | "0" => false,
+            other => return Err(bad(file, row, "supports", format!("\"{other}\" is not yes or no"))),
+        };
+        if !supports && !PAIR_REASONS.contains(reason) {
+            return Err(bad(
+                file,
+                row,
+                "reason",
+                format!("\"{reason}\": a pair that does not support needs a reason among {}", PAIR_REASONS.join(", ")),
+            ));
+        }
+        out.push((supports, if supports { String::new() } else { (*reason).to_owned() }));
+    }
+    let Some(secondary) = yes_no(file, row, "secondary")? else {
+        return Err(bad(
+            file,
+            row,
+            "secondary",
+            "empty: is the cited source only secondary (it reports the claim from another source)? yes or no (seed 004 reports secondary-only sources apart)".into(),
+        ));
+    };
+    Ok(PairVerdict { parts: out, secondary })
 }
 
 /// The final labels an adjudicator may give, per kind of item.
@@ -584,10 +756,16 @@ fn parse_adjudication(file: &str, rows: &[Row], index: &ExportIndex) -> Result<A
             ));
         }
         let reason = row.get("reason");
-        if label == "unverifiable" && reason.is_empty() {
-            return Err(bad(file, row, "reason", "an unverifiable claim needs its specific reason".into()));
+        if reason.is_empty() && kind != Some(ItemKind::Pair) && kind != Some(ItemKind::Uncertainty) {
+            if let Some(why) = reason_required(label) {
+                return Err(bad(file, row, "reason", why.into()));
+            }
         }
-        if kind == Some(ItemKind::Pair) && label == "no" && !PAIR_REASONS.contains(&reason) {
+        if kind == Some(ItemKind::Pair)
+            && label == "no"
+            && !id.ends_with(".secondary")
+            && !PAIR_REASONS.contains(&reason)
+        {
             return Err(bad(
                 file,
                 row,
@@ -622,4 +800,108 @@ fn parse_adjudication(file: &str, rows: &[Row], index: &ExportIndex) -> Result<A
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::super::{ExportIndex, ExportedItem, ItemKind};
+    use super::{Parsed, ReviewError, parse_file};
+
+    fn index() -> ExportIndex {
+        let item = |id: &str, kind, claim: Option<&str>| ExportedItem {
+            item_id: id.into(),
+            kind,
+            run_id: "q1:a:1".into(),
+            arm: "a".into(),
+            question_id: "q1".into(),
+            output: "OUT".into(),
+            claim_item: claim.map(str::to_owned),
+            claim_id: Some(1),
+            citation: claim.map(|_| 1),
+            url: claim.map(|_| "https://x.example/a".into()),
+            citations: if kind == ItemKind::Uncertainty {
+                BTreeMap::from([(1, "https://x.example/a".to_owned())])
+            } else {
+                BTreeMap::new()
+            },
+        };
+        ExportIndex {
+            kind: "cohort-review-export".into(),
+            manifest_sha256: String::new(),
+            exported_at: String::new(),
+            reviewers: vec!["alice".into(), "bob".into()],
+            folder: String::new(),
+            items: vec![
+                item("c1", ItemKind::Claim, None),
+                item("p1", ItemKind::Pair, Some("c1")),
+                item("u1", ItemKind::Uncertainty, None),
+            ],
+        }
+    }
+
+    const HEADER: &str = "reviewer,item_id,kind,output,claim,cited,label,reason,supports,secondary,missing_original,cited_supports,uncertainty,split\n";
+
+    fn parse(rows: &str) -> Result<Parsed, ReviewError> {
+        parse_file("alice.csv", format!("{HEADER}{rows}").as_bytes(), "csv", &index(), "")
+    }
+
+    fn refusal(rows: &str) -> (usize, String, String) {
+        match parse(rows) {
+            Err(ReviewError::BadInput { line, field, message, .. }) => (line, field, message),
+            Err(other) => panic!("{other}"),
+            Ok(_) => panic!("accepted"),
+        }
+    }
+
+    const UNC: &str = "alice,u1,uncertainty,OUT,,,,,,,,,2,\n";
+
+    /// The seed-004 procedure as the import enforces it, each refusal
+    /// naming its line and field: contradicted needs its evidence; a pair
+    /// of a claim split in this file takes one verdict per part; every pair
+    /// says whether its source is only secondary; an added claim's cited
+    /// indices are the output's and each has a verdict.
+    #[test]
+    fn the_review_procedure_is_checked_field_by_field() {
+        let pair = "alice,p1,pair,OUT,,,,,yes,no,,,,\n";
+        let (line, field, message) = refusal(&format!("alice,c1,claim,OUT,,,contradicted,,,,,,,\n{pair}{UNC}"));
+        assert_eq!((line, field.as_str()), (2, "reason"), "{message}");
+        assert!(message.contains("conflicting evidence"), "{message}");
+
+        let split = "alice,c1,claim,OUT,,,fully_supported || unsupported,,,,,,,one || two\n";
+        let (line, field, message) = refusal(&format!("{split}{pair}{UNC}"));
+        assert_eq!((line, field.as_str()), (3, "supports"), "{message}");
+        assert!(message.contains("splits claim c1 into 2 parts"), "{message}");
+
+        let (line, field, _) =
+            refusal(&format!("alice,c1,claim,OUT,,,fully_supported,,,,,,,\nalice,p1,pair,OUT,,,,,yes,,,,,\n{UNC}"));
+        assert_eq!((line, field.as_str()), (3, "secondary"));
+
+        let labelled = format!("alice,c1,claim,OUT,,,fully_supported,,,,,,,\n{pair}{UNC}");
+        let (line, field, message) =
+            refusal(&format!("{labelled}alice,x1,added,OUT,A missed claim.,1,unsupported,,,,,,,\n"));
+        assert_eq!((line, field.as_str()), (5, "cited_supports"), "{message}");
+        let (_, field, message) =
+            refusal(&format!("{labelled}alice,x1,added,OUT,A missed claim.,3,unsupported,,,,,no:broken,,\n"));
+        assert_eq!(field, "cited", "{message}");
+        assert!(message.contains("[3] is not a citation of output OUT"), "{message}");
+    }
+
+    /// What a valid file records: per-part verdicts, the secondary label,
+    /// the missing-original flag, an added claim's pairs.
+    #[test]
+    fn per_part_verdicts_flags_and_added_pairs_are_kept() {
+        let rows = format!(
+            "alice,c1,claim,OUT,,,fully_supported || unsupported,,,,yes,,,one || two\n\
+             alice,p1,pair,OUT,,,,|| partially_supports,yes || no,yes,,,,\n{UNC}\
+             alice,x1,added,OUT,A missed claim.,1,unsupported,,,,,no:contradicts,,\n"
+        );
+        let Ok(Parsed::Reviewer(r)) = parse(&rows) else { panic!("refused") };
+        let v = &r.pairs["p1"];
+        assert_eq!(v.parts, vec![(true, String::new()), (false, "partially_supports".to_owned())]);
+        assert!(v.secondary);
+        assert!(r.missing_original.contains("c1"));
+        assert_eq!(r.added[0].pairs, vec![(1, false, "contradicts".to_owned())]);
+    }
 }

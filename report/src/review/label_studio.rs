@@ -53,10 +53,14 @@ pub const UNCERTAINTY: [(&str, &str); 3] = [
 ];
 /// The one choice of the `abstained` control.
 const ABSTAINED: &str = "abstained";
+/// The one choice of the `missing_original` control.
+const MISSING_ORIGINAL: &str = "missing original citation";
+/// The choices of the `secondary` control: `secondary` no, yes.
+pub const SECONDARY: [&str; 2] = ["original", "only secondary"];
 
 /// Each control of the config: its name (`from_name` in a result), the
 /// item kind it belongs to (`None`: every kind) and the column it fills.
-pub const CONTROLS: [(&str, Option<&str>, &str); 12] = [
+pub const CONTROLS: [(&str, Option<&str>, &str); 15] = [
     ("extraction", Some("claim"), "split / merge_with / not_factual"),
     ("not_factual", Some("claim"), "not_factual"),
     ("split", Some("claim"), "split"),
@@ -64,8 +68,11 @@ pub const CONTROLS: [(&str, Option<&str>, &str); 12] = [
     ("merge_with", Some("claim"), "merge_with"),
     ("label", Some("claim"), "label"),
     ("claim_reason", Some("claim"), "reason"),
+    ("missing_original", Some("claim"), "missing_original"),
     ("supports", Some("pair"), "supports"),
     ("pair_reason", Some("pair"), "reason"),
+    ("pair_parts", Some("pair"), "supports / reason, per part"),
+    ("secondary", Some("pair"), "secondary"),
     ("uncertainty", Some("uncertainty"), "uncertainty"),
     ("abstained", Some("uncertainty"), "abstained"),
     ("note", None, "note"),
@@ -121,7 +128,10 @@ pub fn label_config() -> String {
   <Header value="Claims: label"/>
   <Choices name="label" toName="claim" choice="single-radio" showInline="true">
 {labels}  </Choices>
-  <TextArea name="claim_reason" toName="claim" maxSubmissions="1" placeholder="reason (required for unverifiable: the specific reason)"/>
+  <TextArea name="claim_reason" toName="claim" maxSubmissions="1" placeholder="reason (required for unverifiable: the specific reason; for contradicted: the conflicting evidence and the reasoning)"/>
+  <Choices name="missing_original" toName="claim" choice="multiple">
+    <Choice value="{missing}" hint="no original source is cited for this claim (checked through primary evidence)"/>
+  </Choices>
 
   <Header value="Claim-citation pairs: does the cited source fully support the claim?"/>
   <Choices name="supports" toName="sources" choice="single-radio" showInline="true">
@@ -132,6 +142,10 @@ pub fn label_config() -> String {
   <Choices name="pair_reason" toName="sources" choice="single-radio" showInline="true">
 {reasons}  </Choices>
   </View>
+  <TextArea name="pair_parts" toName="sources" maxSubmissions="1" placeholder="only for a claim you split: one verdict per part instead, in order, as yes or no:REASON, separated by {sep}"/>
+  <Header value="Is the cited source the claim's original source, or only secondary (it reports it from another)?" size="6"/>
+  <Choices name="secondary" toName="sources" choice="single-radio" showInline="true">
+{secondary}  </Choices>
 
   <Header value="Answers: uncertainty handling against the key. {scale}"/>
   <Choices name="uncertainty" toName="answer" choice="single-radio" showInline="true">
@@ -148,6 +162,8 @@ pub fn label_config() -> String {
         labels = choices(&CLAIM_LABELS),
         reasons = choices(&PAIR_REASONS),
         sep = xml(PART_SEPARATOR),
+        missing = xml(MISSING_ORIGINAL),
+        secondary = choices(&SECONDARY),
     )
 }
 
@@ -379,14 +395,38 @@ pub fn annotation_row(data: &Value, result: &[Value]) -> Result<BTreeMap<String,
             }
         },
         "pair" => {
-            set("supports", one("supports"));
-            set("reason", one("pair_reason"));
+            let per_part = one("pair_parts");
+            if per_part.is_empty() {
+                set("supports", one("supports"));
+                set("reason", one("pair_reason"));
+            } else {
+                let (mut supports, mut reasons) = (Vec::new(), Vec::new());
+                for part in per_part.split(PART_SEPARATOR).map(str::trim) {
+                    let (s, r) = part.split_once(':').unwrap_or((part, ""));
+                    supports.push(s.trim().to_owned());
+                    reasons.push(r.trim().to_owned());
+                }
+                let sep = format!(" {PART_SEPARATOR} ");
+                set("supports", supports.join(&sep));
+                set("reason", if reasons.iter().all(String::is_empty) { String::new() } else { reasons.join(&sep) });
+            }
+            set(
+                "secondary",
+                match one("secondary").as_str() {
+                    v if v == SECONDARY[0] => "no".into(),
+                    v if v == SECONDARY[1] => "yes".into(),
+                    _ => String::new(),
+                },
+            );
         }
         _ => {
             set("uncertainty", one("uncertainty"));
             let abstained = got.get("abstained").is_some_and(|v| v.iter().any(|c| c == ABSTAINED));
             set("abstained", if abstained { "yes" } else { "no" }.into());
         }
+    }
+    if got.get("missing_original").is_some_and(|v| v.iter().any(|c| c == MISSING_ORIGINAL)) {
+        set("missing_original", "yes".into());
     }
     set("note", got.get("note").map(|v| v.join("\n")).unwrap_or_default());
     for k in ["item_id", "kind", "output"] {
@@ -587,6 +627,7 @@ mod tests {
             output: "ABC-q-1".into(),
             claim_item: None,
             claim_id: None,
+            citations: BTreeMap::new(),
             citation: None,
             url: None,
         };

@@ -22,7 +22,7 @@
 //! unmeasured: a final figure is never made from an unresolved label.
 //! Agreement is computed before adjudication with `cohort_core::agreement`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use cohort_core::agreement::{Agreement, Weights, agreement};
 use cohort_core::stats::{self, ClusterBootstrap, Estimand, Interval};
@@ -104,6 +104,16 @@ pub struct ReviewFigures {
     /// many of them every reviewer marked as an abstention.
     pub answerable_outputs: u64,
     pub abstentions_on_answerable: u64,
+    /// Factual claims with no cited source finally labelled original
+    /// (uncited, or citing only secondary or unlabelled sources), or whose
+    /// missing original citation a reviewer flagged (seed 004: "flag the
+    /// missing original citation").
+    pub missing_original_citation: u64,
+    /// Distinct cited sources of the reviewed pairs (per output), those
+    /// finally only secondary, and those awaiting adjudication.
+    pub reviewed_sources: u64,
+    pub secondary_only_sources: u64,
+    pub unresolved_sources: u64,
 }
 
 /// One arm's review.
@@ -153,6 +163,20 @@ struct Cell {
     unc_unresolved: u64,
     answerable: u64,
     abstained: u64,
+    missing_original: u64,
+    sources: u64,
+    secondary_sources: u64,
+    unresolved_sources: u64,
+}
+
+/// What the reviewers say of one cited source of one output, over its
+/// pairs: original when any pair finally says so, else unresolved while a
+/// disagreement on one awaits adjudication, else only secondary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum SourceLabel {
+    Secondary,
+    Unresolved,
+    Original,
 }
 
 impl Cell {
@@ -168,6 +192,9 @@ impl Cell {
             supporting: self.supporting,
             unresolved_claims: self.unresolved_claims,
             unresolved_pairs: self.unresolved_pairs,
+            sources: self.sources,
+            secondary_sources: self.secondary_sources,
+            unresolved_sources: self.unresolved_sources,
         }
     }
 
@@ -196,6 +223,10 @@ impl Cell {
         self.unc_unresolved += o.unc_unresolved;
         self.answerable += o.answerable;
         self.abstained += o.abstained;
+        self.missing_original += o.missing_original;
+        self.sources += o.sources;
+        self.secondary_sources += o.secondary_sources;
+        self.unresolved_sources += o.unresolved_sources;
     }
 }
 
@@ -381,7 +412,7 @@ pub struct ReviewParts {
 }
 
 /// The review section of a report; `None` when no review was imported.
-pub fn summarise_review(frozen: &FrozenCohort, input: Option<&ReviewInput>, draws: u32) -> Option<ReviewParts> {
+pub fn summarise_review<'a>(frozen: &FrozenCohort, input: Option<&'a ReviewInput>, draws: u32) -> Option<ReviewParts> {
     let input = input?;
     let mut lines: Vec<serde_json::Value> = Vec::new();
     let cohort = &frozen.cohort;
@@ -404,69 +435,176 @@ pub fn summarise_review(frozen: &FrozenCohort, input: Option<&ReviewInput>, draw
         claim_units(input, ra, rb, adj);
     adjudicated_used += adjudicated;
 
-    // Pairs: final support per pair item.
-    let mut covered_claims: BTreeMap<&str, bool> = BTreeMap::new();
-    for item in input.index.items.iter().filter(|i| i.kind == ItemKind::Pair) {
+    // Pairs. A pair belongs to its claim, or, for a claim finally merged
+    // into another (a repeated paraphrase), to the claim it repeats: a pair
+    // of it citing a source that claim already cites is the same pair and
+    // counts once (seed 004). A split claim's parts are atomic claims, each
+    // with the citation attached: one verdict per part. Pairs of claims
+    // finally marked not factual are not claim-citation pairs.
+    let finally = |id: &str, not_factual: bool| {
+        claim_units.get(id).is_some_and(|u| {
+            !u.is_empty() && u.iter().all(|f| matches!(f, Final::Excluded { not_factual: nf } if *nf == not_factual))
+        })
+    };
+    let owner_of = |claim: &'a str| -> &'a str {
+        let mut at = claim;
+        for _ in 0..8 {
+            if !finally(at, false) {
+                break;
+            }
+            let target = reviewers.iter().find_map(|r| match r.claims.get(at) {
+                Some(ClaimDecision::Merged(t)) => Some(t.as_str()),
+                _ => None,
+            });
+            match target {
+                Some(t) if t != claim => at = t,
+                _ => break,
+            }
+        }
+        at
+    };
+    let pair_items: Vec<&super::ExportedItem> = {
+        let (mut own, mut merged): (Vec<_>, Vec<_>) = input
+            .index
+            .items
+            .iter()
+            .filter(|i| i.kind == ItemKind::Pair)
+            .partition(|i| !finally(i.claim_item.as_deref().unwrap_or_default(), false));
+        own.append(&mut merged);
+        own
+    };
+    let mut seen: BTreeSet<(&str, String)> = BTreeSet::new();
+    let mut covered_units: BTreeSet<(&str, usize)> = BTreeSet::new();
+    // Claim units with a cited source finally labelled original.
+    let mut original_cited: BTreeSet<&str> = BTreeSet::new();
+    let mut sources: BTreeMap<(usize, usize, &str, String), SourceLabel> = BTreeMap::new();
+    for item in pair_items {
         let (Some(&a), Some(&q)) = (arm_index.get(item.arm.as_str()), q_index.get(item.question_id.as_str())) else {
             continue;
         };
         let claim = item.claim_item.as_deref().unwrap_or_default();
-        let not_factual = claim_units
-            .get(claim)
-            .is_some_and(|u| !u.is_empty() && u.iter().all(|f| matches!(f, Final::Excluded { not_factual: true })));
-        if not_factual {
+        if finally(claim, true) {
             continue;
         }
-        let pa = ra.and_then(|r| r.pairs.get(&item.item_id));
-        let pb = rb.and_then(|r| r.pairs.get(&item.item_id));
-        if let (Some(x), Some(y)) = (pa, pb) {
-            pair_a.push(usize::from(!x.0));
-            pair_b.push(usize::from(!y.0));
-        }
-        let decided: Option<(bool, String)> = match (pa, pb) {
-            (Some(x), Some(y)) if x.0 == y.0 && x.1 == y.1 => Some(x.clone()),
-            (Some(x), Some(y)) if x.0 == y.0 => {
-                // Both "no", reasons differ: the adjudicator names the reason.
-                match adj.get(&item.item_id) {
-                    Some((l, r, _)) => {
-                        adjudicated_used += 1;
-                        Some((l == "yes", r.clone()))
-                    }
-                    None => Some((false, "reviewers differ on the reason".into())),
-                }
-            }
-            (Some(_), Some(_)) => adj.get(&item.item_id).map(|(l, r, _)| {
+        let owner = owner_of(claim);
+        let source = item.url.clone().unwrap_or_else(|| format!("[{}]", item.citation.unwrap_or_default()));
+        let duplicate = !seen.insert((owner, source.clone()));
+        let id = item.item_id.as_str();
+        // The pair's parts: one per final unit of its own (unmerged) claim.
+        let parts = if owner == claim { claim_units.get(claim).map_or(1, Vec::len).max(1) } else { 1 };
+        let split_by = |r: &super::import::ReviewerLabels| matches!(r.claims.get(claim), Some(ClaimDecision::Split(p)) if p.len() == parts);
+
+        // Only secondary? One label per pair, whatever its parts.
+        let sa = ra.and_then(|r| r.pairs.get(id)).map(|v| v.secondary);
+        let sb = rb.and_then(|r| r.pairs.get(id)).map(|v| v.secondary);
+        let secondary_unit = format!("{id}.secondary");
+        let secondary = match (sa, sb) {
+            (Some(x), Some(y)) if x == y => Some(x),
+            (Some(_), Some(_)) => adj.get(&secondary_unit).map(|(l, ..)| {
                 adjudicated_used += 1;
-                (l == "yes", if l == "yes" { String::new() } else { r.clone() })
+                l == "yes"
             }),
-            (Some(x), None) | (None, Some(x)) => Some(x.clone()),
+            (Some(x), None) | (None, Some(x)) => Some(x),
             (None, None) => None,
         };
-        let cell = &mut cells[a][q];
-        lines.push(serde_json::json!({
-            "kind": "pair", "item_id": item.item_id, "run_id": item.run_id, "arm": item.arm,
-            "question_id": item.question_id, "claim_item": item.claim_item, "citation": item.citation,
-            "url": item.url,
-            "status": match &decided { None => "unresolved", Some((true, _)) => "supports", Some((false, _)) => "does_not_support" },
-            "reason": decided.as_ref().filter(|d| !d.0).map(|d| d.1.clone()),
-            "reviewers": ([ra, rb].iter().flatten().map(|r| (r.reviewer.clone(), r.pairs.get(&item.item_id).map(|(y, why)| serde_json::json!({"supports": y, "reason": why})))).collect::<BTreeMap<_, _>>()),
-            "adjudication": adj.get(&item.item_id).map(|(l, r, why)| serde_json::json!({"final": l, "reason": r, "rationale": why})),
-        }));
-        match decided {
-            Some((supports, reason)) => {
-                cell.pairs += 1;
-                if supports {
-                    cell.supporting += 1;
-                    covered_claims.insert(claim, true);
+        let label = match secondary {
+            Some(true) => SourceLabel::Secondary,
+            Some(false) => SourceLabel::Original,
+            None => {
+                unresolved_total += 1;
+                SourceLabel::Unresolved
+            }
+        };
+        let entry = sources.entry((a, q, item.output.as_str(), source.clone())).or_insert(label);
+        *entry = (*entry).max(label);
+        if secondary == Some(false) {
+            original_cited.insert(owner);
+        }
+
+        for k in 0..parts {
+            let verdict_of = |r: &'a super::import::ReviewerLabels| -> Option<&'a (bool, String)> {
+                let v = r.pairs.get(id)?;
+                if parts == 1 {
+                    v.whole()
+                } else if split_by(r) {
+                    v.parts.get(k)
                 } else {
-                    *cell.reasons.entry(reason).or_default() += 1;
+                    None
+                }
+            };
+            let unit = if parts == 1 { id.to_owned() } else { format!("{id}.{}", k + 1) };
+            let (pa, pb) = (ra.and_then(verdict_of), rb.and_then(verdict_of));
+            if let (Some(x), Some(y)) = (pa, pb) {
+                pair_a.push(usize::from(!x.0));
+                pair_b.push(usize::from(!y.0));
+            }
+            let decided: Option<(bool, String)> = match (pa, pb) {
+                (Some(x), Some(y)) if x == y => Some(x.clone()),
+                (Some(x), Some(y)) if x.0 == y.0 => {
+                    // Both "no", reasons differ: the adjudicator names the reason.
+                    match adj.get(&unit) {
+                        Some((l, r, _)) => {
+                            adjudicated_used += 1;
+                            Some((l == "yes", r.clone()))
+                        }
+                        None => Some((false, "reviewers differ on the reason".into())),
+                    }
+                }
+                (Some(_), Some(_)) => adj.get(&unit).map(|(l, r, _)| {
+                    adjudicated_used += 1;
+                    (l == "yes", if l == "yes" { String::new() } else { r.clone() })
+                }),
+                (Some(x), None) | (None, Some(x)) => Some(x.clone()),
+                (None, None) => None,
+            };
+            let status = match (&decided, duplicate) {
+                (_, true) => "duplicate",
+                (None, _) => "unresolved",
+                (Some((true, _)), _) => "supports",
+                (Some((false, _)), _) => "does_not_support",
+            };
+            lines.push(serde_json::json!({
+                "kind": "pair", "item_id": item.item_id, "part": (parts > 1).then_some(k + 1), "run_id": item.run_id,
+                "arm": item.arm, "question_id": item.question_id, "claim_item": item.claim_item,
+                "counted_for": owner, "citation": item.citation, "url": item.url, "status": status,
+                "reason": decided.as_ref().filter(|d| !d.0).map(|d| d.1.clone()),
+                "secondary": secondary,
+                "reviewers": ([ra, rb].iter().flatten().map(|r| (r.reviewer.clone(), r.pairs.get(id).map(|v| serde_json::json!({
+                    "supports": v.parts.iter().map(|p| p.0).collect::<Vec<_>>(),
+                    "reason": v.parts.iter().map(|p| p.1.clone()).collect::<Vec<_>>(),
+                    "secondary": v.secondary})))).collect::<BTreeMap<_, _>>()),
+                "adjudication": adj.get(&unit).map(|(l, r, why)| serde_json::json!({"final": l, "reason": r, "rationale": why})),
+                "secondary_adjudication": adj.get(&secondary_unit).map(|(l, _, why)| serde_json::json!({"final": l, "rationale": why})),
+            }));
+            if duplicate {
+                continue;
+            }
+            let cell = &mut cells[a][q];
+            cell.pairs += 1;
+            match decided {
+                Some((true, _)) => {
+                    cell.supporting += 1;
+                    // A merged claim's other source covers the claim it
+                    // repeats when that claim is one unit.
+                    if owner == claim || claim_units.get(owner).is_some_and(|u| u.len() == 1) {
+                        covered_units.insert((owner, if owner == claim { k } else { 0 }));
+                    }
+                }
+                Some((false, reason)) => *cell.reasons.entry(reason).or_default() += 1,
+                None => {
+                    cell.unresolved_pairs += 1;
+                    unresolved_total += 1;
                 }
             }
-            None => {
-                cell.pairs += 1;
-                cell.unresolved_pairs += 1;
-                unresolved_total += 1;
-            }
+        }
+    }
+    for ((a, q, ..), label) in &sources {
+        let cell = &mut cells[*a][*q];
+        cell.sources += 1;
+        match label {
+            SourceLabel::Secondary => cell.secondary_sources += 1,
+            SourceLabel::Unresolved => cell.unresolved_sources += 1,
+            SourceLabel::Original => {}
         }
     }
 
@@ -475,8 +613,10 @@ pub fn summarise_review(frozen: &FrozenCohort, input: Option<&ReviewInput>, draw
         let (Some(&a), Some(&q)) = (arm_index.get(item.arm.as_str()), q_index.get(item.question_id.as_str())) else {
             continue;
         };
-        let covered = covered_claims.get(item.item_id.as_str()).copied().unwrap_or(false);
+        let flagged = reviewers.iter().any(|r| r.missing_original.contains(&item.item_id));
+        let missing_original = flagged || !original_cited.contains(item.item_id.as_str());
         for (k, unit) in claim_units.get(item.item_id.as_str()).into_iter().flatten().enumerate() {
+            let covered = covered_units.contains(&(item.item_id.as_str(), k));
             let (status, label, single) = match unit {
                 Final::Label { label, single } => ("labelled", Some(label.as_str()), *single),
                 Final::Excluded { not_factual: true } => ("excluded_not_factual", None, false),
@@ -498,6 +638,7 @@ pub fn summarise_review(frozen: &FrozenCohort, input: Option<&ReviewInput>, draw
                 "kind": "claim", "item_id": item.item_id, "unit": k + 1, "run_id": item.run_id, "arm": item.arm,
                 "question_id": item.question_id, "claim_id": item.claim_id, "status": status, "label": label,
                 "single_reviewer": single, "covered": covered && label.is_some(),
+                "missing_original_citation": label.is_some() && missing_original,
                 "reviewers": ([ra, rb].iter().flatten().map(|r| (r.reviewer.clone(), decision(r))).collect::<BTreeMap<_, _>>()),
                 "adjudication": adj.get(&item.item_id).map(|(l, r, why)| serde_json::json!({"final": l, "reason": r, "rationale": why})),
             }));
@@ -508,6 +649,7 @@ pub fn summarise_review(frozen: &FrozenCohort, input: Option<&ReviewInput>, draw
                     *cell.labels.entry(label.clone()).or_default() += 1;
                     cell.single += u64::from(*single);
                     cell.covered += u64::from(covered);
+                    cell.missing_original += u64::from(missing_original);
                 }
                 Final::Excluded { .. } => cell.excluded += 1,
                 Final::Unresolved => {
@@ -518,7 +660,8 @@ pub fn summarise_review(frozen: &FrozenCohort, input: Option<&ReviewInput>, draw
             }
         }
     }
-    // Added claims: one reviewer's, uncited (never covered).
+    // Added claims: one reviewer's each, with the pairs of the citations
+    // they carry (their verdicts that reviewer's).
     let by_output: BTreeMap<&str, &super::ExportedItem> =
         input.index.items.iter().filter(|i| i.kind == ItemKind::Uncertainty).map(|i| (i.output.as_str(), i)).collect();
     for r in &reviewers {
@@ -537,11 +680,31 @@ pub fn summarise_review(frozen: &FrozenCohort, input: Option<&ReviewInput>, draw
                 None => added.label.clone(),
             };
             let excluded = label == "not_factual" || label == "merged";
+            let covered = !excluded && added.pairs.iter().any(|p| p.1);
+            if !excluded {
+                for (n, supports, reason) in &added.pairs {
+                    lines.push(serde_json::json!({
+                        "kind": "pair", "item_id": format!("{}/{n}", added.unit), "run_id": item.run_id, "arm": item.arm,
+                        "question_id": item.question_id, "claim_item": added.unit, "counted_for": added.unit,
+                        "citation": n, "url": item.citations.get(n),
+                        "status": if *supports { "supports" } else { "does_not_support" },
+                        "reason": (!supports).then_some(reason), "added_by": r.reviewer,
+                    }));
+                    cell.pairs += 1;
+                    if *supports {
+                        cell.supporting += 1;
+                    } else {
+                        *cell.reasons.entry(reason.clone()).or_default() += 1;
+                    }
+                }
+            }
+            let missing_original = !excluded && (added.missing_original || added.pairs.is_empty());
             lines.push(serde_json::json!({
                 "kind": "claim", "item_id": added.unit, "unit": 1, "run_id": item.run_id, "arm": item.arm,
                 "question_id": item.question_id, "claim_id": null, "added_by": r.reviewer,
                 "status": if excluded { "excluded_not_factual" } else { "labelled" },
-                "label": (!excluded).then_some(label.as_str()), "single_reviewer": true, "covered": false,
+                "label": (!excluded).then_some(label.as_str()), "single_reviewer": true, "covered": covered,
+                "missing_original_citation": missing_original,
                 "reviewers": BTreeMap::from([(r.reviewer.clone(), serde_json::json!({"label": added.label, "reason": added.reason, "text": added.text}))]),
                 "adjudication": adj.get(&added.unit).map(|(l, rr, why)| serde_json::json!({"final": l, "reason": rr, "rationale": why})),
             }));
@@ -550,6 +713,8 @@ pub fn summarise_review(frozen: &FrozenCohort, input: Option<&ReviewInput>, draw
             } else {
                 cell.factual += 1;
                 cell.single += 1;
+                cell.covered += u64::from(covered);
+                cell.missing_original += u64::from(missing_original);
                 *cell.labels.entry(label).or_default() += 1;
             }
         }
@@ -801,19 +966,23 @@ fn figures(t: &Cell, estimands: &[Estimand], intervals: &[Interval]) -> ReviewFi
         unresolved_pairs: t.unresolved_pairs,
         answerable_outputs: t.answerable,
         abstentions_on_answerable: t.abstained,
+        missing_original_citation: t.missing_original,
+        reviewed_sources: t.sources,
+        secondary_only_sources: t.secondary_sources,
+        unresolved_sources: t.unresolved_sources,
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
+    use std::collections::{BTreeMap, BTreeSet};
     use std::time::UNIX_EPOCH;
 
     use cohort_core::CohortFiles;
     use cohort_core::agreement::Stat;
     use cohort_core::manifest::Manifest;
 
-    use super::super::import::{ClaimDecision, ReviewerLabels};
+    use super::super::import::{ClaimDecision, PairVerdict, ReviewerLabels};
     use super::super::{ExportIndex, ExportedItem, ItemKind, ReviewInput};
     use super::*;
 
@@ -848,6 +1017,7 @@ mod tests {
             claim_id: None,
             citation: None,
             url: None,
+            citations: BTreeMap::new(),
         }
     }
 
@@ -859,9 +1029,13 @@ mod tests {
                 .iter()
                 .map(|(id, l)| ((*id).into(), ClaimDecision::Label { label: (*l).into(), reason: "r".into() }))
                 .collect(),
-            pairs: pairs.iter().map(|(id, s, r)| ((*id).into(), (*s, (*r).into()))).collect(),
+            pairs: pairs
+                .iter()
+                .map(|(id, s, r)| ((*id).into(), PairVerdict { parts: vec![(*s, (*r).into())], secondary: false }))
+                .collect(),
             uncertainty: BTreeMap::new(),
             added: Vec::new(),
+            missing_original: BTreeSet::new(),
         }
     }
 
@@ -981,5 +1155,159 @@ mod tests {
         assert_eq!(a.claims.kappa, Stat::Value(0.0));
         assert_eq!(a.claims.raw_agreement, Stat::Value(0.0));
         assert_eq!(a.claims.matrix[0][2], 2, "fully_supported x unsupported");
+    }
+
+    fn pair_item(id: &str, q: &str, claim: &str, url: &str) -> ExportedItem {
+        ExportedItem { url: Some(url.into()), citation: Some(1), ..item(id, ItemKind::Pair, q, Some(claim)) }
+    }
+
+    fn total(p: &ReviewParts) -> ReviewTally {
+        let mut t = ReviewTally::default();
+        p.tallies[0].iter().for_each(|q| t.add(q));
+        t
+    }
+
+    /// Seed 004: repeated identical pairs within one answer count once. c2
+    /// repeats c1 (both reviewers merge it): its pair citing c1's source is
+    /// the same pair (counted once, published as `duplicate`); its pair
+    /// citing another source is a pair of c1, and covers it.
+    #[test]
+    fn a_merged_paraphrase_keeps_its_new_sources_and_drops_its_repeated_pairs() {
+        let items = vec![
+            item("c1", ItemKind::Claim, "s1", None),
+            item("c2", ItemKind::Claim, "s1", None),
+            pair_item("p1", "s1", "c1", "https://x.example/a"),
+            pair_item("p2", "s1", "c2", "https://x.example/a"),
+            pair_item("p3", "s1", "c2", "https://x.example/b"),
+        ];
+        let mut a = labels(
+            "alice",
+            &[("c1", "fully_supported")],
+            &[("p1", false, "irrelevant"), ("p2", true, ""), ("p3", true, "")],
+        );
+        let mut b = a.clone();
+        b.reviewer = "bob".into();
+        for r in [&mut a, &mut b] {
+            r.claims.insert("c2".into(), ClaimDecision::Merged("c1".into()));
+        }
+        let p = summary(items, a, b);
+        let t = total(&p);
+        assert_eq!((t.factual, t.pairs, t.supporting), (1, 2, 1), "p2 counts once, as p1");
+        assert_eq!(t.covered, 1, "p3 covers c1");
+        let statuses: Vec<(&str, &str)> = p
+            .lines
+            .iter()
+            .filter(|l| l["kind"] == "pair")
+            .map(|l| (l["item_id"].as_str().unwrap(), l["status"].as_str().unwrap()))
+            .collect();
+        assert_eq!(statuses, [("p1", "does_not_support"), ("p2", "duplicate"), ("p3", "supports")]);
+    }
+
+    /// A split claim's parts are atomic claims with the citation attached:
+    /// one verdict per part, counted per part; a part's disagreement is its
+    /// own unit (`p1.2`), unresolved until adjudicated.
+    #[test]
+    fn a_split_claims_pair_is_judged_per_part() {
+        let items = vec![item("c1", ItemKind::Claim, "s1", None), pair_item("p1", "s1", "c1", "https://x.example/a")];
+        let split = |labels: [&str; 2]| {
+            ClaimDecision::Split(vec![
+                ("first".into(), labels[0].into(), String::new()),
+                ("second".into(), labels[1].into(), String::new()),
+            ])
+        };
+        let mut a = labels("alice", &[], &[]);
+        let mut b = labels("bob", &[], &[]);
+        a.claims.insert("c1".into(), split(["fully_supported", "unsupported"]));
+        b.claims.insert("c1".into(), split(["fully_supported", "unsupported"]));
+        let verdict = |second: bool| PairVerdict {
+            parts: vec![(true, String::new()), (second, if second { String::new() } else { "irrelevant".into() })],
+            secondary: false,
+        };
+        a.pairs.insert("p1".into(), verdict(false));
+        b.pairs.insert("p1".into(), verdict(true));
+        let p = summary(items.clone(), a.clone(), b.clone());
+        let t = total(&p);
+        assert_eq!((t.factual, t.pairs, t.supporting, t.unresolved_pairs), (2, 2, 1, 1));
+        assert_eq!(t.covered, 1, "part 1 is covered; part 2 awaits its pair's adjudication");
+        // Adjudicated: p1.2 does not support.
+        let input = ReviewInput {
+            index: ExportIndex {
+                kind: String::new(),
+                manifest_sha256: String::new(),
+                exported_at: String::new(),
+                reviewers: vec!["alice".into(), "bob".into()],
+                folder: String::new(),
+                items,
+            },
+            reviewers: vec![a, b],
+            adjudication: Some(super::super::import::Adjudication {
+                file: "adj.csv".into(),
+                adjudicator: "carol".into(),
+                decisions: BTreeMap::from([(
+                    "p1.2".to_owned(),
+                    ("no".to_owned(), "irrelevant".to_owned(), "read it".to_owned()),
+                )]),
+            }),
+            imported_files: Vec::new(),
+        };
+        let p = summarise_review(&frozen(), Some(&input), 200).unwrap();
+        let t = total(&p);
+        assert_eq!((t.pairs, t.supporting, t.unresolved_pairs, t.covered), (2, 1, 0, 1));
+        assert_eq!(p.summary.arms[0].figures.pair_reasons["irrelevant"], 1);
+    }
+
+    /// A claim a reviewer adds with its citations is scored as cited: its
+    /// pairs count in precision and a supporting one covers it.
+    #[test]
+    fn an_added_claims_citations_are_its_pairs() {
+        let mut u = item("u1", ItemKind::Uncertainty, "s1", None);
+        u.citations = BTreeMap::from([(1, "https://x.example/a".to_owned()), (2, "https://x.example/b".to_owned())]);
+        let mut a = labels("alice", &[], &[]);
+        a.added.push(super::super::import::AddedClaim {
+            unit: "added:alice:x".into(),
+            output: u.output.clone(),
+            text: "A missed claim.".into(),
+            label: "fully_supported".into(),
+            reason: String::new(),
+            cited: vec![1, 2],
+            pairs: vec![(1, true, String::new()), (2, false, "contradicts".into())],
+            missing_original: false,
+        });
+        let p = summary(vec![u], a, labels("bob", &[], &[]));
+        let t = total(&p);
+        assert_eq!((t.factual, t.fully, t.pairs, t.supporting, t.covered), (1, 1, 2, 1, 1));
+        assert_eq!(p.summary.arms[0].figures.pair_reasons["contradicts"], 1);
+        let urls: Vec<&str> =
+            p.lines.iter().filter(|l| l["kind"] == "pair").map(|l| l["url"].as_str().unwrap()).collect();
+        assert_eq!(urls, ["https://x.example/a", "https://x.example/b"]);
+    }
+
+    /// Secondary-only sources: one source per output and URL, secondary
+    /// when every pair citing it finally says so; reviewers who differ
+    /// leave it unresolved (the rate unmeasured) until `<pair>.secondary`
+    /// is adjudicated.
+    #[test]
+    fn secondary_sources_are_counted_once_and_a_disagreement_waits() {
+        let items = vec![
+            item("c1", ItemKind::Claim, "s1", None),
+            item("c2", ItemKind::Claim, "s1", None),
+            pair_item("p1", "s1", "c1", "https://x.example/a"),
+            pair_item("p2", "s1", "c2", "https://x.example/a"),
+            pair_item("p3", "s1", "c2", "https://x.example/b"),
+        ];
+        let claims = [("c1", "fully_supported"), ("c2", "fully_supported")];
+        let pairs = [("p1", true, ""), ("p2", true, ""), ("p3", true, "")];
+        let (mut a, mut b) = (labels("alice", &claims, &pairs), labels("bob", &claims, &pairs));
+        for r in [&mut a, &mut b] {
+            r.pairs.get_mut("p1").unwrap().secondary = true;
+            r.pairs.get_mut("p2").unwrap().secondary = true;
+        }
+        b.pairs.get_mut("p3").unwrap().secondary = true;
+        let p = summary(items, a, b);
+        let t = total(&p);
+        assert_eq!((t.sources, t.secondary_sources, t.unresolved_sources), (2, 1, 1));
+        let f = &p.summary.arms[0].figures;
+        assert_eq!(f.missing_original_citation, 2, "neither claim cites a source finally labelled original");
+        assert!(p.lines.iter().any(|l| l["item_id"] == "p3" && l["secondary"].is_null()));
     }
 }

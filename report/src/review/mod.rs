@@ -53,13 +53,22 @@ pub const IMPORTED_DIR: &str = "imported";
 /// matrix.
 pub const CLAIM_LABELS: [&str; 5] =
     ["fully_supported", "partially_supported", "unsupported", "contradicted", "unverifiable"];
-/// Why a cited source does not support its claim.
-pub const PAIR_REASONS: [&str; 4] = ["broken", "fabricated", "inaccessible", "irrelevant"];
+/// Why a cited source does not fully support its claim: the four of seed
+/// 004's precision rule (the reference is broken, fabricated, inaccessible
+/// or irrelevant), and the two a relevant, accessible source can give
+/// (it supports only part of the claim, or it contradicts it). None counts
+/// as supporting; the report counts pairs by reason.
+pub const PAIR_REASONS: [&str; 6] =
+    ["broken", "fabricated", "inaccessible", "irrelevant", "partially_supports", "contradicts"];
+/// The claim labels that need their `reason`: unverifiable (the specific
+/// reason) and contradicted (the conflicting evidence and the reasoning:
+/// seed 004, "record conflicting evidence and reasoning").
+pub const LABELS_NEEDING_REASON: [&str; 2] = ["unverifiable", "contradicted"];
 /// The separator of split parts (and of their labels and reasons).
 pub const PART_SEPARATOR: &str = "||";
 
 /// The columns of a reviewer's file, in order (CSV header; JSONL keys).
-pub const REVIEW_COLUMNS: [&str; 25] = [
+pub const REVIEW_COLUMNS: [&str; 28] = [
     "reviewer",
     "item_id",
     "kind",
@@ -80,6 +89,9 @@ pub const REVIEW_COLUMNS: [&str; 25] = [
     "label",
     "reason",
     "supports",
+    "secondary",
+    "missing_original",
+    "cited_supports",
     "uncertainty",
     "abstained",
     "split",
@@ -170,6 +182,10 @@ pub struct ExportedItem {
     /// For a pair: the cited index and its URL.
     pub citation: Option<u32>,
     pub url: Option<String>,
+    /// For an output (its uncertainty item): its reference table, index ->
+    /// URL, so a claim a reviewer adds can cite by index.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub citations: BTreeMap<u32, String>,
 }
 
 /// `export.json`.

@@ -76,6 +76,7 @@
     ]);
   }
   var claimChoices = L.claim.map(function (l, i) { return { key: String(i + 1), value: l, text: l }; });
+  var secondaryChoices = [{ key: 'o', value: 'no', text: 'the original source' }, { key: 's', value: 'yes', text: 'only secondary' }];
   var pairChoices = [{ key: '1', value: 'yes', text: 'yes, fully supports' }].concat(L.pair_reasons.map(function (r, i) { return { key: String(i + 2), value: 'no:' + r, text: 'no: ' + r }; }));
   var uncChoices = L.uncertainty.map(function (u) { return { key: u.value, value: u.value, text: u.value + ' ' + u.text }; });
   var extChoices = [
@@ -89,7 +90,9 @@
   function extOf(id) { return st.ext[id] || (st.ext[id] = { choice: '', parts: '', merge_with: '', not_factual: '' }); }
   function partsOf(x) { return x.parts.split(L.part_separator).map(function (p) { return p.trim(); }); }
   function claimState(id) { return st.claim[id] || (st.claim[id] = { labels: [], reasons: [] }); }
-  function labelled(label, reason) { return L.claim.indexOf(label) >= 0 && (label !== 'unverifiable' || (reason || '').trim() !== ''); }
+  function needsReason(label) { return L.needs_reason.indexOf(label) >= 0; }
+  function reasonName(label) { return label === 'contradicted' ? 'conflicting evidence and reasoning (required)' : (label === 'unverifiable' ? 'reason (required)' : 'reason'); }
+  function labelled(label, reason) { return L.claim.indexOf(label) >= 0 && (L.needs_reason.indexOf(label) < 0 || (reason || '').trim() !== ''); }
   function extDone(id) {
     var x = extOf(id);
     if (x.choice === 'one') return true;
@@ -107,14 +110,28 @@
     for (var i = 0; i < nLabels(id); i++) { if (!labelled(c.labels[i], c.reasons[i])) return false; }
     return true;
   }
-  function pairDone(id) { var p = st.pair[id]; return !!p && (p.supports === 'yes' || (p.supports === 'no' && L.pair_reasons.indexOf(p.reason) >= 0)); }
+  function verdictDone(v) { return !!v && (v.supports === 'yes' || (v.supports === 'no' && L.pair_reasons.indexOf(v.reason) >= 0)); }
+  function pairState(id) { return st.pair[id] || (st.pair[id] = { parts: [], secondary: '' }); }
+  // A pair of a claim this reviewer split takes one verdict per part.
+  function pairParts(p) { return nLabels(p.claim_item); }
+  function pairDone(p) {
+    var ps = st.pair[p.item_id];
+    if (!ps || !ps.parts || (ps.secondary !== 'yes' && ps.secondary !== 'no')) return false;
+    for (var i = 0; i < pairParts(p); i++) { if (!verdictDone(ps.parts[i])) return false; }
+    return true;
+  }
   function uncDone(id) { var u = st.unc[id]; return !!u && ['0', '1', '2'].indexOf(u.score) >= 0; }
   function citedOk(s) { return /^\s*(\d+\s*[;, ]\s*)*\d*\s*$/.test(s || ''); }
-  function addedDone(a) { return (a.claim || '').trim() !== '' && labelled(a.label, a.reason) && citedOk(a.cited); }
+  function citedList(s) { return (s || '').split(/[;, ]+/).filter(function (v) { return v !== ''; }); }
+  function addedDone(a) {
+    if (!((a.claim || '').trim() !== '' && labelled(a.label, a.reason) && citedOk(a.cited))) return false;
+    var v = citedList(a.cited_supports);
+    return v.length === citedList(a.cited).length && v.every(function (x) { return x === 'yes' || (x.indexOf('no:') === 0 && L.pair_reasons.indexOf(x.slice(3)) >= 0); });
+  }
   function adjDone(d) {
     var a = st.d[d.unit];
     if (!a || d.allowed.indexOf(a.final) < 0 || (a.rationale || '').trim() === '') return false;
-    if (a.final === 'unverifiable' && (a.reason || '').trim() === '') return false;
+    if (L.needs_reason.indexOf(a.final) >= 0 && (a.reason || '').trim() === '') return false;
     if (d.kind === 'pair' && a.final === 'no' && L.pair_reasons.indexOf(a.reason) < 0) return false;
     return true;
   }
@@ -154,19 +171,22 @@
       var kids = [
         field('claim', true, text(a.claim, function (v) { a.claim = v; }, true, true)),
         field('cited (e.g. 1;3; empty if uncited)', false, text(a.cited, function (v) { a.cited = v; })),
+        field('per cited source, in order: yes, or no:REASON (' + L.pair_reasons.join(', ') + '), e.g. yes;no:irrelevant', citedList(a.cited).length > 0, text(a.cited_supports, function (v) { a.cited_supports = v; }, true)),
         choices('added-' + a.id, claimChoices, a.label, function (v) { a.label = v; }),
-        field('reason', a.label === 'unverifiable', text(a.reason, function (v) { a.reason = v; }, true))
+        field(reasonName(a.label), needsReason(a.label), text(a.reason, function (v) { a.reason = v; }, true))
       ];
       kids[0].querySelector('textarea').setAttribute('data-role', 'added-text');
       kids[1].querySelector('input').setAttribute('data-role', 'cited');
-      kids[3].querySelector('input').setAttribute('data-role', 'reason');
+      kids[2].querySelector('input').setAttribute('data-role', 'cited-supports');
+      kids[4].querySelector('input').setAttribute('data-role', 'reason');
       var remove = el('button', { type: 'button', text: 'remove' });
       remove.addEventListener('click', function () { st.added[o.output].splice(n, 1); save(); rerender(); });
       kids.push(remove);
       var k = {};
-      claimChoices.forEach(function (ch) { k[ch.key] = function () { a.label = ch.value; save(); rerender(); if (ch.value === 'unverifiable') focusRole('reason'); }; });
+      claimChoices.forEach(function (ch) { k[ch.key] = function () { a.label = ch.value; save(); rerender(); if (needsReason(ch.value)) focusRole('reason'); }; });
       k.e = function () { focusRole('added-text'); };
       k.c = function () { focusRole('cited'); };
+      k.v = function () { focusRole('cited-supports'); };
       out.push(card('added:' + o.output + ':' + a.id, o.output, function () { return addedDone(a); }, 'Added claim ' + a.id, kids, k));
     });
     o.claims.forEach(function (c) {
@@ -187,7 +207,7 @@
           kids.push(choices('claim-' + c.item_id + '-' + i, claimChoices, s.labels[i], function (v) { s.labels[i] = v; }));
           var r = text(s.reasons[i], function (v) { s.reasons[i] = v; }, true);
           r.setAttribute('data-role', 'reason');
-          kids.push(field('reason', s.labels[i] === 'unverifiable', r));
+          kids.push(field(reasonName(s.labels[i]), needsReason(s.labels[i]), r));
         });
         claimChoices.forEach(function (ch) {
           k[ch.key] = function () {
@@ -195,24 +215,46 @@
             while (i < parts.length - 1 && s.labels[i]) i++;
             if (parts.length > 1 && s.labels[i]) i = parts.length - 1;
             s.labels[i] = ch.value; save(); rerender();
-            if (ch.value === 'unverifiable') focusRole('reason', i);
+            if (needsReason(ch.value)) focusRole('reason', i);
           };
         });
         k.Backspace = function () { s.labels.pop(); save(); rerender(); };
       }
+      if (x.choice !== 'merge' && x.choice !== 'not_factual') {
+        var mo = el('input', { type: 'checkbox' });
+        mo.checked = !!s.missing_original;
+        mo.addEventListener('change', function () { s.missing_original = mo.checked; save(); });
+        kids.push(el('label', {}, [el('kbd', { text: 'm' }), mo, ' flag the missing original citation (no original source is cited: checked through primary evidence)']));
+        k.m = function () { s.missing_original = !s.missing_original; save(); rerender(); };
+      }
       out.push(card('claim:' + c.item_id, o.output, function () { return claimDone(c.item_id); }, 'Claim ' + c.item_id, kids, k));
     });
     o.pairs.forEach(function (p) {
-      var ps = st.pair[p.item_id] || { supports: '', reason: '' };
-      var value = ps.supports === 'yes' ? 'yes' : (ps.supports === 'no' ? 'no:' + ps.reason : '');
-      var pick = function (v) { st.pair[p.item_id] = v === 'yes' ? { supports: 'yes', reason: '' } : { supports: 'no', reason: v.slice(3) }; };
+      var ps = pairState(p.item_id);
+      var n = pairParts(p);
+      var valueOf = function (v) { return !v ? '' : (v.supports === 'yes' ? 'yes' : (v.supports === 'no' ? 'no:' + v.reason : '')); };
+      var pick = function (i, v) { ps.parts[i] = v === 'yes' ? { supports: 'yes', reason: '' } : { supports: 'no', reason: v.slice(3) }; };
       var kids = [el('div', { cls: 'cols' }, [
         el('div', {}, [el('div', { text: p.claim }), el('div', { cls: 'muted', text: 'citation [' + p.cited + '] ' + p.url })]),
         source(p.source)
-      ]), el('div', { cls: 'muted', text: 'Does the cited source fully support the claim?' }), choices('pair-' + p.item_id, pairChoices, value, pick)];
+      ]), el('div', { cls: 'muted', text: n > 1 ? 'You split this claim: does the cited source fully support each part?' : 'Does the cited source fully support the claim?' })];
+      var parts = n > 1 ? partsOf(extOf(p.claim_item)) : [null];
+      parts.forEach(function (part, i) {
+        if (part !== null) kids.push(el('div', { text: 'part ' + (i + 1) + ': ' + part }));
+        kids.push(choices('pair-' + p.item_id + '-' + i, pairChoices, valueOf(ps.parts[i]), function (v) { pick(i, v); }));
+      });
+      kids.push(el('div', { cls: 'muted', text: 'Is the cited source the original source of the claim, or only secondary (it reports it from another source)?' }));
+      kids.push(choices('secondary-' + p.item_id, secondaryChoices, ps.secondary, function (v) { ps.secondary = v; }));
       var k = {};
-      pairChoices.forEach(function (ch) { k[ch.key] = function () { pick(ch.value); save(); rerender(); }; });
-      out.push(card('pair:' + p.item_id, o.output, function () { return pairDone(p.item_id); }, 'Claim-citation pair ' + p.item_id + ' (claim ' + p.claim_item + ')', kids, k));
+      pairChoices.forEach(function (ch) {
+        k[ch.key] = function () {
+          var i = 0;
+          while (i < n - 1 && verdictDone(ps.parts[i])) i++;
+          pick(i, ch.value); save(); rerender();
+        };
+      });
+      secondaryChoices.forEach(function (ch) { k[ch.key] = function () { ps.secondary = ch.value; save(); rerender(); }; });
+      out.push(card('pair:' + p.item_id, o.output, function () { return pairDone(p); }, 'Claim-citation pair ' + p.item_id + ' (claim ' + p.claim_item + ')', kids, k));
     });
     if (o.uncertainty_item) {
       var id = o.uncertainty_item;
@@ -258,11 +300,11 @@
       keyBlock(d.output),
       el('div', { cls: 'reviewers' }, d.reviewers.map(function (r) { return el('div', {}, [el('strong', { text: r.reviewer + ': ' + r.label }), r.reason ? '\n' + r.reason : '']); })),
       choices('adj-' + d.unit, list, value, pick),
-      d.kind === 'pair' ? null : field('reason', a.final === 'unverifiable', reason),
+      d.kind === 'pair' ? null : field(reasonName(a.final), needsReason(a.final), reason),
       field('rationale (written, required)', true, rationale)
     ];
     var k = {};
-    list.forEach(function (ch) { k[ch.key] = function () { pick(ch.value); save(); rerender(); if (ch.value === 'unverifiable') focusRole('reason'); }; });
+    list.forEach(function (ch) { k[ch.key] = function () { pick(ch.value); save(); rerender(); if (needsReason(ch.value)) focusRole('reason'); }; });
     k.r = function () { focusRole('rationale'); };
     var out = (d.output && d.output.output) || '';
     return [card('adj:' + d.unit, out, function () { return adjDone(d); }, 'Disagreement ' + d.unit + ' (' + d.kind + ')', kids, k)];
@@ -385,7 +427,7 @@
     var R = D.reviewer;
     D.outputs.forEach(function (o) {
       o.claims.forEach(function (c) {
-        var x = extOf(c.item_id), s = claimState(c.item_id), r = { reviewer: R, item_id: c.item_id, kind: 'claim', output: o.output, label: '', reason: '', split: '', merge_with: '', not_factual: '', note: '' };
+        var x = extOf(c.item_id), s = claimState(c.item_id), r = { reviewer: R, item_id: c.item_id, kind: 'claim', output: o.output, label: '', reason: '', split: '', merge_with: '', not_factual: '', missing_original: s.missing_original ? 'yes' : '', note: '' };
         if (!extDone(c.item_id)) missing.push('ext:' + c.item_id);
         if (!claimDone(c.item_id)) missing.push('claim:' + c.item_id);
         if (x.choice === 'merge') r.merge_with = x.merge_with;
@@ -402,12 +444,14 @@
       });
       (st.added[o.output] || []).forEach(function (a) {
         if (!addedDone(a)) missing.push('added:' + o.output + ':' + a.id);
-        rows.push({ reviewer: R, item_id: a.id, kind: 'added', output: o.output, claim: (a.claim || '').trim(), cited: (a.cited || '').trim(), label: a.label || '', reason: (a.reason || '').trim(), note: '' });
+        rows.push({ reviewer: R, item_id: a.id, kind: 'added', output: o.output, claim: (a.claim || '').trim(), cited: (a.cited || '').trim(), cited_supports: citedList(a.cited_supports).join(';'), label: a.label || '', reason: (a.reason || '').trim(), missing_original: a.missing_original ? 'yes' : '', note: '' });
       });
       o.pairs.forEach(function (p) {
-        var ps = st.pair[p.item_id] || {};
-        if (!pairDone(p.item_id)) missing.push('pair:' + p.item_id);
-        rows.push({ reviewer: R, item_id: p.item_id, kind: 'pair', output: o.output, supports: ps.supports || '', reason: ps.reason || '', note: '' });
+        var ps = st.pair[p.item_id] || { parts: [] }, n = pairParts(p), sep = ' ' + L.part_separator + ' ';
+        if (!pairDone(p)) missing.push('pair:' + p.item_id);
+        var sup = [], why = [];
+        for (var i = 0; i < n; i++) { var v = (ps.parts || [])[i] || {}; sup.push(v.supports || ''); why.push(v.reason || ''); }
+        rows.push({ reviewer: R, item_id: p.item_id, kind: 'pair', output: o.output, supports: sup.join(sep), reason: why.every(function (v) { return v === ''; }) ? '' : why.join(sep), secondary: ps.secondary || '', note: '' });
       });
       if (o.uncertainty_item) {
         var u = st.unc[o.uncertainty_item] || {};

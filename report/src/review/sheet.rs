@@ -27,7 +27,8 @@ use sha2::{Digest, Sha256};
 use super::import::{ClaimDecision, ReviewerLabels, adjudication_labels};
 use super::table::{Row, parse_jsonl};
 use super::{
-    CLAIM_LABELS, EXPORT_FILE, ExportIndex, ItemKind, PAIR_REASONS, PART_SEPARATOR, ReviewError, ReviewInput, state_dir,
+    CLAIM_LABELS, EXPORT_FILE, ExportIndex, ItemKind, LABELS_NEEDING_REASON, PAIR_REASONS, PART_SEPARATOR, ReviewError,
+    ReviewInput, state_dir,
 };
 
 /// `kind` of the JSON embedded in a sheet.
@@ -280,7 +281,7 @@ fn outputs_of(rows: &[Row]) -> Vec<Value> {
 /// The label sets, from the constants the import checks against.
 fn label_sets() -> Value {
     json!({
-        "claim": CLAIM_LABELS, "pair_reasons": PAIR_REASONS, "not_factual": NOT_FACTUAL_KINDS,
+        "claim": CLAIM_LABELS, "needs_reason": LABELS_NEEDING_REASON, "pair_reasons": PAIR_REASONS, "not_factual": NOT_FACTUAL_KINDS,
         "part_separator": PART_SEPARATOR,
         "uncertainty": [
             {"value": "0", "text": "invented certainty or a missed essential limitation"},
@@ -323,7 +324,9 @@ pub struct Disagreement {
     /// The exported item it belongs to.
     pub item_id: String,
     /// `claim`, `part`, `extraction`, `pair` (including both "no" with
-    /// other reasons) or `uncertainty`.
+    /// other reasons; `<pair>.<n>` for a part of a split claim),
+    /// `secondary` (`<pair>.secondary`: whether the source is only
+    /// secondary) or `uncertainty`.
     pub kind: &'static str,
     /// The final labels the import accepts for it.
     pub allowed: Vec<String>,
@@ -433,14 +436,32 @@ pub fn disagreements(input: &ReviewInput) -> Vec<Disagreement> {
             }
             ItemKind::Pair => {
                 let (Some(x), Some(y)) = (a.pairs.get(id), b.pairs.get(id)) else { continue };
-                if x != y {
-                    let show = |p: &(bool, String)| (if p.0 { "yes" } else { "no" }.to_owned(), p.1.clone());
+                let show = |p: &(bool, String)| (if p.0 { "yes" } else { "no" }.to_owned(), p.1.clone());
+                // Verdicts per part only where both split the claim alike;
+                // otherwise the extraction disagreement decides whose parts
+                // (and so whose verdicts) are kept.
+                if x.parts.len() == y.parts.len() {
+                    let n = x.parts.len();
+                    for (k, (px, py)) in x.parts.iter().zip(&y.parts).enumerate() {
+                        if px != py {
+                            out.push(Disagreement {
+                                unit: if n == 1 { id.into() } else { format!("{id}.{}", k + 1) },
+                                item_id: id.into(),
+                                kind: "pair",
+                                allowed: adjudication_labels(Some(ItemKind::Pair)),
+                                reviewers: both(show(px), show(py)),
+                            });
+                        }
+                    }
+                }
+                if x.secondary != y.secondary {
+                    let said = |v: bool| (if v { "yes" } else { "no" }.to_owned(), "only secondary?".to_owned());
                     out.push(Disagreement {
-                        unit: id.into(),
+                        unit: format!("{id}.secondary"),
                         item_id: id.into(),
-                        kind: "pair",
+                        kind: "secondary",
                         allowed: adjudication_labels(Some(ItemKind::Pair)),
-                        reviewers: both(show(x), show(y)),
+                        reviewers: both(said(x.secondary), said(y.secondary)),
                     });
                 }
             }
