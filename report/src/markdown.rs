@@ -269,7 +269,7 @@ fn render(o: &mut String, s: &Summary) -> std::fmt::Result {
     writeln!(
         o,
         "`summary.json` (these numbers, machine-readable; it lists every other file with its SHA-256), `runs.csv` (one row per planned run), \
-         `claims.jsonl` (one line per claim), `judge_traces.jsonl` (seed-000 trace records), `manifest.json` (the frozen manifest), \
+         `claims.jsonl` (one line per claim), `judge_traces.jsonl` (seed-000 trace records), `judge_calls.jsonl` (each judge call's prompt and raw reply), `manifest.json` (the frozen manifest), \
          SVG plots and `index.html` (per-run drill-down). Check the numbers with `cohort verify` or, without cohort, \
          `python3 scripts/rederive_report.py <this folder>`."
     )?;
