@@ -51,12 +51,19 @@ pub(crate) fn is_statement(heading: &str, spans: &[Span]) -> bool {
 /// Whether a sentence is assertive: not a question, not a lead-in ending
 /// with a colon, and at least two words outside markers, URLs and code.
 pub(crate) fn is_assertive(sentence: &str, spans: &[Span]) -> bool {
-    let mut prose = String::with_capacity(sentence.len());
+    is_assertive_at(sentence, 0, spans, &mut String::new())
+}
+
+/// [`is_assertive`] for a sentence that starts at byte `base` of the text
+/// its `spans` were scanned in, written through `prose`, a buffer reused
+/// from one sentence to the next (its content on return is unspecified).
+fn is_assertive_at(sentence: &str, base: usize, spans: &[Span], prose: &mut String) -> bool {
+    prose.clear();
     let mut at = 0;
     for span in spans {
-        prose.push_str(&sentence[at..span.range.start]);
+        prose.push_str(&sentence[at..span.range.start - base]);
         prose.push_str(if span.kind == SpanKind::Marker { " " } else { " x " });
-        at = span.range.end;
+        at = span.range.end - base;
     }
     prose.push_str(&sentence[at..]);
     let closing = |c: char| c.is_whitespace() || matches!(c, '*' | '_' | ')' | '"' | '\'' | '”' | '’' | ']' | '»');
@@ -72,26 +79,22 @@ pub(crate) fn is_assertive(sentence: &str, spans: &[Span]) -> bool {
 pub(crate) fn sentences_of(text: &str, spans: &[Span]) -> Vec<(Range<usize>, Vec<u32>, bool)> {
     // Sentences and spans are both in order: walk them together.
     let mut next = 0;
+    let mut prose = String::new();
     segment::split_sentences_with(text, spans)
         .into_iter()
         .map(|range| {
             while next < spans.len() && spans[next].range.start < range.start {
                 next += 1;
             }
-            let mut inside = Vec::new();
+            let first = next;
             while next < spans.len() && spans[next].range.end <= range.end {
-                let s = &spans[next];
-                inside.push(Span {
-                    kind: s.kind,
-                    range: s.range.start - range.start..s.range.end - range.start,
-                    indices: s.indices.clone(),
-                });
                 next += 1;
             }
+            let inside = &spans[first..next];
             let mut cited: Vec<u32> = inside.iter().flat_map(|s| s.indices.iter().copied()).collect();
             cited.sort_unstable();
             cited.dedup();
-            let assertive = is_assertive(&text[range.clone()], &inside);
+            let assertive = is_assertive_at(&text[range.clone()], range.start, inside, &mut prose);
             (range, cited, assertive)
         })
         .collect()

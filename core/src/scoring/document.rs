@@ -10,11 +10,14 @@
 //! original text by offsets. Then [`classify`] gives each leaf a [`Role`]:
 //! prose, heading, reference list, metadata, conflict block, table.
 
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::ops::Range;
 
 use pulldown_cmark::{Event, LinkType, Options, Parser, Tag, TagEnd};
 
 use super::markers::{self, SpanKind};
+use super::url::canonicalise;
 
 /// What a leaf is, for counting citations and extracting claims.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,6 +89,13 @@ pub(crate) struct LinkSpan {
     /// The anchor text, when there is any.
     pub(crate) inner: Option<Range<usize>>,
     pub(crate) dest: String,
+    /// The canonical URL of `dest` ([`canonicalise`]) when the link is a web
+    /// source; `None` for an email autolink and for a destination that is
+    /// not an http(s) URL. Computed once per distinct destination of the
+    /// document, since a report cites the same URL many times and URL
+    /// parsing was a sixth of the scorer's time when every reader of a link
+    /// canonicalised it again.
+    pub(crate) canonical: Option<String>,
     pub(crate) title: String,
     /// The leaf the link is in.
     pub(crate) leaf: usize,
@@ -164,8 +174,25 @@ pub(crate) fn parse(source: &str) -> Parsed {
     }
     w.flush();
     w.parsed.definitions = definitions;
+    canonicalise_links(&mut w.parsed.links);
     split_reference_headings(source, &mut w.parsed);
     w.parsed
+}
+
+/// Fills in [`LinkSpan::canonical`], canonicalising each distinct
+/// destination once.
+fn canonicalise_links(links: &mut [LinkSpan]) {
+    let mut seen: HashMap<String, Option<String>> = HashMap::new();
+    for link in links.iter_mut().filter(|l| l.kind != LinkKind::Email) {
+        link.canonical = match seen.get(&link.dest) {
+            Some(known) => known.clone(),
+            None => {
+                let canonical = canonicalise(&link.dest).ok();
+                seen.insert(link.dest.clone(), canonical.clone());
+                canonical
+            }
+        };
+    }
 }
 
 /// Splits a paragraph in which a reference heading line is followed,
@@ -282,6 +309,7 @@ impl Walker {
                     range,
                     inner: None,
                     dest: dest_url.to_string(),
+                    canonical: None,
                     title: title.to_string(),
                     leaf: self.parsed.leaves.len(),
                 });
@@ -473,7 +501,11 @@ impl Walker {
 }
 
 /// The text of a leaf in `source`: its segments joined by single spaces.
-pub(crate) fn leaf_text(source: &str, leaf: &Leaf) -> String {
+/// A leaf of one line is a slice of the source, borrowed, not copied.
+pub(crate) fn leaf_text<'a>(source: &'a str, leaf: &Leaf) -> Cow<'a, str> {
+    if let [only] = leaf.segments.as_slice() {
+        return Cow::Borrowed(source.get(only.clone()).unwrap_or_default());
+    }
     let mut out = String::new();
     for (i, segment) in leaf.segments.iter().enumerate() {
         if i > 0 {
@@ -481,7 +513,7 @@ pub(crate) fn leaf_text(source: &str, leaf: &Leaf) -> String {
         }
         out.push_str(source.get(segment.clone()).unwrap_or_default());
     }
-    out
+    Cow::Owned(out)
 }
 
 // === classification ===
@@ -639,7 +671,7 @@ enum Section {
 
 /// Gives every leaf its role. `texts[i]` is leaf `i`'s text in the
 /// original source.
-pub(crate) fn classify(source: &str, parsed: &mut Parsed, texts: &[String]) {
+pub(crate) fn classify(source: &str, parsed: &mut Parsed, texts: &[Cow<'_, str>]) {
     let mut has_link = vec![false; parsed.leaves.len()];
     for link in &parsed.links {
         if let Some(flag) = has_link.get_mut(link.leaf) {
@@ -665,7 +697,7 @@ pub(crate) fn classify(source: &str, parsed: &mut Parsed, texts: &[String]) {
     for (i, (leaf, text)) in parsed.leaves.iter_mut().zip(texts).enumerate() {
         // Headings close the sections they end, then may open one.
         let heading = match leaf.role {
-            Role::Heading => Some((leaf.heading_level.unwrap_or(1), text.as_str())),
+            Role::Heading => Some((leaf.heading_level.unwrap_or(1), &**text)),
             _ if leaf.segments.len() == 1 && leaf.item.is_none() && leaf.blockquote.is_none() => {
                 let inner = pseudo_heading_inner(text).or_else(|| {
                     // Section names are short; long paragraphs are not one.
@@ -677,7 +709,7 @@ pub(crate) fn classify(source: &str, parsed: &mut Parsed, texts: &[String]) {
                     // needs its colon, since "Conflicts remain." is a sentence.
                     let colon = text.trim_end().ends_with(':');
                     let named = REFERENCE_HEADINGS.contains(&key.as_str()) || (colon && is_conflict_title(&key));
-                    (named && key.split(' ').count() <= 4).then_some(text.as_str())
+                    (named && key.split(' ').count() <= 4).then_some(&**text)
                 });
                 inner.map(|inner| {
                     leaf.role = Role::PseudoHeading;
@@ -737,9 +769,9 @@ mod tests {
 
     fn leaves(source: &str) -> Vec<(Role, String)> {
         let mut parsed = parse(source);
-        let texts: Vec<String> = parsed.leaves.iter().map(|l| leaf_text(source, l)).collect();
+        let texts: Vec<Cow<str>> = parsed.leaves.iter().map(|l| leaf_text(source, l)).collect();
         classify(source, &mut parsed, &texts);
-        parsed.leaves.iter().zip(texts).map(|(l, t)| (l.role, t)).collect()
+        parsed.leaves.iter().zip(texts).map(|(l, t)| (l.role, t.into_owned())).collect()
     }
 
     /// Lines of a paragraph become segments joined by one space; block

@@ -9,7 +9,6 @@
 //! per-length index of backtick runs, not by searching forward from every
 //! run), so hostile input cannot make it quadratic.
 
-use std::collections::HashMap;
 use std::ops::Range;
 
 /// The largest index a marker may carry. `[2024]` is far more often a year
@@ -216,14 +215,14 @@ fn is_word_byte(b: u8) -> bool {
 struct BacktickRuns {
     /// (start, len) of each run, in order.
     runs: Vec<(usize, usize)>,
-    /// For each run length, the positions in `runs` of runs of that length.
-    by_len: HashMap<usize, Vec<usize>>,
+    /// (len, start) of each run, sorted: the runs of one length in order,
+    /// so the run after a run of the same length is the next entry.
+    by_len: Vec<(usize, usize)>,
 }
 
 impl BacktickRuns {
     fn new(bytes: &[u8]) -> Self {
         let mut runs = Vec::new();
-        let mut by_len: HashMap<usize, Vec<usize>> = HashMap::new();
         let mut i = 0;
         while i < bytes.len() {
             if bytes[i] == b'`' {
@@ -231,12 +230,13 @@ impl BacktickRuns {
                 while i < bytes.len() && bytes[i] == b'`' {
                     i += 1;
                 }
-                by_len.entry(i - start).or_default().push(runs.len());
                 runs.push((start, i - start));
             } else {
                 i += 1;
             }
         }
+        let mut by_len: Vec<(usize, usize)> = runs.iter().map(|&(start, len)| (len, start)).collect();
+        by_len.sort_unstable();
         BacktickRuns { runs, by_len }
     }
 
@@ -253,11 +253,9 @@ impl BacktickRuns {
     /// The end of the code span opening at `start`, or `None` when the run
     /// never closes (it is then literal text).
     fn code_span_at(&self, start: usize) -> Option<usize> {
-        let k = self.run_index(start)?;
-        let len = self.runs[k].1;
-        let same = self.by_len.get(&len)?;
-        let after = same.partition_point(|&j| j <= k);
-        same.get(after).map(|&j| self.runs[j].0 + len)
+        let len = self.runs[self.run_index(start)?].1;
+        let at = self.by_len.binary_search(&(len, start)).ok()?;
+        self.by_len.get(at + 1).filter(|&&(next_len, _)| next_len == len).map(|&(_, next)| next + len)
     }
 }
 

@@ -212,7 +212,7 @@ pub fn analyse_output(
 fn analyse_prepared(prepared: &wire::Prepared, format: Option<ReportFormat>) -> Analysis {
     let text = prepared.body.as_str();
     let mut parsed = document::parse(text);
-    let texts: Vec<String> = parsed.leaves.iter().map(|leaf| document::leaf_text(text, leaf)).collect();
+    let texts: Vec<std::borrow::Cow<str>> = parsed.leaves.iter().map(|leaf| document::leaf_text(text, leaf)).collect();
     document::classify(text, &mut parsed, &texts);
     let roles: Vec<Role> = parsed.leaves.iter().map(|leaf| leaf.role).collect();
 
@@ -235,7 +235,7 @@ fn analyse_prepared(prepared: &wire::Prepared, format: Option<ReportFormat>) -> 
         .links
         .iter()
         .filter(|l| roles.get(l.leaf).is_some_and(|r| r.counts_citations()))
-        .filter(|l| l.kind != document::LinkKind::Email && canonicalise(&l.dest).is_ok())
+        .filter(|l| l.canonical.is_some())
         .collect();
     let body_web_links = body_links.len();
     // Links whose whole syntax is a marker (`[3]` resolved by a definition
@@ -319,7 +319,7 @@ fn analyse_prepared(prepared: &wire::Prepared, format: Option<ReportFormat>) -> 
                 segment_starts.push((at, offsets.map(segment.start)));
                 at += segment.len() + 1;
             }
-            (texts[i].as_str(), original)
+            (&*texts[i], original)
         };
         let markers = spans.iter().filter(|s| s.kind == markers::SpanKind::Marker);
         if leaf.role == Role::Conflict {
@@ -354,7 +354,8 @@ fn analyse_prepared(prepared: &wire::Prepared, format: Option<ReportFormat>) -> 
             let mut cited: Vec<u32> = markers.iter().flat_map(|m| m.indices.iter().copied()).collect();
             cited.sort_unstable();
             cited.dedup();
-            let offset = segment_starts.first().map_or(0, |&(leaf_at, body_at)| body_at + start.saturating_sub(leaf_at));
+            let offset =
+                segment_starts.first().map_or(0, |&(leaf_at, body_at)| body_at + start.saturating_sub(leaf_at));
             claims.push(Claim {
                 id: u32::try_from(claims.len() + 1).unwrap_or(u32::MAX),
                 text: trimmed.trim_end().to_owned(),
@@ -509,7 +510,7 @@ struct LineIndex {
 
 impl LineIndex {
     fn new(text: &str) -> Self {
-        LineIndex { newlines: text.bytes().enumerate().filter(|&(_, b)| b == b'\n').map(|(i, _)| i).collect() }
+        LineIndex { newlines: text.match_indices('\n').map(|(i, _)| i).collect() }
     }
 
     fn line_of(&self, offset: usize) -> u32 {

@@ -48,7 +48,7 @@ fn is_numeric_anchor(anchor: &str) -> bool {
 /// `roles[i]` is the role of leaf `i` (reference-list anchors make the best
 /// titles).
 pub(crate) fn normalise_links(source: &str, parsed: &Parsed, roles: &[Role]) -> LinkNormalisation {
-    let mut by_url: HashMap<String, usize> = HashMap::new();
+    let mut by_url: HashMap<&str, usize> = HashMap::new();
     let mut references: Vec<Reference> = Vec::new();
     // Title candidates per reference: (from a link title, from a reference
     // list anchor, from a body anchor).
@@ -56,22 +56,21 @@ pub(crate) fn normalise_links(source: &str, parsed: &Parsed, roles: &[Role]) -> 
     let mut edits = Vec::new();
     for link in &parsed.links {
         let anchor = link.inner.clone().and_then(|r| source.get(r)).unwrap_or_default();
-        let canonical = match link.kind {
-            LinkKind::Email => continue,
-            LinkKind::Autolink | LinkKind::Bracketed => canonicalise(&link.dest).ok(),
-        };
-        let Some(canonical) = canonical else {
+        if link.kind == LinkKind::Email {
+            continue;
+        }
+        let Some(canonical) = link.canonical.as_deref() else {
             // Not a web source: keep the anchor text, drop the syntax.
             if link.kind == LinkKind::Bracketed {
                 push_unwrap_edits(link, String::new(), &mut edits);
             }
             continue;
         };
-        let slot = *by_url.entry(canonical.clone()).or_insert_with(|| {
+        let slot = *by_url.entry(canonical).or_insert_with(|| {
             references.push(Reference {
                 index: u32::try_from(references.len() + 1).unwrap_or(u32::MAX),
                 title: None,
-                url: Some(canonical),
+                url: Some(canonical.to_owned()),
                 snippets: Vec::new(),
                 as_written: Vec::new(),
                 origin: ReferenceOrigin::Text,
@@ -128,16 +127,13 @@ pub(crate) fn annotate_spans(
     warnings: &mut Vec<String>,
 ) -> (Vec<usize>, usize) {
     let canonical_of = |url: &str| canonicalise(url).unwrap_or_else(|_| url.to_owned());
-    let link_urls: Vec<Option<String>> = parsed
-        .links
-        .iter()
-        .map(|l| (l.kind != LinkKind::Email).then(|| canonicalise(&l.dest).ok()).flatten())
-        .collect();
     let mut inserts: Vec<(usize, u32, usize)> = Vec::new();
     for span in spans {
         let url = canonical_of(&span.url);
-        let covered = parsed.links.iter().zip(&link_urls).any(|(l, u)| {
-            u.as_deref() == Some(url.as_str()) && l.range.start < span.range.end && l.range.end > span.range.start
+        let covered = parsed.links.iter().any(|l| {
+            l.canonical.as_deref() == Some(url.as_str())
+                && l.range.start < span.range.end
+                && l.range.end > span.range.start
         });
         // A span with no body text to mark adds nothing to the table: a
         // reference cited by no marker would count as a source of nothing.

@@ -9,6 +9,7 @@
 //! required (a printed reference without a link still resolves), but it is
 //! canonicalised when present so tables compare across reports.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::ops::Range;
 
@@ -71,7 +72,11 @@ pub(crate) fn is_entry_line(line: &str) -> bool {
 
 /// Reads every reference entry of a numbered report. Returns the table in
 /// index order and a warning for each entry that could not be used.
-pub(crate) fn numbered_references(source: &str, parsed: &Parsed, texts: &[String]) -> (Vec<Reference>, Vec<String>) {
+pub(crate) fn numbered_references(
+    source: &str,
+    parsed: &Parsed,
+    texts: &[Cow<'_, str>],
+) -> (Vec<Reference>, Vec<String>) {
     let mut warnings = Vec::new();
     let mut entries: Vec<Entry> = Vec::new();
     for (i, (leaf, text)) in parsed.leaves.iter().zip(texts).enumerate() {
@@ -177,34 +182,30 @@ fn read_leaf(source: &str, i: usize, leaf: &Leaf, text: &str, entries: &mut Vec<
 /// entry text without its URLs).
 fn entry_reference(source: &str, parsed: &Parsed, entry: &Entry) -> Reference {
     let within = |r: &Range<usize>| entry.ranges.iter().any(|s| s.start <= r.start && r.end <= s.end);
-    let link = parsed
-        .links
-        .iter()
-        .filter(|l| l.kind != LinkKind::Email && within(&l.range))
-        .find(|l| canonicalise(&l.dest).is_ok());
+    let link = parsed.links.iter().find(|l| l.canonical.is_some() && within(&l.range));
     let spans = markers::scan(&entry.text);
-    let (raw_url, title) = match link {
+    let (raw_url, url, title) = match link {
         Some(link) => {
             let anchor = link.inner.clone().and_then(|r| source.get(r)).unwrap_or_default().trim();
             let anchor_is_title = link.kind == LinkKind::Bracketed && !anchor.is_empty() && anchor != link.dest;
             let title = if anchor_is_title { clean_title(anchor) } else { text_title(&entry.text, &spans) };
-            (Some(link.dest.clone()), title)
+            (Some(link.dest.clone()), link.canonical.clone(), title)
         }
         None => {
             let url = spans.iter().find(|s| s.kind == SpanKind::Url && !entry.text[s.range.clone()].starts_with('('));
             let url = url.map(|s| entry.text[s.range.clone()].trim_start_matches('<').trim_end_matches('>').to_owned());
+            let canonical = url.as_deref().map(|raw| {
+                let with_scheme = if raw.len() > 4 && raw[..4].eq_ignore_ascii_case("www.") {
+                    format!("https://{raw}")
+                } else {
+                    raw.to_owned()
+                };
+                canonicalise(&with_scheme).unwrap_or_else(|_| raw.to_owned())
+            });
             let title = text_title(&entry.text, &spans);
-            (url, if entry.definition { title.map(unquote) } else { title })
+            (url, canonical, if entry.definition { title.map(unquote) } else { title })
         }
     };
-    let url = raw_url.as_deref().map(|raw| {
-        let with_scheme = if raw.len() > 4 && raw[..4].eq_ignore_ascii_case("www.") {
-            format!("https://{raw}")
-        } else {
-            raw.to_owned()
-        };
-        canonicalise(&with_scheme).unwrap_or_else(|_| raw.to_owned())
-    });
     Reference {
         index: entry.index,
         title,

@@ -127,11 +127,20 @@ fn is_citation_fragment(text: &str, spans: &[Span], range: Range<usize>) -> bool
 /// never starts on a terminator. So the rules give the same answer inside
 /// each window as on the whole text, which
 /// `windowed_boundaries_equal_full_uax29` checks as a property.
+///
+/// ASCII text, the common case, needs no windows: [`ascii_boundaries`]
+/// gives the same boundaries in one pass. In other text each ASCII window
+/// goes to it too, and only the windows holding another character go to
+/// the general machine.
 fn uax29_boundaries(text: &str) -> Vec<usize> {
+    let mut out = Vec::new();
+    if text.is_ascii() {
+        ascii_boundaries(text.as_bytes(), 0, &mut out);
+        return out;
+    }
     let bytes = text.as_bytes();
     let hot = |b: u8| matches!(b, b'.' | b'?' | b'!' | b'\r' | b'\n') || b >= 0x80;
     let safe = |q: usize| bytes[q - 1].is_ascii_alphabetic() && !hot(bytes[q]);
-    let mut out = Vec::new();
     let mut done = 0; // everything before this is classified
     let mut t = 0;
     while t < bytes.len() {
@@ -147,15 +156,100 @@ fn uax29_boundaries(text: &str) -> Vec<usize> {
         // Window boundaries are on ASCII bytes or the text's ends, so they
         // are character boundaries.
         let window = text.get(start..end).unwrap_or_default();
-        out.extend(
-            window.split_sentence_bound_indices().map(|(at, _)| start + at).filter(|&at| at > start && at < end),
-        );
+        if window.is_ascii() {
+            ascii_boundaries(window.as_bytes(), start, &mut out);
+        } else {
+            out.extend(
+                window.split_sentence_bound_indices().map(|(at, _)| start + at).filter(|&at| at > start && at < end),
+            );
+        }
         done = end;
         t = end;
     }
     out.retain(|&at| at > 0 && at < bytes.len());
     out
 }
+
+/// The UAX #29 sentence boundaries strictly inside an ASCII text, plus
+/// `offset`, pushed onto `out` in order: the rules of the standard written
+/// out for the categories ASCII has, so that the common window (all ASCII)
+/// skips the general machine, which looks every character up in a range
+/// table. The general machine stays the reference:
+/// `ascii_boundaries_equal_uax29` checks every ASCII string of up to three
+/// characters and random longer ones against it, and a window holding any
+/// other character goes to it.
+///
+/// A boundary arises only (SB4) right after a paragraph separator (`\r`,
+/// `\n`, `\r\n` as one) and (SB11) after a terminator `.` `?` `!` with
+/// its closing punctuation and spaces (`SATerm Close* Sp*`), unless what
+/// follows continues the sentence: a paragraph separator (SB9, SB10: the
+/// break comes after it), another terminator or `,` `-` `:` `;` (SB8a); and
+/// after a full stop, a digit right after it (SB6: `3.5`), a capital right
+/// after a letter and it (SB7: `U.S`), or a lowercase letter before any
+/// other letter, terminator or separator (SB8: `e.g. the`, `etc. (see`).
+fn ascii_boundaries(bytes: &[u8], offset: usize, out: &mut Vec<usize>) {
+    let close = |b: u8| matches!(b, b'"' | b'\'' | b'(' | b')' | b'[' | b']' | b'{' | b'}');
+    let sp = |b: u8| matches!(b, b' ' | b'\t' | 0x0b | 0x0c);
+    let terminator = |b: u8| matches!(b, b'.' | b'?' | b'!');
+    let separator = |b: u8| matches!(b, b'\r' | b'\n');
+    let continues = |i: usize, k: usize, c: u8| {
+        if separator(c) || terminator(c) || matches!(c, b',' | b'-' | b':' | b';') {
+            return true;
+        }
+        if bytes[i] != b'.' {
+            return false;
+        }
+        let adjacent = k == i + 1;
+        (adjacent && c.is_ascii_digit())
+            || (adjacent && c.is_ascii_uppercase() && i > 0 && bytes[i - 1].is_ascii_alphabetic())
+            || bytes[k..]
+                .iter()
+                .find(|&&b| b.is_ascii_alphabetic() || terminator(b) || separator(b))
+                .is_some_and(u8::is_ascii_lowercase)
+    };
+    let n = bytes.len();
+    let mut i = 0;
+    while i < n {
+        let b = bytes[i];
+        if !BREAKS_AFTER[usize::from(b)] {
+            i += 1;
+            continue;
+        }
+        if separator(b) {
+            let after = if b == b'\r' && bytes.get(i + 1) == Some(&b'\n') { i + 2 } else { i + 1 };
+            if after < n {
+                out.push(offset + after);
+            }
+            i = after;
+        } else {
+            let mut k = i + 1;
+            while k < n && close(bytes[k]) {
+                k += 1;
+            }
+            while k < n && sp(bytes[k]) {
+                k += 1;
+            }
+            if k < n && !continues(i, k, bytes[k]) {
+                out.push(offset + k);
+            }
+            // Closing punctuation and spaces hold no boundary of their own.
+            i = k;
+        }
+    }
+}
+
+/// The ASCII bytes a sentence boundary can follow (with closing
+/// punctuation and spaces between): terminators and paragraph separators.
+const BREAKS_AFTER: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut k = 0;
+    let bytes = *b".?!\r\n";
+    while k < bytes.len() {
+        table[bytes[k] as usize] = true;
+        k += 1;
+    }
+    table
+};
 
 /// `text` with markers blanked to spaces and URLs and code spans to `x`,
 /// byte for byte (so every offset, and every UTF-8 boundary, is kept).
@@ -194,27 +288,35 @@ fn keeps_going(masked: &str, at: usize) -> bool {
     if !token.ends_with('.') {
         return false;
     }
-    let lower = token.to_lowercase();
-    if ABBREVIATIONS.contains(&lower.as_str()) || is_initials(token) {
+    if is_listed(token, ABBREVIATIONS) || is_initials(token) {
         return true;
     }
     let next_is_number = masked[at..].trim_start().starts_with(|c: char| c.is_ascii_digit());
-    next_is_number && ABBREVIATIONS_BEFORE_NUMBER.contains(&lower.as_str())
+    next_is_number && is_listed(token, ABBREVIATIONS_BEFORE_NUMBER)
+}
+
+/// Whether `token`, lowercased, is in `list` (whose entries are lowercase
+/// ASCII). An ASCII token is compared ignoring ASCII case, which is the
+/// same test without lowercasing it into a new string at every sentence end.
+fn is_listed(token: &str, list: &[&str]) -> bool {
+    if token.is_ascii() {
+        list.iter().any(|entry| entry.eq_ignore_ascii_case(token))
+    } else {
+        let lower = token.to_lowercase();
+        list.contains(&lower.as_str())
+    }
 }
 
 /// `J.` (a capital initial) or `U.S.`, `e.g.`, `Ph.D.`: letters each
 /// followed by a dot, with at most two letters between dots.
 fn is_initials(token: &str) -> bool {
-    let parts: Vec<&str> = token.split('.').collect();
-    // "U.S." splits into ["U", "S", ""].
-    let Some((last, letters)) = parts.split_last() else { return false };
-    if !last.is_empty() || letters.is_empty() {
-        return false;
-    }
-    let all_short = letters.iter().all(|p| (1..=2).contains(&p.chars().count()) && p.chars().all(char::is_alphabetic));
-    match letters {
-        [single] => all_short && single.chars().count() == 1 && single.chars().all(char::is_uppercase),
-        _ => all_short,
+    // "U.S." is the letters "U.S" and a final dot.
+    let Some(letters) = token.strip_suffix('.') else { return false };
+    let short = |p: &str| (1..=2).contains(&p.chars().count()) && p.chars().all(char::is_alphabetic);
+    if letters.contains('.') {
+        letters.split('.').all(short)
+    } else {
+        short(letters) && letters.chars().count() == 1 && letters.chars().all(char::is_uppercase)
     }
 }
 
@@ -285,6 +387,44 @@ mod tests {
             let full: Vec<usize> =
                 text.split_sentence_bound_indices().map(|(at, _)| at).filter(|&at| at > 0 && at < text.len()).collect();
             proptest::prop_assert_eq!(uax29_boundaries(&text), full);
+        }
+    }
+
+    /// UAX #29 as the general machine gives it: the boundaries strictly
+    /// inside `text`.
+    fn reference_boundaries(text: &str) -> Vec<usize> {
+        text.split_sentence_bound_indices().map(|(at, _)| at).filter(|&at| at > 0 && at < text.len()).collect()
+    }
+
+    fn ascii(text: &str) -> Vec<usize> {
+        let mut out = Vec::new();
+        ascii_boundaries(text.as_bytes(), 0, &mut out);
+        out
+    }
+
+    /// The ASCII rules give exactly the general machine's boundaries on
+    /// every ASCII string of up to three characters (so every ASCII
+    /// character's category is exercised beside every other's).
+    #[test]
+    fn ascii_boundaries_equal_uax29() {
+        let mut text = String::with_capacity(3);
+        for len in 0..=3u32 {
+            for code in 0..128u32.pow(len) {
+                text.clear();
+                text.extend((0..len).map(|k| char::from(((code >> (7 * k)) & 0x7f) as u8)));
+                assert_eq!(ascii(&text), reference_boundaries(&text), "{text:?}");
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// The same on longer ASCII text dense in terminators, closing
+        /// punctuation, spaces, separators, digits and case changes.
+        #[test]
+        fn ascii_boundaries_equal_uax29_on_long_text(
+            text in proptest::string::string_regex("[abAB19 \t.?!\"')(\\[\\]{},;:$*\r\n-]{0,120}").unwrap()
+        ) {
+            proptest::prop_assert_eq!(ascii(&text), reference_boundaries(&text));
         }
     }
 

@@ -173,14 +173,27 @@ fn reasoning_blocks(text: &str) -> Vec<(std::ops::Range<usize>, std::ops::Range<
     blocks
 }
 
-/// The first byte offset at or after `from` where `needle` (ASCII) starts,
+/// The first byte offset at or after `from` where `needle` (ASCII, not
+/// empty, starting with a byte that has no case, as `<` does) starts,
 /// ignoring ASCII case.
+///
+/// Every answer is searched for `<think>`, and almost none holds one:
+/// the search jumps from one occurrence of the first byte to the next
+/// (`str::find` on a char uses memchr) instead of comparing at every
+/// offset, which cost as much as the Markdown parse.
 fn find_ascii_ci(haystack: &str, needle: &str, from: usize) -> Option<usize> {
     let (h, n) = (haystack.as_bytes(), needle.as_bytes());
-    if from > h.len() || n.len() > h.len() - from {
-        return None;
+    let first = char::from(*n.first()?);
+    debug_assert!(!first.is_ascii_alphabetic(), "the first byte is matched exactly");
+    let mut at = from;
+    while n.len() <= h.len().checked_sub(at)? {
+        let candidate = at + haystack.get(at..)?.find(first)?;
+        if h.get(candidate..candidate + n.len()).is_some_and(|w| w.eq_ignore_ascii_case(n)) {
+            return Some(candidate);
+        }
+        at = candidate + 1;
     }
-    (from..=h.len() - n.len()).find(|&i| h[i..i + n.len()].eq_ignore_ascii_case(n))
+    None
 }
 
 /// Whether `text` holds nothing but reasoning blocks and white space: no
