@@ -51,27 +51,48 @@ pub(crate) fn is_statement(heading: &str, spans: &[Span]) -> bool {
 /// Whether a sentence is assertive: not a question, not a lead-in ending
 /// with a colon, and at least two words outside markers, URLs and code.
 pub(crate) fn is_assertive(sentence: &str, spans: &[Span]) -> bool {
-    is_assertive_at(sentence, 0, spans, &mut String::new())
+    is_assertive_at(sentence, 0, spans)
 }
 
 /// [`is_assertive`] for a sentence that starts at byte `base` of the text
-/// its `spans` were scanned in, written through `prose`, a buffer reused
-/// from one sentence to the next (its content on return is unspecified).
-fn is_assertive_at(sentence: &str, base: usize, spans: &[Span], prose: &mut String) -> bool {
-    prose.clear();
-    let mut at = 0;
-    for span in spans {
-        prose.push_str(&sentence[at..span.range.start - base]);
-        prose.push_str(if span.kind == SpanKind::Marker { " " } else { " x " });
-        at = span.range.end - base;
-    }
-    prose.push_str(&sentence[at..]);
+/// its `spans` were scanned in.
+///
+/// The sentence is read as its prose with each marker standing for a space
+/// and each URL or code span for one word `x`, without writing that prose
+/// out: it is the pieces of text between the spans, and since every stand-in
+/// is set off by white space no word runs from one piece into the next.
+/// `assertive_reads_the_prose_the_spans_leave` checks this against the
+/// prose written out.
+fn is_assertive_at(sentence: &str, base: usize, spans: &[Span]) -> bool {
+    let piece = |k: usize| {
+        let start = if k == 0 { 0 } else { spans[k - 1].range.end - base };
+        let end = spans.get(k).map_or(sentence.len(), |s| s.range.start - base);
+        &sentence[start..end]
+    };
     let closing = |c: char| c.is_whitespace() || matches!(c, '*' | '_' | ')' | '"' | '\'' | '”' | '’' | ']' | '»');
-    let end = prose.trim_end_matches(closing);
-    if end.ends_with(['?', '？', ':', '：']) {
+    // The last character before any closing punctuation and white space.
+    let mut last = None;
+    for k in (0..=spans.len()).rev() {
+        if let Some(c) = piece(k).trim_end_matches(closing).chars().next_back() {
+            last = Some(c);
+            break;
+        }
+        if k > 0 && spans[k - 1].kind != SpanKind::Marker {
+            last = Some('x');
+            break;
+        }
+    }
+    if last.is_some_and(|c| matches!(c, '?' | '？' | ':' | '：')) {
         return false;
     }
-    prose.split_whitespace().filter(|w| w.chars().any(char::is_alphanumeric)).take(2).count() == 2
+    let mut words = spans.iter().filter(|s| s.kind != SpanKind::Marker).count();
+    for k in 0..=spans.len() {
+        if words >= 2 {
+            break;
+        }
+        words += piece(k).split_whitespace().filter(|w| w.chars().any(char::is_alphanumeric)).take(2).count();
+    }
+    words >= 2
 }
 
 /// The sentences of one prose leaf, as (range in `text`, cited indices,
@@ -79,7 +100,6 @@ fn is_assertive_at(sentence: &str, base: usize, spans: &[Span], prose: &mut Stri
 pub(crate) fn sentences_of(text: &str, spans: &[Span]) -> Vec<(Range<usize>, Vec<u32>, bool)> {
     // Sentences and spans are both in order: walk them together.
     let mut next = 0;
-    let mut prose = String::new();
     segment::split_sentences_with(text, spans)
         .into_iter()
         .map(|range| {
@@ -94,7 +114,7 @@ pub(crate) fn sentences_of(text: &str, spans: &[Span]) -> Vec<(Range<usize>, Vec
             let mut cited: Vec<u32> = inside.iter().flat_map(|s| s.indices.iter().copied()).collect();
             cited.sort_unstable();
             cited.dedup();
-            let assertive = is_assertive_at(&text[range.clone()], range.start, inside, &mut prose);
+            let assertive = is_assertive_at(&text[range.clone()], range.start, inside);
             (range, cited, assertive)
         })
         .collect()
@@ -120,6 +140,37 @@ mod tests {
         assert!(!assertive("Python"));
         assert!(!assertive("See [3]."));
         assert!(!assertive("https://x.org/a.b [4]"));
+    }
+
+    /// The rule as first written: the prose written out, markers as
+    /// spaces and other spans as `x`, then its end and its words read.
+    fn assertive_by_writing_the_prose(sentence: &str, spans: &[Span]) -> bool {
+        let mut prose = String::new();
+        let mut at = 0;
+        for span in spans {
+            prose.push_str(&sentence[at..span.range.start]);
+            prose.push_str(if span.kind == SpanKind::Marker { " " } else { " x " });
+            at = span.range.end;
+        }
+        prose.push_str(&sentence[at..]);
+        let closing = |c: char| c.is_whitespace() || matches!(c, '*' | '_' | ')' | '"' | '\'' | '”' | '’' | ']' | '»');
+        if prose.trim_end_matches(closing).ends_with(['?', '？', ':', '：']) {
+            return false;
+        }
+        prose.split_whitespace().filter(|w| w.chars().any(char::is_alphanumeric)).take(2).count() == 2
+    }
+
+    proptest::proptest! {
+        /// Reading the pieces between the spans gives the verdict of
+        /// reading the prose written out, on text dense in markers, URLs,
+        /// code, closing punctuation, questions and colons.
+        #[test]
+        fn assertive_reads_the_prose_the_spans_leave(
+            text in proptest::string::string_regex("([ab]{1,3}|[ ?:*)\\]\"”]|\\[[12]\\]|`c`|https://x\\.org|？|é){0,12}").unwrap()
+        ) {
+            let spans = scan(&text);
+            proptest::prop_assert_eq!(is_assertive(&text, &spans), assertive_by_writing_the_prose(&text, &spans));
+        }
     }
 
     /// Cited indices are the distinct indices of the sentence's markers.

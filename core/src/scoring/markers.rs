@@ -112,7 +112,8 @@ pub fn judge_sentence_into(text: &str, out: &mut String) {
 pub fn scan(text: &str) -> Vec<Span> {
     let bytes = text.as_bytes();
     // Most text has no backticks: skip building the run index then.
-    let backticks = if bytes.contains(&b'`') { BacktickRuns::new(bytes) } else { BacktickRuns::default() };
+    let backticks =
+        if memchr::memchr(b'`', bytes).is_some() { BacktickRuns::new(bytes) } else { BacktickRuns::default() };
     let mut spans = Vec::new();
     let mut i = 0;
     // The end of the last span: a bare URL found late may start no earlier.
@@ -146,10 +147,7 @@ pub fn scan(text: &str) -> Vec<Span> {
                     (SpanKind::Url, end, Vec::new())
                 }),
             _ => {
-                i += 1;
-                while i < bytes.len() && !INTERESTING[usize::from(bytes[i])] {
-                    i += 1;
-                }
+                i = next_interesting(bytes, i + 1);
                 continue;
             }
         };
@@ -177,6 +175,41 @@ const INTERESTING: [bool; 256] = {
     }
     table
 };
+
+/// The first byte at or after `i` where a span can start or be recognised
+/// ([`INTERESTING`]), or the end. Most of a report is plain prose, so
+/// eight bytes are tested at a time: XORed with one of the six bytes
+/// repeated, a word holds that byte where it has a zero byte, and the
+/// lowest high bit of `(x - 0x01..) & !x & 0x80..` marks the first zero
+/// byte exactly (a borrow can only mark bytes above a real zero). The tail
+/// of fewer than eight bytes is read byte by byte;
+/// `next_interesting_finds_the_first_interesting_byte` checks the two
+/// against each other.
+fn next_interesting(bytes: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let zeros = |word: u64, byte: u8| {
+        let x = word ^ (ONES * u64::from(byte));
+        x.wrapping_sub(ONES) & !x & HIGHS
+    };
+    while let Some(Ok(chunk)) = bytes.get(i..i + 8).map(<[u8; 8]>::try_from) {
+        let word = u64::from_le_bytes(chunk);
+        let found = zeros(word, b'`')
+            | zeros(word, b'<')
+            | zeros(word, b'(')
+            | zeros(word, b'[')
+            | zeros(word, b':')
+            | zeros(word, b'.');
+        if found != 0 {
+            return i + (found.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < bytes.len() && !INTERESTING[usize::from(bytes[i])] {
+        i += 1;
+    }
+    i
+}
 
 /// Where a bare URL starts, given its `:` of `http://`/`https://` or the
 /// `.` of `www.` at `at`: the scheme or `www` must start a word, at or
@@ -222,17 +255,11 @@ struct BacktickRuns {
 
 impl BacktickRuns {
     fn new(bytes: &[u8]) -> Self {
-        let mut runs = Vec::new();
-        let mut i = 0;
-        while i < bytes.len() {
-            if bytes[i] == b'`' {
-                let start = i;
-                while i < bytes.len() && bytes[i] == b'`' {
-                    i += 1;
-                }
-                runs.push((start, i - start));
-            } else {
-                i += 1;
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        for at in memchr::memchr_iter(b'`', bytes) {
+            match runs.last_mut() {
+                Some((start, len)) if *start + *len == at => *len += 1,
+                _ => runs.push((at, 1)),
             }
         }
         let mut by_len: Vec<(usize, usize)> = runs.iter().map(|&(start, len)| (len, start)).collect();
@@ -483,6 +510,23 @@ mod tests {
         let urls: Vec<&str> =
             scan(text).into_iter().filter(|s| s.kind == SpanKind::Url).map(|s| &text[s.range]).collect();
         assert_eq!(urls, vec!["https://x.org/a_(b)", "www.y.org"]);
+    }
+
+    proptest::proptest! {
+        /// The word-at-a-time skip stops where a byte-by-byte walk of
+        /// [`INTERESTING`] stops, from every starting point.
+        #[test]
+        fn next_interesting_finds_the_first_interesting_byte(
+            bytes in proptest::collection::vec(
+                proptest::sample::select(b"ab `<([:.]\x00\x7f\x80\xff\x2d\x5c\x60\x3b".to_vec()),
+                0..40,
+            )
+        ) {
+            for start in 0..=bytes.len() {
+                let walked = (start..bytes.len()).find(|&k| INTERESTING[usize::from(bytes[k])]).unwrap_or(bytes.len());
+                proptest::prop_assert_eq!(next_interesting(&bytes, start), walked);
+            }
+        }
     }
 
     /// Stripping markers removes exactly the markers.

@@ -290,7 +290,14 @@ fn analyse_prepared(prepared: &wire::Prepared, format: Option<ReportFormat>) -> 
     };
     let lines = LineIndex::new(body.as_deref().unwrap_or(text));
     let offsets = OffsetMap::new(&edits);
-    let known: BTreeSet<u32> = references.iter().map(|r| r.index).collect();
+    // Whether index `i` has a reference, for every index a marker can
+    // carry: a table, since it is asked once per citation.
+    let mut known = vec![false; markers::MAX_MARKER_INDEX as usize + 1];
+    for reference in &references {
+        if let Some(slot) = known.get_mut(reference.index as usize) {
+            *slot = true;
+        }
+    }
 
     let mut claims = Vec::new();
     let (mut total, mut unresolved) = (0u32, 0u32);
@@ -335,7 +342,7 @@ fn analyse_prepared(prepared: &wire::Prepared, format: Option<ReportFormat>) -> 
         marker_spans += markers.len();
         for index in markers.iter().flat_map(|m| m.indices.iter().copied()) {
             total = total.saturating_add(1);
-            if !known.contains(&index) {
+            if !known.get(index as usize).copied().unwrap_or(false) {
                 unresolved = unresolved.saturating_add(1);
                 unresolved_indices.insert(index);
             }
@@ -510,7 +517,7 @@ struct LineIndex {
 
 impl LineIndex {
     fn new(text: &str) -> Self {
-        LineIndex { newlines: text.match_indices('\n').map(|(i, _)| i).collect() }
+        LineIndex { newlines: memchr::memchr_iter(b'\n', text.as_bytes()).collect() }
     }
 
     fn line_of(&self, offset: usize) -> u32 {

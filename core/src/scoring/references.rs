@@ -233,11 +233,26 @@ fn text_title(text: &str, spans: &[markers::Span]) -> Option<String> {
 /// collapsed, separators trimmed (quotes and brackets are kept: they
 /// come in pairs); `None` when nothing is left.
 pub(crate) fn clean_title(text: &str) -> Option<String> {
-    let out = text.replace('*', "").split_whitespace().collect::<Vec<_>>().join(" ");
-    let trimmed = out.trim_matches(|c: char| {
-        c.is_whitespace() || matches!(c, '-' | '–' | '—' | ':' | '|' | ',' | ';' | '.' | '_' | '<' | '>')
-    });
-    (!trimmed.is_empty()).then(|| trimmed.to_owned())
+    // Removing asterisks never removes white space, so the words of the
+    // text without them are its words without them, the empty ones gone.
+    let mut out = String::with_capacity(text.len());
+    for word in text.split_whitespace() {
+        let start = out.len();
+        if start > 0 {
+            out.push(' ');
+        }
+        out.extend(word.chars().filter(|&c| c != '*'));
+        if out.len() == start + usize::from(start > 0) {
+            out.truncate(start);
+        }
+    }
+    let separator =
+        |c: char| c.is_whitespace() || matches!(c, '-' | '–' | '—' | ':' | '|' | ',' | ';' | '.' | '_' | '<' | '>');
+    let end = out.trim_end_matches(separator).len();
+    out.truncate(end);
+    let start = out.len() - out.trim_start_matches(separator).len();
+    out.drain(..start);
+    (!out.is_empty()).then_some(out)
 }
 
 /// A link definition's title without its delimiters: `"T"`, `'T'`, `(T)`.
@@ -275,6 +290,19 @@ mod tests {
         assert_eq!(index_prefix("2024. Title"), None);
         assert_eq!(index_prefix("3.5 percent"), None);
         assert_eq!(index_prefix("[1, 2] Title"), None);
+    }
+
+    proptest::proptest! {
+        /// Cleaning in one pass gives what removing the asterisks, joining
+        /// the words and trimming the separators gives.
+        #[test]
+        fn clean_title_in_one_pass(text in proptest::string::string_regex("[a* \t.:|,–_<>-]{0,24}").unwrap()) {
+            let joined = text.replace('*', "").split_whitespace().collect::<Vec<_>>().join(" ");
+            let trimmed = joined.trim_matches(|c: char| {
+                c.is_whitespace() || matches!(c, '-' | '–' | '—' | ':' | '|' | ',' | ';' | '.' | '_' | '<' | '>')
+            });
+            proptest::prop_assert_eq!(clean_title(&text), (!trimmed.is_empty()).then(|| trimmed.to_owned()));
+        }
     }
 
     /// A title is what is left of an entry without its URL and separators.

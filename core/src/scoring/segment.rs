@@ -208,48 +208,39 @@ fn ascii_boundaries(bytes: &[u8], offset: usize, out: &mut Vec<usize>) {
                 .is_some_and(u8::is_ascii_lowercase)
     };
     let n = bytes.len();
-    let mut i = 0;
-    while i < n {
-        let b = bytes[i];
-        if !BREAKS_AFTER[usize::from(b)] {
-            i += 1;
-            continue;
+    let before = out.len();
+    // Terminators and separators are found by SIMD search (both are rare
+    // beside letters); the closing punctuation and spaces after a
+    // terminator hold neither, so each is read on its own.
+    for i in memchr::memchr3_iter(b'.', b'?', b'!', bytes) {
+        let mut k = i + 1;
+        while k < n && close(bytes[k]) {
+            k += 1;
         }
-        if separator(b) {
-            let after = if b == b'\r' && bytes.get(i + 1) == Some(&b'\n') { i + 2 } else { i + 1 };
-            if after < n {
-                out.push(offset + after);
-            }
-            i = after;
+        while k < n && sp(bytes[k]) {
+            k += 1;
+        }
+        if k < n && !continues(i, k, bytes[k]) {
+            out.push(offset + k);
+        }
+    }
+    let after_terminators = out.len();
+    let mut separators = memchr::memchr2_iter(b'\r', b'\n', bytes);
+    while let Some(i) = separators.next() {
+        let after = if bytes[i] == b'\r' && bytes.get(i + 1) == Some(&b'\n') {
+            separators.next(); // `\r\n` is one separator
+            i + 2
         } else {
-            let mut k = i + 1;
-            while k < n && close(bytes[k]) {
-                k += 1;
-            }
-            while k < n && sp(bytes[k]) {
-                k += 1;
-            }
-            if k < n && !continues(i, k, bytes[k]) {
-                out.push(offset + k);
-            }
-            // Closing punctuation and spaces hold no boundary of their own.
-            i = k;
+            i + 1
+        };
+        if after < n {
+            out.push(offset + after);
         }
+    }
+    if out.len() > after_terminators && after_terminators > before {
+        out[before..].sort_unstable();
     }
 }
-
-/// The ASCII bytes a sentence boundary can follow (with closing
-/// punctuation and spaces between): terminators and paragraph separators.
-const BREAKS_AFTER: [bool; 256] = {
-    let mut table = [false; 256];
-    let mut k = 0;
-    let bytes = *b".?!\r\n";
-    while k < bytes.len() {
-        table[bytes[k] as usize] = true;
-        k += 1;
-    }
-    table
-};
 
 /// `text` with markers blanked to spaces and URLs and code spans to `x`,
 /// byte for byte (so every offset, and every UTF-8 boundary, is kept).

@@ -179,15 +179,15 @@ fn reasoning_blocks(text: &str) -> Vec<(std::ops::Range<usize>, std::ops::Range<
 ///
 /// Every answer is searched for `<think>`, and almost none holds one:
 /// the search jumps from one occurrence of the first byte to the next
-/// (`str::find` on a char uses memchr) instead of comparing at every
-/// offset, which cost as much as the Markdown parse.
+/// (memchr) instead of comparing at every offset, which cost as much as
+/// the Markdown parse.
 fn find_ascii_ci(haystack: &str, needle: &str, from: usize) -> Option<usize> {
     let (h, n) = (haystack.as_bytes(), needle.as_bytes());
-    let first = char::from(*n.first()?);
+    let first = *n.first()?;
     debug_assert!(!first.is_ascii_alphabetic(), "the first byte is matched exactly");
     let mut at = from;
     while n.len() <= h.len().checked_sub(at)? {
-        let candidate = at + haystack.get(at..)?.find(first)?;
+        let candidate = at + memchr::memchr(first, h.get(at..)?)?;
         if h.get(candidate..candidate + n.len()).is_some_and(|w| w.eq_ignore_ascii_case(n)) {
             return Some(candidate);
         }
