@@ -57,6 +57,7 @@ struct RawReview {
     reviewers: Option<Spanned<WholeNumber>>,
     adjudicated: Option<bool>,
     key_reviewer: Option<Spanned<String>>,
+    extraction_check: Option<bool>,
 }
 
 /// `[publication]` as written: what seed 004 ("Publication, independence
@@ -332,6 +333,15 @@ pub struct ReviewDeclaration {
     /// key, say), which a report discloses.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub key_reviewer: Option<String>,
+    /// Whether a person other than the scorers checks the claim extraction
+    /// before scoring (seed 004: "an independent second reviewer checks the
+    /// extraction before scoring"; `cohort review export --extraction-checker`).
+    /// `Some(true)`: the scorers' export is refused and a report stays
+    /// preliminary until a check is imported. `None`: not declared, which
+    /// a report discloses when no check was made; skipped when absent so
+    /// configs frozen before it existed keep their `config_sha256`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extraction_check: Option<bool>,
 }
 
 /// The publication fields of seed 004 ("Publication, independence and
@@ -766,6 +776,7 @@ impl Validator<'_> {
             reviewers: self.whole(raw.reviewers, "review.reviewers", 2, MAX_REVIEWERS, DEFAULT_REVIEWERS),
             adjudicated: raw.adjudicated.unwrap_or(true),
             key_reviewer: raw.key_reviewer.map(|v| self.non_empty(v, "review.key_reviewer")),
+            extraction_check: raw.extraction_check,
         }
     }
 
@@ -1211,20 +1222,29 @@ temperature = 0.0
         assert_eq!(without.review, None);
         assert!(!without.canonical_json().contains("\"review\""));
         let with = build_and_validate(&format!("{GOOD}\n[review]\n")).unwrap();
-        assert_eq!(with.review, Some(ReviewDeclaration { reviewers: 2, adjudicated: true, key_reviewer: None }));
+        assert_eq!(
+            with.review,
+            Some(ReviewDeclaration { reviewers: 2, adjudicated: true, key_reviewer: None, extraction_check: None })
+        );
         assert!(
             with.canonical_json().ends_with(r#""review":{"reviewers":2,"adjudicated":true}}"#),
             "{}",
             with.canonical_json()
         );
         let declared = build_and_validate(&format!(
-            "{GOOD}\n[review]\nreviewers = 3\nadjudicated = false\nkey_reviewer = \"Dr. A. Subject\"\n"
+            "{GOOD}\n[review]\nreviewers = 3\nadjudicated = false\nkey_reviewer = \"Dr. A. Subject\"\nextraction_check = true\n"
         ))
         .unwrap();
         assert_eq!(
             declared.review,
-            Some(ReviewDeclaration { reviewers: 3, adjudicated: false, key_reviewer: Some("Dr. A. Subject".into()) })
+            Some(ReviewDeclaration {
+                reviewers: 3,
+                adjudicated: false,
+                key_reviewer: Some("Dr. A. Subject".into()),
+                extraction_check: Some(true),
+            })
         );
+        assert!(declared.canonical_json().ends_with(r#""key_reviewer":"Dr. A. Subject","extraction_check":true}}"#));
         let p = problems(&format!("{GOOD}\n[review]\nreviewers = 1\n"));
         assert!(p.iter().any(|p| p.contains("field `review.reviewers`") && p.contains("from 2 to 20")), "{p:?}");
         let p = problems(&format!("{GOOD}\n[review]\nreviewer = 2\n"));

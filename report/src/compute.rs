@@ -493,7 +493,8 @@ pub fn summarise(frozen: &FrozenCohort, gathered: &Gathered, draws: u32) -> Summ
 /// be published until actual runs and independent human reviews are
 /// complete"), and what is missing: runs without a final outcome, and,
 /// where the cohort declares a human review, two reviewers' labels with
-/// every disagreement adjudicated. Simulated arms or a simulated judge are
+/// every disagreement adjudicated, and when `[review]` declares it, the
+/// extraction check before scoring. Simulated arms or a simulated judge are
 /// not actual runs, so such a report is never final.
 pub fn publication_state(
     frozen: &FrozenCohort,
@@ -510,6 +511,7 @@ pub fn publication_state(
         missing.push("SIMULATED arms or judge: these are not actual runs".to_owned());
     }
     let declared_in_config = frozen.cohort.config.review.is_some();
+    let check_declared = frozen.cohort.config.review.as_ref().and_then(|r| r.extraction_check) == Some(true);
     if declared_in_config || frozen.review_declared || review.is_some() {
         match review {
             None => missing.push(format!(
@@ -528,6 +530,12 @@ pub fn publication_state(
                         "{} review disagreement(s) await adjudication (no adjudicated review imported)",
                         r.unresolved_items
                     ));
+                }
+                if r.extraction_check.is_none() && check_declared {
+                    missing.push(
+                        "the cohort declares an extraction check before scoring ([review] extraction_check = true), but none was imported (`cohort review export DIR --extraction-checker NAME`)"
+                            .to_owned(),
+                    );
                 }
             }
         }

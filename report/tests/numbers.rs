@@ -663,6 +663,7 @@ fn planted_review() -> cohort_report::review::ReviewInput {
             reviewers: vec!["alice".into(), "bob".into()],
             folder: String::new(),
             items,
+            extraction_check: None,
         },
         reviewers: vec![reviewer("alice"), reviewer("bob")],
         adjudication: None,

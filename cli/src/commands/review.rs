@@ -16,8 +16,12 @@ pub struct ExportArgs {
     /// The reviewers' ids, comma-separated (at least two: seed 004 has two
     /// independent reviewers). Each gets a folder with items.csv and
     /// items.jsonl.
-    #[arg(long, value_delimiter = ',', required = true)]
+    #[arg(long, value_delimiter = ',', required_unless_present = "extraction_checker")]
     pub reviewers: Vec<String>,
+    /// First, the extraction check by this person (not a scorer):
+    /// FOLDER/<ID>/check.csv (docs/review.md "The extraction check").
+    #[arg(long, value_name = "ID", conflicts_with_all = ["reviewers", "format"])]
+    pub extraction_checker: Option<String>,
     /// The export folder (default: DIR/review/<UTC timestamp>); written
     /// once, refused when it exists.
     #[arg(long, value_name = "DIR")]
@@ -53,17 +57,13 @@ pub fn export(args: ExportArgs) -> anyhow::Result<()> {
     let runtime = super::runtime()?;
     let ledger = runtime.block_on(local::open_ledger(&frozen, &args.store))?;
     let artifacts = local::artifact_store(&frozen, &args.store)?;
-    let bar = indicatif::ProgressBar::new(0).with_style(
-        indicatif::ProgressStyle::with_template("{msg} {bar:30} {pos}/{len} outputs")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
+    let style = indicatif::ProgressStyle::with_template("{msg} {bar:30} {pos}/{len} outputs");
+    let bar =
+        indicatif::ProgressBar::new(0).with_style(style.unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
     bar.set_message("reading outputs");
-    let options = export::ExportOptions {
-        reviewers: args.reviewers.clone(),
-        out: args.out.clone(),
-        now: SystemTime::now(),
-        label_studio: args.format == "label-studio",
-    };
+    let (reviewers, out, now) = (args.reviewers.clone(), args.out.clone(), SystemTime::now());
+    let (label_studio, extraction_checker) = (args.format == "label-studio", args.extraction_checker.clone());
+    let options = export::ExportOptions { reviewers, out, now, label_studio, extraction_checker };
     let progress = |done: u64, total: u64| {
         bar.set_length(total);
         bar.set_position(done);

@@ -96,6 +96,8 @@ pub struct Adjudication {
 pub struct Imported {
     pub reviewers: Vec<String>,
     pub adjudication: bool,
+    /// The extraction check's file was imported, made by this person.
+    pub checker: Option<String>,
     pub stored: Vec<PathBuf>,
 }
 
@@ -109,6 +111,12 @@ impl Imported {
         if self.adjudication {
             text.push_str("imported the adjudication\n");
         }
+        if let Some(c) = &self.checker {
+            text.push_str(&format!(
+                "imported {c}'s extraction check: export the scorers' items with `cohort review export {} --reviewers A,B`\n",
+                cohort_dir.display()
+            ));
+        }
         for p in &self.stored {
             text.push_str(&format!("kept: {}\n", p.display()));
         }
@@ -120,6 +128,8 @@ impl Imported {
 pub(crate) enum Parsed {
     Reviewer(ReviewerLabels),
     Adjudication(Adjudication),
+    /// An extraction check's file ([`super::check`]).
+    Check(super::check::CheckLabels),
 }
 
 /// A file to keep under `imported/`: its bytes, the name it is kept under,
@@ -134,20 +144,74 @@ pub(crate) struct Planned {
 }
 
 /// Imports `files` for the cohort in `cohort_dir` (see the module docs).
+/// A file with a `checker` column is an extraction check's
+/// ([`super::check`]), checked against the check's index; every other file
+/// against the scorers' export.
 pub fn import(cohort_dir: &Path, files: &[PathBuf]) -> Result<Imported, ReviewError> {
     let state = state_dir(cohort_dir);
-    let (index, export_sha256) = super::sheet::export_and_sha256(&state)?;
+    let mut export: Option<(ExportIndex, String)> = None;
     let mut planned = Vec::new();
     for path in files {
-        let bytes = std::fs::read(path).map_err(|e| ReviewError::io(path.display().to_string(), e))?;
-        let parsed = parse_file(&path.display().to_string(), &bytes, extension(path)?, &index, &export_sha256)?;
-        let stored = match &parsed {
-            Parsed::Reviewer(r) => format!("reviewer-{}.{}", r.reviewer, extension(path)?),
-            Parsed::Adjudication(_) => format!("adjudication.{}", extension(path)?),
+        let file = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|e| ReviewError::io(file.clone(), e))?;
+        let ext = extension(path)?;
+        if let Some(rows) = check_rows(&file, &bytes, ext)? {
+            let labels = import_check(&state, &file, &rows)?;
+            let stored = format!("{}.{ext}", super::check::STORED_STEM);
+            planned.push(Planned { source: file, bytes, stored, parsed: Some(Parsed::Check(labels)) });
+            continue;
+        }
+        let (index, export_sha256) = match &export {
+            Some(e) => e,
+            None => export.insert(super::sheet::export_and_sha256(&state)?),
         };
-        planned.push(Planned { source: path.display().to_string(), bytes, stored, parsed: Some(parsed) });
+        let parsed = parse_file(&file, &bytes, ext, index, export_sha256)?;
+        let stored = match &parsed {
+            Parsed::Reviewer(r) => format!("reviewer-{}.{ext}", r.reviewer),
+            Parsed::Adjudication(_) => format!("adjudication.{ext}"),
+            Parsed::Check(_) => format!("{}.{ext}", super::check::STORED_STEM),
+        };
+        planned.push(Planned { source: file, bytes, stored, parsed: Some(parsed) });
     }
     keep(&state, planned)
+}
+
+/// The rows of `bytes` when it is an extraction check's file (a CSV or
+/// JSONL table with a `checker` column), else `None`.
+fn check_rows(file: &str, bytes: &[u8], ext: &str) -> Result<Option<Vec<Row>>, ReviewError> {
+    if ext == "json" {
+        return Ok(None);
+    }
+    let Ok(text) = std::str::from_utf8(bytes) else { return Ok(None) };
+    let table = if ext == "csv" { parse_csv(text) } else { parse_jsonl(text) };
+    match table {
+        Ok((header, rows)) if super::check::is_check_header(&header) => Ok(Some(rows)),
+        Ok(_) => Ok(None),
+        // A file that does not parse is reported by the reviewers' path,
+        // unless its first line names the checker column.
+        Err(e) if text.lines().next().is_some_and(|l| l.contains("checker")) => Err(ReviewError::table(file, e)),
+        Err(_) => Ok(None),
+    }
+}
+
+/// Validates an extraction check's file: against the check this cohort
+/// exported, and only before the scorers' items are exported (a check
+/// after scoring is not a check before scoring).
+fn import_check(state: &Path, file: &str, rows: &[Row]) -> Result<super::check::CheckLabels, ReviewError> {
+    let Some((index, check_sha256)) = super::check::check_index(state)? else {
+        return Err(ReviewError::Refused(format!(
+            "{file}: is an extraction check's file, but no extraction check was exported for this cohort: run `cohort review export DIR --extraction-checker NAME` first"
+        )));
+    };
+    let export = state.join(super::EXPORT_FILE);
+    if export.exists() {
+        return Err(ReviewError::Refused(format!(
+            "{file}: the scorers' items were already exported ({}) from the unchecked extraction: the extraction is checked before scoring, so this check can no longer be applied; start a new round by moving {} aside",
+            export.display(),
+            state.display()
+        )));
+    }
+    super::check::parse_check(file, rows, &index, &check_sha256)
 }
 
 /// The one write-once store of every import path (CSV, JSONL, sheet,
@@ -181,6 +245,7 @@ pub(crate) fn keep(state: &Path, planned: Vec<Planned>) -> Result<Imported, Revi
                 let who = match parsed {
                     Parsed::Reviewer(r) => format!("reviewer {}'s labels were", r.reviewer),
                     Parsed::Adjudication(_) => "the adjudication was".to_owned(),
+                    Parsed::Check(c) => format!("the extraction check ({}'s) was", c.checker),
                 };
                 return Err(ReviewError::Refused(format!(
                     "{}: {who} already imported ({}); imported ratings are kept as they are (seed 004 keeps both original ratings). \
@@ -193,13 +258,14 @@ pub(crate) fn keep(state: &Path, planned: Vec<Planned>) -> Result<Imported, Revi
         }
     }
     std::fs::create_dir_all(&imported_dir).map_err(|e| ReviewError::io(imported_dir.display().to_string(), e))?;
-    let mut out = Imported { reviewers: Vec::new(), adjudication: false, stored: Vec::new() };
+    let mut out = Imported { reviewers: Vec::new(), adjudication: false, checker: None, stored: Vec::new() };
     for p in planned {
         let target = imported_dir.join(&p.stored);
         super::export::write_once(&target, &p.bytes)?;
         match p.parsed {
             Some(Parsed::Reviewer(r)) => out.reviewers.push(r.reviewer),
             Some(Parsed::Adjudication(_)) => out.adjudication = true,
+            Some(Parsed::Check(c)) => out.checker = Some(c.checker),
             None => {}
         }
         out.stored.push(target);
@@ -232,13 +298,19 @@ pub fn read_imported(
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         // A Label Studio export is kept for the record beside the rows it
         // was turned into (`reviewer-<id>.jsonl`), which are what is read.
-        if name.starts_with('.') || name.starts_with(super::label_studio::KEPT_PREFIX) {
+        // The extraction check's file is read with the check's index
+        // (`check::imported_check`); the export index records what it did.
+        if name.starts_with('.')
+            || name.starts_with(super::label_studio::KEPT_PREFIX)
+            || name.starts_with(super::check::STORED_STEM)
+        {
             continue;
         }
         let bytes = std::fs::read(&path).map_err(|e| ReviewError::io(path.display().to_string(), e))?;
         match parse_file(&path.display().to_string(), &bytes, extension(&path)?, index, &export_sha256)? {
             Parsed::Reviewer(r) => reviewers.push(r),
             Parsed::Adjudication(a) => adjudication = Some(a),
+            Parsed::Check(_) => {}
         }
     }
     Ok((reviewers, adjudication))
@@ -309,10 +381,10 @@ fn check_label(file: &str, row: &Row, label: &str, reason: &str) -> Result<(), R
             format!("\"{label}\" is not a claim label: use one of {}", CLAIM_LABELS.join(", ")),
         ));
     }
-    if reason.is_empty() {
-        if let Some(why) = reason_required(label) {
-            return Err(bad(file, row, "reason", why.into()));
-        }
+    if reason.is_empty()
+        && let Some(why) = reason_required(label)
+    {
+        return Err(bad(file, row, "reason", why.into()));
     }
     Ok(())
 }
@@ -397,35 +469,7 @@ fn parse_reviewer(file: &str, rows: &[Row], index: &ExportIndex) -> Result<Revie
             }
             let (label, reason) = (row.get("label"), row.get("reason"));
             check_label(file, row, label, reason)?;
-            let mut cited = Vec::new();
-            for part in row.get("cited").split([';', ',', ' ']).filter(|p| !p.is_empty()) {
-                match part.trim_start_matches('[').trim_end_matches(']').parse::<u32>() {
-                    Ok(n) if n > 0 => cited.push(n),
-                    _ => {
-                        return Err(bad(
-                            file,
-                            row,
-                            "cited",
-                            format!(
-                                "\"{part}\" is not a citation index: give the output's indices as 1;3, or nothing for an uncited claim"
-                            ),
-                        ));
-                    }
-                }
-            }
-            if let Some(table) = citations_of.get(output).filter(|t| !t.is_empty()) {
-                if let Some(n) = cited.iter().find(|n| !table.contains_key(n)) {
-                    return Err(bad(
-                        file,
-                        row,
-                        "cited",
-                        format!(
-                            "[{n}] is not a citation of output {output} (its references: {})",
-                            table.keys().map(|k| format!("[{k}]")).collect::<Vec<_>>().join(" ")
-                        ),
-                    ));
-                }
-            }
+            let cited = cited_indices(file, row, output, &citations_of)?;
             let verdicts: Vec<&str> =
                 row.get("cited_supports").split([';', ',']).map(str::trim).filter(|v| !v.is_empty()).collect();
             if verdicts.len() != cited.len() {
@@ -494,75 +538,55 @@ fn parse_reviewer(file: &str, rows: &[Row], index: &ExportIndex) -> Result<Revie
         }
         match item.kind {
             ItemKind::Claim => {
-                let not_factual = row.get("not_factual");
-                let merge = row.get("merge_with");
-                let split = row.get("split");
-                let decision = if !not_factual.is_empty() && !matches!(not_factual, "no" | "n" | "false" | "0") {
-                    ClaimDecision::NotFactual(not_factual.into())
-                } else if !merge.is_empty() {
-                    let target = items.get(merge).filter(|t| t.kind == ItemKind::Claim && t.run_id == item.run_id);
-                    if target.is_none() || merge == id {
-                        return Err(bad(
-                            file,
-                            row,
-                            "merge_with",
-                            format!("\"{merge}\" is not another claim item of the same output {}", item.output),
-                        ));
+                let decision = match extraction_decision(file, row, item, &items)? {
+                    Extraction::NotFactual(why) => ClaimDecision::NotFactual(why),
+                    Extraction::Merged(target) => ClaimDecision::Merged(target),
+                    Extraction::Split(parts) => {
+                        let labels: Vec<&str> = row.get("label").split(PART_SEPARATOR).map(str::trim).collect();
+                        let reasons_cell = row.get("reason");
+                        let reasons: Vec<&str> = if reasons_cell.is_empty() {
+                            vec![""; parts.len()]
+                        } else {
+                            reasons_cell.split(PART_SEPARATOR).map(str::trim).collect()
+                        };
+                        if labels.len() != parts.len() || reasons.len() != parts.len() {
+                            return Err(bad(
+                                file,
+                                row,
+                                "label",
+                                format!(
+                                    "{} parts but {} labels and {} reasons: give one label (and reason, or none at all) per part, separated by `{PART_SEPARATOR}`",
+                                    parts.len(),
+                                    labels.len(),
+                                    reasons.len()
+                                ),
+                            ));
+                        }
+                        for (l, r) in labels.iter().zip(&reasons) {
+                            check_label(file, row, l, r)?;
+                        }
+                        ClaimDecision::Split(
+                            parts
+                                .into_iter()
+                                .zip(&labels)
+                                .zip(&reasons)
+                                .map(|((p, l), r)| (p, (*l).to_owned(), (*r).to_owned()))
+                                .collect(),
+                        )
                     }
-                    ClaimDecision::Merged(merge.into())
-                } else if !split.is_empty() {
-                    let parts: Vec<&str> = split.split(PART_SEPARATOR).map(str::trim).collect();
-                    let labels: Vec<&str> = row.get("label").split(PART_SEPARATOR).map(str::trim).collect();
-                    let reasons_cell = row.get("reason");
-                    let reasons: Vec<&str> = if reasons_cell.is_empty() {
-                        vec![""; parts.len()]
-                    } else {
-                        reasons_cell.split(PART_SEPARATOR).map(str::trim).collect()
-                    };
-                    if parts.len() < 2 || parts.iter().any(|p| p.is_empty()) {
-                        return Err(bad(
-                            file,
-                            row,
-                            "split",
-                            format!("give at least two non-empty parts separated by `{PART_SEPARATOR}`"),
-                        ));
+                    Extraction::AsExtracted => {
+                        let (label, reason) = (row.get("label"), row.get("reason"));
+                        if label.is_empty() {
+                            return Err(bad(
+                                file,
+                                row,
+                                "label",
+                                "empty: label the claim, or mark it not_factual, merge_with or split".into(),
+                            ));
+                        }
+                        check_label(file, row, label, reason)?;
+                        ClaimDecision::Label { label: label.into(), reason: reason.into() }
                     }
-                    if labels.len() != parts.len() || reasons.len() != parts.len() {
-                        return Err(bad(
-                            file,
-                            row,
-                            "label",
-                            format!(
-                                "{} parts but {} labels and {} reasons: give one label (and reason, or none at all) per part, separated by `{PART_SEPARATOR}`",
-                                parts.len(),
-                                labels.len(),
-                                reasons.len()
-                            ),
-                        ));
-                    }
-                    for (l, r) in labels.iter().zip(&reasons) {
-                        check_label(file, row, l, r)?;
-                    }
-                    ClaimDecision::Split(
-                        parts
-                            .iter()
-                            .zip(&labels)
-                            .zip(&reasons)
-                            .map(|((p, l), r)| ((*p).to_owned(), (*l).to_owned(), (*r).to_owned()))
-                            .collect(),
-                    )
-                } else {
-                    let (label, reason) = (row.get("label"), row.get("reason"));
-                    if label.is_empty() {
-                        return Err(bad(
-                            file,
-                            row,
-                            "label",
-                            "empty: label the claim, or mark it not_factual, merge_with or split".into(),
-                        ));
-                    }
-                    check_label(file, row, label, reason)?;
-                    ClaimDecision::Label { label: label.into(), reason: reason.into() }
                 };
                 if out.claims.insert(id.into(), decision).is_some() {
                     return Err(bad(file, row, "item_id", format!("item {id} appears twice")));
@@ -637,6 +661,101 @@ fn parse_reviewer(file: &str, rows: &[Row], index: &ExportIndex) -> Result<Revie
         });
     }
     Ok(out)
+}
+
+/// A claim row's extraction decision (`not_factual`, `merge_with`,
+/// `split`), as a scorer's file and the extraction check's file write it:
+/// the one parser of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Extraction {
+    /// One factual claim as extracted.
+    AsExtracted,
+    /// Advice, opinion or an uncertainty statement (the reviewer's words).
+    NotFactual(String),
+    /// A repeated paraphrase of another claim item of the same output.
+    Merged(String),
+    /// The distinct assertions of a conjunction, at least two.
+    Split(Vec<String>),
+}
+
+/// Reads the extraction decision of `row`, the row of claim `item`;
+/// `items` are the export's items, for the target of a merge.
+pub(crate) fn extraction_decision(
+    file: &str,
+    row: &Row,
+    item: &super::ExportedItem,
+    items: &BTreeMap<&str, &super::ExportedItem>,
+) -> Result<Extraction, ReviewError> {
+    let (not_factual, merge, split) = (row.get("not_factual"), row.get("merge_with"), row.get("split"));
+    if !not_factual.is_empty() && !matches!(not_factual, "no" | "n" | "false" | "0") {
+        return Ok(Extraction::NotFactual(not_factual.into()));
+    }
+    if !merge.is_empty() {
+        let target = items.get(merge).filter(|t| t.kind == ItemKind::Claim && t.run_id == item.run_id);
+        if target.is_none() || merge == item.item_id {
+            return Err(bad(
+                file,
+                row,
+                "merge_with",
+                format!("\"{merge}\" is not another claim item of the same output {}", item.output),
+            ));
+        }
+        return Ok(Extraction::Merged(merge.into()));
+    }
+    if split.is_empty() {
+        return Ok(Extraction::AsExtracted);
+    }
+    let parts: Vec<String> = split.split(PART_SEPARATOR).map(|p| p.trim().to_owned()).collect();
+    if parts.len() < 2 || parts.iter().any(String::is_empty) {
+        return Err(bad(
+            file,
+            row,
+            "split",
+            format!("give at least two non-empty parts separated by `{PART_SEPARATOR}`"),
+        ));
+    }
+    Ok(Extraction::Split(parts))
+}
+
+/// The `cited` indices of an added claim's row (`1;3`, empty for an
+/// uncited claim), each a citation of `output` (its reference table in
+/// `citations_of`, when the export has one).
+pub(crate) fn cited_indices(
+    file: &str,
+    row: &Row,
+    output: &str,
+    citations_of: &BTreeMap<&str, &BTreeMap<u32, String>>,
+) -> Result<Vec<u32>, ReviewError> {
+    let mut cited = Vec::new();
+    for part in row.get("cited").split([';', ',', ' ']).filter(|p| !p.is_empty()) {
+        match part.trim_start_matches('[').trim_end_matches(']').parse::<u32>() {
+            Ok(n) if n > 0 => cited.push(n),
+            _ => {
+                return Err(bad(
+                    file,
+                    row,
+                    "cited",
+                    format!(
+                        "\"{part}\" is not a citation index: give the output's indices as 1;3, or nothing for an uncited claim"
+                    ),
+                ));
+            }
+        }
+    }
+    if let Some(table) = citations_of.get(output).filter(|t| !t.is_empty())
+        && let Some(n) = cited.iter().find(|n| !table.contains_key(n))
+    {
+        return Err(bad(
+            file,
+            row,
+            "cited",
+            format!(
+                "[{n}] is not a citation of output {output} (its references: {})",
+                table.keys().map(|k| format!("[{k}]")).collect::<Vec<_>>().join(" ")
+            ),
+        ));
+    }
+    Ok(cited)
 }
 
 /// A pair row's verdict: `supports` yes or no (with a reason among
@@ -726,7 +845,9 @@ fn parse_adjudication(file: &str, rows: &[Row], index: &ExportIndex) -> Result<A
     for row in rows {
         let id = row.get("item_id");
         // A split part is `<claim item>.<n>`; an added claim `added:<reviewer>:<id>`.
-        let base = id.split_once('.').map_or(id, |(b, _)| b);
+        // An item id may hold a dot itself (a part of a claim the
+        // extraction check split, `c00001.2`), so the part is the last one.
+        let base = if items.contains_key(id) { id } else { id.rsplit_once('.').map_or(id, |(b, _)| b) };
         let kind = items.get(base).copied();
         if kind.is_none() && !id.starts_with("added:") {
             return Err(bad(
@@ -756,10 +877,12 @@ fn parse_adjudication(file: &str, rows: &[Row], index: &ExportIndex) -> Result<A
             ));
         }
         let reason = row.get("reason");
-        if reason.is_empty() && kind != Some(ItemKind::Pair) && kind != Some(ItemKind::Uncertainty) {
-            if let Some(why) = reason_required(label) {
-                return Err(bad(file, row, "reason", why.into()));
-            }
+        if reason.is_empty()
+            && kind != Some(ItemKind::Pair)
+            && kind != Some(ItemKind::Uncertainty)
+            && let Some(why) = reason_required(label)
+        {
+            return Err(bad(file, row, "reason", why.into()));
         }
         if kind == Some(ItemKind::Pair)
             && label == "no"
@@ -838,6 +961,7 @@ mod tests {
                 item("p1", ItemKind::Pair, Some("c1")),
                 item("u1", ItemKind::Uncertainty, None),
             ],
+            extraction_check: None,
         }
     }
 

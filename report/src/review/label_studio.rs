@@ -565,6 +565,7 @@ mod tests {
             reviewers: vec!["alice".into(), "bob".into()],
             folder: "f".into(),
             items: Vec::new(),
+            extraction_check: None,
         }
     }
 

@@ -141,6 +141,11 @@ pub struct ReviewSummary {
     pub unresolved_items: u64,
     pub arms: Vec<ArmReview>,
     pub notes: Vec<String>,
+    /// Who checked the extraction before scoring and what the check did
+    /// (docs/review.md "The extraction check"); `null`: the extraction was
+    /// not independently checked (the scorers checked it while labelling).
+    #[serde(default)]
+    pub extraction_check: Option<super::check::CheckFigures>,
 }
 
 /// Per (arm, question) sums.
@@ -719,6 +724,23 @@ pub fn summarise_review<'a>(frozen: &FrozenCohort, input: Option<&'a ReviewInput
             }
         }
     }
+    // Claims the extraction check took out of the factual set: excluded,
+    // and published as such (their pairs, for a merge, are the claim's it
+    // repeats, exported with it).
+    for x in input.index.extraction_check.iter().flat_map(|c| &c.excluded) {
+        let (Some(&a), Some(&q)) = (arm_index.get(x.arm.as_str()), q_index.get(x.question_id.as_str())) else {
+            continue;
+        };
+        let not_factual = x.decision == "not_factual";
+        lines.push(serde_json::json!({
+            "kind": "claim", "item_id": x.item_id, "unit": 1, "run_id": x.run_id, "arm": x.arm,
+            "question_id": x.question_id, "claim_id": x.claim_id,
+            "status": if not_factual { "excluded_not_factual" } else { "excluded_merged" },
+            "label": null, "single_reviewer": false, "covered": false, "missing_original_citation": false,
+            "extraction_check": {"decision": x.decision, "merged_into": x.merged_into, "reason": x.reason},
+        }));
+        cells[a][q].excluded += 1;
+    }
     // Uncertainty per output.
     for item in input.index.items.iter().filter(|i| i.kind == ItemKind::Uncertainty) {
         let (Some(&a), Some(&q)) = (arm_index.get(item.arm.as_str()), q_index.get(item.question_id.as_str())) else {
@@ -890,6 +912,12 @@ pub fn summarise_review<'a>(frozen: &FrozenCohort, input: Option<&'a ReviewInput
             "{unresolved_total} disagreement(s) await adjudication: the rates they touch are unmeasured until `cohort review import` receives the adjudication"
         ));
     }
+    let extraction_check = input.index.extraction_check.as_ref().map(|c| c.figures.clone());
+    if extraction_check.is_none() {
+        notes.push(
+            "extraction not independently checked: no person other than the scorers checked the claim extraction before scoring (seed 004); the scorers checked it while labelling".into(),
+        );
+    }
     let tallies = cells.iter().map(|arm| arm.iter().map(Cell::tally).collect()).collect();
     let summary = ReviewSummary {
         exported_at: input.index.exported_at.clone(),
@@ -902,6 +930,7 @@ pub fn summarise_review<'a>(frozen: &FrozenCohort, input: Option<&'a ReviewInput
         unresolved_items: unresolved_total,
         arms,
         notes,
+        extraction_check,
     };
     Some(ReviewParts { summary, tallies, lines })
 }
@@ -1057,6 +1086,7 @@ mod tests {
                 reviewers: vec!["alice".into(), "bob".into()],
                 folder: String::new(),
                 items,
+                extraction_check: None,
             },
             reviewers: vec![a, b],
             adjudication: None,
@@ -1238,6 +1268,7 @@ mod tests {
                 reviewers: vec!["alice".into(), "bob".into()],
                 folder: String::new(),
                 items,
+                extraction_check: None,
             },
             reviewers: vec![a, b],
             adjudication: Some(super::super::import::Adjudication {

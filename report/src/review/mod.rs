@@ -8,7 +8,11 @@
 //! - `DIR/.cohort/review/blinding.json`: arm id -> random code. Never in a
 //!   reviewer's folder: the reviewers see the codes only.
 //! - `DIR/.cohort/review/export.json`: every exported item with the run,
-//!   arm and claim it stands for (what the report needs to unblind).
+//!   arm and claim it stands for (what the report needs to unblind), and
+//!   the extraction check the claims were built from, if any.
+//! - `DIR/.cohort/review/check.json`: the extraction check's items, when a
+//!   person other than the scorers checked the extraction first
+//!   ([`check`]); its file is kept as `imported/extraction-check.<ext>`.
 //! - `DIR/.cohort/review/imported/`: each imported file, byte for byte,
 //!   write-once (`reviewer-<id>.<ext>`, `adjudication.<ext>`; a Label
 //!   Studio export as `label-studio-<sha256 prefix>.json` beside the
@@ -24,6 +28,7 @@
 //! label or version label; the only link from a code to an arm is
 //! `blinding.json` under the state directory.
 
+pub mod check;
 pub mod export;
 pub mod import;
 pub mod label_studio;
@@ -198,6 +203,11 @@ pub struct ExportIndex {
     /// The folder the reviewers' files were written to.
     pub folder: String,
     pub items: Vec<ExportedItem>,
+    /// The extraction check the scorers' claims were built from
+    /// ([`check`]); absent without one (and in indexes written before it
+    /// existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extraction_check: Option<check::ExtractionCheckRecord>,
 }
 
 /// Everything imported for a cohort, parsed: what the report computes the
@@ -215,11 +225,12 @@ pub struct ReviewInput {
 }
 
 /// Whether the cohort in `cohort_dir` declares a human review: a review
-/// was exported for it (`cohort review export` wrote `export.json`). A
-/// report of such a cohort is preliminary until the review is imported and
-/// adjudicated.
+/// (or its extraction check) was exported for it (`cohort review export`
+/// wrote `export.json` or `check.json`). A report of such a cohort is
+/// preliminary until the review is imported and adjudicated.
 pub fn declared(cohort_dir: &Path) -> bool {
-    state_dir(cohort_dir).join(EXPORT_FILE).is_file()
+    let state = state_dir(cohort_dir);
+    state.join(EXPORT_FILE).is_file() || state.join(check::CHECK_INDEX_FILE).is_file()
 }
 
 /// Reads what has been exported and imported for the cohort in

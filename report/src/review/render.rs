@@ -90,6 +90,21 @@ pub fn markdown(review: Option<&ReviewSummary>) -> String {
         r.adjudicated_items,
         r.unresolved_items
     );
+    match &r.extraction_check {
+        Some(c) => {
+            let _ = writeln!(
+                o,
+                "Extraction checked before scoring by {} (check file SHA-256 {}): {} claim(s) split, {} merged, {} not factual, {} added.\n",
+                c.checker, c.file_sha256, c.split, c.merged, c.not_factual, c.added
+            );
+        }
+        None => {
+            let _ = writeln!(
+                o,
+                "Extraction not independently checked before scoring (the scorers checked it while labelling).\n"
+            );
+        }
+    }
     if let Some(a) = &r.agreement {
         let _ = writeln!(o, "### Agreement before adjudication ({} vs {})\n", a.reviewers[0], a.reviewers[1]);
         agreement(&mut o, "claim labels", &a.claims);
