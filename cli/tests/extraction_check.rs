@@ -98,6 +98,18 @@ fn the_extraction_is_checked_before_scoring_and_the_report_names_the_checker() {
     let columns = header(&check_csv);
     let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
     support::review::write_csv(&filled, &columns, &rows);
+    // A check file of another check: exit 2, naming both hashes, nothing kept.
+    let mut foreign = rows.clone();
+    foreign.iter_mut().for_each(|r| {
+        r.insert("check_sha256".into(), "f".repeat(64));
+    });
+    let other_file = tmp.path().join("other-check.csv");
+    support::review::write_csv(&other_file, &columns, &foreign);
+    let out = cohort(&["review", "import", d, other_file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("field `check_sha256`") && text(&out).contains(&"f".repeat(64)), "{}", text(&out));
+    assert!(!dir.join(".cohort/review/imported").exists(), "nothing kept on refusal");
+
     let out = cohort(&["review", "import", d, filled.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("carol's extraction check"), "{}", text(&out));

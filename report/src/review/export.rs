@@ -354,6 +354,22 @@ pub async fn export(
     if let Some(checker) = &options.extraction_checker {
         return export_check(&written, checker, manifest_sha256, &stamp, &read, &redact);
     }
+    if let Some(c) = &check {
+        // Every output's claims were checked: a run completed after the
+        // check's export has no checked extraction.
+        let checked: BTreeSet<&str> = c.index.items.iter().map(|i| i.run_id.as_str()).collect();
+        let unchecked: Vec<&str> =
+            read.iter().map(|o| o.record.run_id.as_str()).filter(|r| !checked.contains(r)).collect();
+        if !unchecked.is_empty() {
+            return Err(ReviewError::Refused(format!(
+                "{} completed run(s) are not in the extraction check ({}{}): they completed after it was exported, so their claims were not checked; start a new round by moving {} aside and exporting the check again",
+                unchecked.len(),
+                unchecked.iter().take(5).copied().collect::<Vec<_>>().join(", "),
+                if unchecked.len() > 5 { ", ..." } else { "" },
+                state.display()
+            )));
+        }
+    }
     let key: BTreeMap<&str, &cohort_core::uncertainty_key::UncertaintyEntry> =
         cohort.uncertainty_key.iter().flatten().map(|e| (e.question_id.as_str(), e)).collect();
 
