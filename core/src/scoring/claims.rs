@@ -95,14 +95,14 @@ fn is_assertive_at(sentence: &str, base: usize, spans: &[Span]) -> bool {
     words >= 2
 }
 
-/// The sentences of one prose leaf, as (range in `text`, cited indices,
-/// assertive), given the leaf's scanned spans.
-pub(crate) fn sentences_of(text: &str, spans: &[Span]) -> Vec<(Range<usize>, Vec<u32>, bool)> {
+/// The claims of one prose leaf: its assertive sentences, as (range in
+/// `text`, cited indices), given the leaf's scanned spans.
+pub(crate) fn sentences_of(text: &str, spans: &[Span]) -> Vec<(Range<usize>, Vec<u32>)> {
     // Sentences and spans are both in order: walk them together.
     let mut next = 0;
     segment::split_sentences_with(text, spans)
         .into_iter()
-        .map(|range| {
+        .filter_map(|range| {
             while next < spans.len() && spans[next].range.start < range.start {
                 next += 1;
             }
@@ -111,11 +111,13 @@ pub(crate) fn sentences_of(text: &str, spans: &[Span]) -> Vec<(Range<usize>, Vec
                 next += 1;
             }
             let inside = &spans[first..next];
+            if !is_assertive_at(&text[range.clone()], range.start, inside) {
+                return None;
+            }
             let mut cited: Vec<u32> = inside.iter().flat_map(|s| s.indices.iter().copied()).collect();
             cited.sort_unstable();
             cited.dedup();
-            let assertive = is_assertive_at(&text[range.clone()], range.start, inside);
-            (range, cited, assertive)
+            Some((range, cited))
         })
         .collect()
 }
@@ -173,12 +175,17 @@ mod tests {
         }
     }
 
-    /// Cited indices are the distinct indices of the sentence's markers.
+    /// Claims are the assertive sentences, each citing the distinct indices
+    /// of its markers.
     #[test]
     fn cites_distinct_sorted_indices() {
         let text = "A grew [3, 1]. B fell.[2-3][3] C rose.";
         let got: Vec<(&str, Vec<u32>)> =
-            sentences_of(text, &scan(text)).into_iter().map(|(r, c, _)| (&text[r], c)).collect();
+            sentences_of(text, &scan(text)).into_iter().map(|(r, c)| (&text[r], c)).collect();
         assert_eq!(got, vec![("A grew [3, 1].", vec![1, 3]), ("B fell.[2-3][3]", vec![2, 3]), ("C rose.", vec![])]);
+        let text = "Why? [1] It grew [2].";
+        let got: Vec<(&str, Vec<u32>)> =
+            sentences_of(text, &scan(text)).into_iter().map(|(r, c)| (&text[r], c)).collect();
+        assert_eq!(got, vec![("It grew [2].", vec![2])], "a question is no claim");
     }
 }

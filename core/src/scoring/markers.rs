@@ -157,7 +157,9 @@ pub fn scan(text: &str) -> Vec<Span> {
                 i = end;
                 floor = end;
             }
-            None => i += 1,
+            // Most full stops start nothing: go straight to the next
+            // byte that may.
+            None => i = next_interesting(bytes, i + 1),
         }
     }
     spans

@@ -202,7 +202,7 @@ pub fn analyse_output(
     let prepared = wire::prepare(raw, citations);
     let mut analysis = analyse_prepared(&prepared, format);
     if analysis.normalised_body.is_none() && prepared.body.len() != raw.len() {
-        analysis.normalised_body = Some(prepared.body.clone());
+        analysis.normalised_body = Some(prepared.body.clone().into_owned());
     }
     analysis.warnings.extend(prepared.warnings.iter().cloned());
     analysis.reasoning = prepared.reasoning;
@@ -210,7 +210,7 @@ pub fn analyse_output(
 }
 
 fn analyse_prepared(prepared: &wire::Prepared, format: Option<ReportFormat>) -> Analysis {
-    let text = prepared.body.as_str();
+    let text = &*prepared.body;
     let mut parsed = document::parse(text);
     let texts: Vec<std::borrow::Cow<str>> = parsed.leaves.iter().map(|leaf| document::leaf_text(text, leaf)).collect();
     document::classify(text, &mut parsed, &texts);
@@ -338,16 +338,16 @@ fn analyse_prepared(prepared: &wire::Prepared, format: Option<ReportFormat>) -> 
             conflicts.entry(group).or_default().extend(markers.flat_map(|m| m.indices.iter().copied()));
             continue;
         }
-        let markers: Vec<&markers::Span> = markers.collect();
-        marker_spans += markers.len();
-        for index in markers.iter().flat_map(|m| m.indices.iter().copied()) {
+        let mut leaf_markers = 0;
+        for index in markers.clone().inspect(|_| leaf_markers += 1).flat_map(|m| m.indices.iter().copied()) {
             total = total.saturating_add(1);
             if !known.get(index as usize).copied().unwrap_or(false) {
                 unresolved = unresolved.saturating_add(1);
                 unresolved_indices.insert(index);
             }
         }
-        if !markers.is_empty()
+        marker_spans += leaf_markers;
+        if leaf_markers > 0
             && (leaf.role == Role::Table || (leaf.role == Role::Heading && claims::is_statement(leaf_text, spans)))
         {
             // Seed 004: every attached citation is linked to its claim. A
@@ -358,7 +358,7 @@ fn analyse_prepared(prepared: &wire::Prepared, format: Option<ReportFormat>) -> 
             // missed claim in the extraction check).
             let trimmed = leaf_text.trim_start();
             let start = leaf_text.len() - trimmed.len();
-            let mut cited: Vec<u32> = markers.iter().flat_map(|m| m.indices.iter().copied()).collect();
+            let mut cited: Vec<u32> = markers.flat_map(|m| m.indices.iter().copied()).collect();
             cited.sort_unstable();
             cited.dedup();
             let offset =
@@ -375,10 +375,7 @@ fn analyse_prepared(prepared: &wire::Prepared, format: Option<ReportFormat>) -> 
         if leaf.role != Role::Prose {
             continue;
         }
-        for (range, cited, assertive) in claims::sentences_of(leaf_text, spans) {
-            if !assertive {
-                continue;
-            }
+        for (range, cited) in claims::sentences_of(leaf_text, spans) {
             let k = segment_starts.partition_point(|&(leaf_at, _)| leaf_at <= range.start).saturating_sub(1);
             let offset = segment_starts.get(k).map_or(0, |&(leaf_at, body_at)| body_at + (range.start - leaf_at));
             claims.push(Claim {

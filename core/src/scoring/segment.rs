@@ -33,6 +33,26 @@ const ABBREVIATIONS_BEFORE_NUMBER: &[&str] = &[
     "aug.", "sep.", "sept.", "oct.", "nov.", "dec.", "v.", "ver.", "art.", "r.", "s.",
 ];
 
+/// The longest entry of [`ABBREVIATIONS`] and
+/// [`ABBREVIATIONS_BEFORE_NUMBER`], in bytes: a longer ASCII token is in
+/// neither.
+const LONGEST_ABBREVIATION: usize = {
+    let mut longest = 0;
+    let lists = [ABBREVIATIONS, ABBREVIATIONS_BEFORE_NUMBER];
+    let mut l = 0;
+    while l < lists.len() {
+        let mut k = 0;
+        while k < lists[l].len() {
+            if lists[l][k].len() > longest {
+                longest = lists[l][k].len();
+            }
+            k += 1;
+        }
+        l += 1;
+    }
+    longest
+};
+
 /// The byte ranges of the sentences of `text` (one block of inline text,
 /// lines already joined), trimmed of surrounding whitespace, in order.
 /// Empty sentences are dropped. Markers that follow a sentence's final
@@ -291,7 +311,8 @@ fn keeps_going(masked: &str, at: usize) -> bool {
 /// same test without lowercasing it into a new string at every sentence end.
 fn is_listed(token: &str, list: &[&str]) -> bool {
     if token.is_ascii() {
-        list.iter().any(|entry| entry.eq_ignore_ascii_case(token))
+        // Most tokens before a full stop are words longer than any entry.
+        token.len() <= LONGEST_ABBREVIATION && list.iter().any(|entry| entry.eq_ignore_ascii_case(token))
     } else {
         let lower = token.to_lowercase();
         list.contains(&lower.as_str())

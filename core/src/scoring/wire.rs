@@ -29,6 +29,8 @@
 //! reconciled with the text (`super::ReferenceOrigin` says where each
 //! entry came from).
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 
 /// The longest URL kept from an API's citation list: past this it is no
@@ -140,9 +142,10 @@ pub(crate) struct ByteSpan {
 
 /// The scorer's input made from a raw output ([`prepare`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Prepared {
-    /// The answer: the raw output without its reasoning blocks.
-    pub body: String,
+pub struct Prepared<'a> {
+    /// The answer: the raw output without its reasoning blocks (the raw
+    /// output itself, borrowed, when it has none).
+    pub body: Cow<'a, str>,
     /// The reasoning blocks taken out, in order, without their tags.
     pub reasoning: Vec<String>,
     pub(crate) list: Vec<ApiSource>,
@@ -211,7 +214,7 @@ pub fn is_reasoning_only(text: &str) -> bool {
 
 /// Makes the scorer's input from a raw output and what its API said (the
 /// module doc gives the steps).
-pub fn prepare(raw: &str, citations: &ApiCitations) -> Prepared {
+pub fn prepare<'a>(raw: &'a str, citations: &ApiCitations) -> Prepared<'a> {
     let mut warnings = Vec::new();
     let mut spans: Vec<ByteSpan> = Vec::new();
     if let ApiCitations::Spans { spans: given } = citations {
@@ -236,18 +239,23 @@ pub fn prepare(raw: &str, citations: &ApiCitations) -> Prepared {
     }
 
     let blocks = reasoning_blocks(raw);
-    let mut body = String::with_capacity(raw.len());
     let mut reasoning = Vec::new();
-    let mut at = 0;
-    for (outer, inner) in &blocks {
-        body.push_str(&raw[at..outer.start]);
-        let text = raw[inner.clone()].trim();
-        if !text.is_empty() {
-            reasoning.push(text.to_owned());
+    let body = if blocks.is_empty() {
+        Cow::Borrowed(raw)
+    } else {
+        let mut body = String::with_capacity(raw.len());
+        let mut at = 0;
+        for (outer, inner) in &blocks {
+            body.push_str(&raw[at..outer.start]);
+            let text = raw[inner.clone()].trim();
+            if !text.is_empty() {
+                reasoning.push(text.to_owned());
+            }
+            at = outer.end;
         }
-        at = outer.end;
-    }
-    body.push_str(&raw[at..]);
+        body.push_str(&raw[at..]);
+        Cow::Owned(body)
+    };
     if !blocks.is_empty() {
         let mut dropped = 0usize;
         spans.retain_mut(|s| {
@@ -312,7 +320,7 @@ mod tests {
         assert_eq!(&p.body[p.spans[0].range.clone()], "Sales grew [1].");
         assert!(is_reasoning_only(" <think>a</think>\n<think>b") && !is_reasoning_only("<think>a</think> x"));
         let open = prepare("Answer.\n<THINK>never closed", &ApiCitations::None);
-        assert_eq!((open.body.as_str(), open.reasoning.as_slice()), ("Answer.\n", &["never closed".to_owned()][..]));
+        assert_eq!((&*open.body, open.reasoning.as_slice()), ("Answer.\n", &["never closed".to_owned()][..]));
     }
 
     /// A numbered list keeps blank entries in place (markers count
