@@ -23,7 +23,7 @@ use std::sync::Arc;
 use sha2::{Digest as _, Sha256};
 use tonic::metadata::{AsciiMetadataValue, MetadataValue};
 use tonic::service::Interceptor;
-use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
+use tonic::transport::{Certificate, ClientTlsConfig, Identity};
 use tonic::{Request, Status};
 
 /// The environment variable a role reads its cluster token from when no
@@ -200,25 +200,43 @@ impl Interceptor for SendToken {
 // === impl ServerTls ===
 
 /// The coordinator's TLS: its certificate chain and key, and the CA whose
-/// certificates it requires from workers (mutual TLS) when given.
+/// certificates it requires from workers (mutual TLS) when given. Kept as
+/// PEM; [`ServerTls::incoming`] does the handshakes itself (rustls through
+/// tokio-rustls, as tonic would), so that a refused one is logged with the
+/// peer's address: tonic's own TLS says nothing above DEBUG, and nothing
+/// of who it was.
 #[derive(Clone)]
 pub struct ServerTls {
-    identity: Identity,
-    client_ca: Option<Certificate>,
+    config: Arc<rustls::ServerConfig>,
+    mutual: bool,
 }
 
 impl fmt::Debug for ServerTls {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ServerTls").field("mutual", &self.client_ca.is_some()).finish_non_exhaustive()
+        f.debug_struct("ServerTls").field("mutual", &self.mutual).finish_non_exhaustive()
     }
 }
 
+/// How long a connection may take to finish its TLS handshake before it is
+/// dropped (and logged as refused).
+pub const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Refused handshakes logged at WARN per [`REFUSAL_WINDOW`]; the rest of a
+/// burst (a port scanner, a misconfigured fleet) are counted and said in
+/// the next window's first line.
+const REFUSALS_LOGGED_PER_WINDOW: u32 = 5;
+const REFUSAL_WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl ServerTls {
-    /// From PEM files: `cert` (the chain), `key`, and `client_ca`.
+    /// From PEM files: `cert` (the chain), `key`, and `client_ca`. The
+    /// files are checked here, so a bad one stops the coordinator before it
+    /// listens.
     pub fn from_files(cert: &Path, key: &Path, client_ca: Option<&Path>) -> Result<ServerTls, AuthError> {
-        let identity = Identity::from_pem(read_small("the TLS certificate", cert)?, read_small("the TLS key", key)?);
-        let client_ca = client_ca.map(|p| read_small("the client CA", p).map(Certificate::from_pem)).transpose()?;
-        Ok(ServerTls { identity, client_ca })
+        let cert = read_small("the TLS certificate", cert)?;
+        let key = read_small("the TLS key", key)?;
+        let client_ca = client_ca.map(|p| read_small("the client CA", p)).transpose()?;
+        let config = Arc::new(server_config(&cert, &key, client_ca.as_deref())?);
+        Ok(ServerTls { config, mutual: client_ca.is_some() })
     }
 
     /// The coordinator's TLS from its flags: none, or its certificate and
@@ -241,16 +259,131 @@ impl ServerTls {
 
     /// Whether a client certificate is required.
     pub fn mutual(&self) -> bool {
-        self.client_ca.is_some()
+        self.mutual
     }
 
-    /// The server's tonic TLS configuration (a client certificate is
-    /// required, not optional, when a client CA is set).
-    pub fn config(&self) -> ServerTlsConfig {
-        let config = ServerTlsConfig::new().identity(self.identity.clone());
-        match &self.client_ca {
-            Some(ca) => config.client_ca_root(ca.clone()).client_auth_optional(false),
-            None => config,
+    /// The connections of `listener` that completed the TLS handshake, for
+    /// a tonic server built without its own TLS (`serve_with_incoming`).
+    /// Each handshake runs in a task of its own (a slow client holds up no
+    /// other) within [`HANDSHAKE_TIMEOUT`]; one that fails (no client
+    /// certificate, one from another CA, plain HTTP on the TLS port, a
+    /// timeout) is dropped and logged at WARN with the peer's address and
+    /// rustls's reason, at most [`REFUSALS_LOGGED_PER_WINDOW`] lines per
+    /// [`REFUSAL_WINDOW`]. The accepting task ends when the stream is
+    /// dropped.
+    pub fn incoming(
+        &self,
+        listener: tokio::net::TcpListener,
+    ) -> tokio::sync::mpsc::Receiver<std::io::Result<TlsConnection>> {
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::clone(&self.config));
+        let (tx, rx) = tokio::sync::mpsc::channel(64);
+        tokio::spawn(async move {
+            let refusals = Arc::new(std::sync::Mutex::new(RefusalLog::default()));
+            loop {
+                let (tcp, peer) = tokio::select! {
+                    () = tx.closed() => return,
+                    accepted = listener.accept() => match accepted {
+                        Ok(accepted) => accepted,
+                        Err(e) => {
+                            // Out of file descriptors and the like: said,
+                            // and the loop goes on after a breath.
+                            tracing::warn!(error = %e, "cannot accept a connection");
+                            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                            continue;
+                        }
+                    },
+                };
+                let (acceptor, tx, refusals) = (acceptor.clone(), tx.clone(), Arc::clone(&refusals));
+                tokio::spawn(async move {
+                    let reason = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+                        Ok(Ok(tls)) => {
+                            let _ = tx.send(Ok(tls)).await;
+                            return;
+                        }
+                        Ok(Err(e)) => e.to_string(),
+                        Err(_) => format!("no handshake within {} s", HANDSHAKE_TIMEOUT.as_secs()),
+                    };
+                    let said = refusals.lock().map(|mut log| log.note(std::time::Instant::now()));
+                    if let Ok(Some(suppressed)) = said {
+                        tracing::warn!(
+                            %peer,
+                            %reason,
+                            suppressed_before = suppressed,
+                            "refused a TLS handshake (mutual TLS needs a client certificate from --tls-ca; a plain \
+                             http:// worker URL on this port is refused too)"
+                        );
+                    }
+                });
+            }
+        });
+        rx
+    }
+}
+
+/// The server's rustls configuration: its chain and key, HTTP/2 by
+/// ALPN (gRPC), and with a client CA a certificate from it required
+/// (not optional).
+fn server_config(cert: &[u8], key: &[u8], client_ca: Option<&[u8]>) -> Result<rustls::ServerConfig, AuthError> {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let bad = |what: &str, e: &dyn fmt::Display| AuthError::Tls(format!("{what}: {e}"));
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| bad("TLS versions", &e))?;
+    let builder = match client_ca {
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in CertificateDer::pem_slice_iter(ca) {
+                roots
+                    .add(cert.map_err(|e| bad("--tls-ca is not a PEM certificate", &e))?)
+                    .map_err(|e| bad("--tls-ca", &e))?;
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .map_err(|e| bad("--tls-ca", &e))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let chain = CertificateDer::pem_slice_iter(cert)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad("--tls-cert is not a PEM certificate", &e))?;
+    if chain.is_empty() {
+        return Err(AuthError::Tls("--tls-cert holds no PEM certificate".to_owned()));
+    }
+    let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| bad("--tls-key is not a PEM key", &e))?;
+    let mut config = builder.with_single_cert(chain, key).map_err(|e| bad("--tls-cert with --tls-key", &e))?;
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(config)
+}
+
+/// A connection [`ServerTls::incoming`] yields.
+pub type TlsConnection = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+
+/// Which refused handshakes are logged: the first
+/// [`REFUSALS_LOGGED_PER_WINDOW`] of each [`REFUSAL_WINDOW`].
+#[derive(Debug, Default)]
+struct RefusalLog {
+    window: Option<std::time::Instant>,
+    logged: u32,
+    suppressed: u64,
+}
+
+impl RefusalLog {
+    /// One refusal at `now`: `Some(n)` to log it, with `n` refusals not
+    /// logged since the last line; `None` to count it silently.
+    fn note(&mut self, now: std::time::Instant) -> Option<u64> {
+        if self.window.is_none_or(|start| now.duration_since(start) >= REFUSAL_WINDOW) {
+            self.window = Some(now);
+            self.logged = 0;
+        }
+        if self.logged < REFUSALS_LOGGED_PER_WINDOW {
+            self.logged += 1;
+            Some(std::mem::take(&mut self.suppressed))
+        } else {
+            self.suppressed += 1;
+            None
         }
     }
 }
@@ -415,6 +548,19 @@ mod tests {
             request.metadata_mut().insert("authorization", h.parse().unwrap());
         }
         interceptor.call(request)
+    }
+
+    /// A burst of refused handshakes logs the first few of each window and
+    /// counts the rest into the next window's first line.
+    #[test]
+    fn refused_handshakes_are_logged_a_few_per_window_and_the_rest_counted() {
+        let mut log = RefusalLog::default();
+        let t0 = std::time::Instant::now();
+        let first: Vec<Option<u64>> = (0..8).map(|i| log.note(t0 + std::time::Duration::from_millis(i))).collect();
+        assert_eq!(first, [Some(0), Some(0), Some(0), Some(0), Some(0), None, None, None]);
+        // The next window's first line says how many were not logged.
+        assert_eq!(log.note(t0 + REFUSAL_WINDOW), Some(3));
+        assert_eq!(log.note(t0 + REFUSAL_WINDOW), Some(0));
     }
 
     #[test]

@@ -580,11 +580,11 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), tonic::transport::Error> {
-    // TLS first: a bad configuration returns before anything is started.
+    // TLS is done by cohort-auth (`ServerTls::incoming`), so a refused
+    // handshake is logged with its peer; its configuration was built and
+    // checked when its files were read.
     let mut server = tonic::transport::Server::builder();
-    if let Some(tls) = &service.config.tls {
-        server = server.tls_config(tls.config())?;
-    }
+    let tls = service.config.tls.clone();
     let service = Arc::new(service);
     let reconciler = Arc::clone(&service);
     let interval = service.config.reconcile_interval;
@@ -635,13 +635,16 @@ pub async fn run(
             }
         }
     });
-    let incoming = tokio_stream_listener(listener);
     let auth = service.config.auth.clone();
-    let result = server
-        .add_service(health)
-        .add_service(InterceptedService::new(CoordinatorServer::from_arc(service), auth))
-        .serve_with_incoming_shutdown(incoming, shutdown)
-        .await;
+    let router =
+        server.add_service(health).add_service(InterceptedService::new(CoordinatorServer::from_arc(service), auth));
+    let result = match tls {
+        None => router.serve_with_incoming_shutdown(tokio_stream_listener(listener), shutdown).await,
+        Some(tls) => {
+            let incoming = tokio_stream::wrappers::ReceiverStream::new(tls.incoming(listener));
+            router.serve_with_incoming_shutdown(incoming, shutdown).await
+        }
+    };
     reconcile.abort();
     result
 }

@@ -161,8 +161,9 @@ fn leaf(dir: &Path, ca: &str, name: &str, extensions: &str) {
 
 /// Mutual TLS: the coordinator requires a client certificate from its
 /// client CA. A worker with none, and one whose certificate another CA
-/// signed, are refused (and stop, naming TLS); one with a certificate from
-/// the client CA runs the cohort.
+/// signed, are refused (and stop, naming TLS; the coordinator logs each
+/// refused handshake at WARN with the peer's address); one with a
+/// certificate from the client CA runs the cohort.
 #[test]
 fn with_mutual_tls_a_worker_without_a_client_certificate_is_refused() {
     let tmp = tempfile::tempdir().unwrap();
@@ -205,4 +206,13 @@ fn with_mutual_tls_a_worker_without_a_client_certificate_is_refused() {
     assert!(member.status.success(), "{}", said(&member));
     assert!(said(&member).contains("worker done: leased 4, reported 4"), "{}", said(&member));
     assert_eq!(coord.terminate(), Some(0), "{}", coord.log_text());
+    // The coordinator said who it refused, and why, at WARN: both the
+    // worker without a certificate and the one from another CA.
+    let log = coord.log_text();
+    let refused: Vec<&str> = log.lines().filter(|l| l.contains("refused a TLS handshake")).collect();
+    assert!(refused.len() >= 2, "two refused handshakes, each said:\n{log}");
+    for line in &refused {
+        assert!(line.contains("WARN") && line.contains("peer=127.0.0.1:"), "{line}");
+    }
+    assert!(refused.iter().any(|l| l.contains("certificate")), "rustls's reason names the certificate:\n{log}");
 }
