@@ -32,10 +32,33 @@
 //! ever known durable) and the load generators journal as on a durable
 //! single server.
 //!
-//! A third run per size, durability off, exports the coordinator's spans
-//! (a lease span and a result span per run, the cohort span) over
-//! OTLP/gRPC to a receiver in this process (`cohort_tests::otlp`), to show
-//! what tracing costs beside the same configuration without it.
+//! A second run per size, right after the first and like it durability
+//! off, exports the coordinator's spans (a lease span and a result span per
+//! run, the cohort span) over OTLP/gRPC to a receiver in this process
+//! (`cohort_tests::otlp`), and a line prints what tracing costs beside the
+//! untraced run: lifecycles/s, the coordinator's CPU per lifecycle (from
+//! `/proc/PID/stat`) and the p99 of the load generators' lease and report
+//! calls, each as a ratio beside its target (issue 24: p99 within 2x, CPU
+//! within 1.3x; printed, never asserted).
+//!
+//!     COHORT_BENCH_CONFIGS=tracing ...   # only the untraced and traced pair
+//!
+//! Beside BullMQ (issue 24), `COHORT_BENCH_CONFIGS=bullmq`: per size, with
+//! durability off and then on, BullMQ (npm `bullmq`, pinned in
+//! `benches/bullmq/package.json`; one Node process running its documented
+//! `Worker` with concurrency [`WORKERS`] and a no-op processor, on a
+//! private redis-server configured as cohort's, the same job count, a
+//! [`BULLMQ_PAYLOAD`]-byte payload per job) and then cohort's lifecycle
+//! as above; a line prints for both the jobs/s and their ratio (target:
+//! cohort >= 2x BullMQ with durability on), the commands Redis executed per
+//! job (`INFO commandstats`, the commands scripts run included) and the
+//! scripts called per job, and the CPU seconds per 10k jobs of each
+//! process (BullMQ's Node process and its Redis; cohort's coordinator, its
+//! Redis, and the load generators in this process). Needs `node` and `npm`
+//! (the packages are installed once, from the lock file, under
+//! `~/.cache/cohort/bullmq-bench`); without them the line says so.
+//!
+//!     COHORT_BENCH_CONFIGS=bullmq COHORT_BENCH_SIZES=10000 cargo bench -p cohort-cli --bench lifecycle
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -57,6 +80,9 @@ const COHORT: &str = env!("CARGO_BIN_EXE_cohort");
 const WORKERS: usize = 50;
 const ARMS: usize = 10;
 const LEASE_BATCH: u32 = 32;
+/// The bytes of data each BullMQ job carries: about what a run of
+/// cohort's plan holds (its id, arm, question and position).
+const BULLMQ_PAYLOAD: usize = 128;
 
 fn main() {
     let sizes: Vec<usize> = std::env::var("COHORT_BENCH_SIZES")
@@ -68,14 +94,65 @@ fn main() {
         "lifecycle benchmark: {WORKERS} load-generating workers, lease batch {LEASE_BATCH}, Redis ledger, loopback gRPC"
     );
     // Traces are exported (to an OTLP/gRPC receiver in this process) in a
-    // third configuration, durability off, to show what tracing costs.
+    // second configuration, durability off like the first, to show what
+    // tracing costs beside it.
     let receiver = runtime.block_on(cohort_tests::otlp::Receiver::start());
-    for runs in sizes {
-        for (store, traced) in
-            [(Store::Single, false), (Store::SingleEverysec, false), (Store::Single, true), (Store::Cluster, false)]
-        {
-            runtime.block_on(bench(runs, store, traced.then_some(&receiver)));
+    let configs = std::env::var("COHORT_BENCH_CONFIGS").unwrap_or_default();
+    if configs == "bullmq" {
+        for runs in sizes {
+            for store in [Store::Single, Store::SingleEverysec] {
+                let reference = bullmq::run(runs, store == Store::SingleEverysec);
+                let ours = runtime.block_on(bench(runs, store, None));
+                bullmq::compare(runs, store, reference, &ours);
+            }
         }
+        return;
+    }
+    let only_tracing = configs == "tracing";
+    for runs in sizes {
+        let untraced = runtime.block_on(bench(runs, Store::Single, None));
+        let traced = runtime.block_on(bench(runs, Store::Single, Some(&receiver)));
+        println!(
+            "  traced / untraced at {runs} runs (durability off): p99 of a call {:.2}x (target <= 2x), coordinator CPU \
+             per lifecycle {:.2}x (target <= 1.3x), lifecycles/s {:.2}x, p50 of a call {:.2}x",
+            traced.call_p99.as_secs_f64() / untraced.call_p99.as_secs_f64(),
+            traced.cpu_per_lifecycle().as_secs_f64() / untraced.cpu_per_lifecycle().as_secs_f64(),
+            traced.rate() / untraced.rate(),
+            traced.call_p50.as_secs_f64() / untraced.call_p50.as_secs_f64(),
+        );
+        if only_tracing {
+            continue;
+        }
+        for store in [Store::SingleEverysec, Store::Cluster] {
+            runtime.block_on(bench(runs, store, None));
+        }
+    }
+}
+
+/// What one configuration measured, for the traced-against-untraced line.
+struct Figures {
+    completed: u64,
+    elapsed: Duration,
+    /// The coordinator's CPU (user + system) while the load ran.
+    cpu: Duration,
+    /// Over every lease and report call of the load generators.
+    call_p50: Duration,
+    call_p99: Duration,
+    /// Redis's share while the load ran, on a single server (unknown on
+    /// the cluster).
+    redis: Option<bullmq::RedisWork>,
+    /// This process's CPU while the load ran: the load generators (and the
+    /// OTLP receiver when traced).
+    load_cpu: Duration,
+}
+
+impl Figures {
+    fn rate(&self) -> f64 {
+        self.completed as f64 / self.elapsed.as_secs_f64()
+    }
+
+    fn cpu_per_lifecycle(&self) -> Duration {
+        self.cpu / u32::try_from(self.completed.max(1)).unwrap_or(u32::MAX)
     }
 }
 
@@ -106,7 +183,7 @@ impl Running {
     }
 }
 
-async fn bench(runs: usize, store: Store, traced: Option<&cohort_tests::otlp::Receiver>) {
+async fn bench(runs: usize, store: Store, traced: Option<&cohort_tests::otlp::Receiver>) -> Figures {
     let durable = store != Store::Single;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("cohort");
@@ -166,6 +243,12 @@ async fn bench(runs: usize, store: Store, traced: Option<&cohort_tests::otlp::Re
     let manifest: serde_json::Value = serde_json::from_slice(&fs::read(dir.join("manifest.json")).unwrap()).unwrap();
     let manifest_sha = cohort_core::hash::sha256_hex(&fs::read(dir.join("manifest.json")).unwrap());
     let done = Arc::new(AtomicU64::new(0));
+    let cpu_before = cpu_time(&coordinator);
+    let load_before = cpu_of(std::process::id());
+    let redis_before = match &redis {
+        Running::Server(server) => bullmq::RedisWork::of(server),
+        Running::Cluster(_) => None,
+    };
     let start = Instant::now();
     let mut tasks = Vec::new();
     for w in 0..WORKERS {
@@ -180,10 +263,23 @@ async fn bench(runs: usize, store: Store, traced: Option<&cohort_tests::otlp::Re
         tokio::time::sleep(Duration::from_millis(250)).await;
         rss_peak_during = rss_peak_during.max(rss_kib(&coordinator, "VmRSS"));
     }
+    let mut calls = Vec::new();
     for t in tasks {
-        t.await.unwrap();
+        calls.extend(t.await.unwrap());
     }
     let elapsed = start.elapsed();
+    let cpu = cpu_time(&coordinator).saturating_sub(cpu_before);
+    let load_cpu = cpu_of(std::process::id()).saturating_sub(load_before);
+    let redis_work = match &redis {
+        Running::Server(server) => {
+            bullmq::RedisWork::of(server).zip(redis_before).map(|(after, before)| after - before)
+        }
+        Running::Cluster(_) => None,
+    };
+    calls.sort();
+    let at =
+        |p: f64| calls.get(((calls.len().saturating_sub(1)) as f64 * p).round() as usize).copied().unwrap_or_default();
+    let (call_p50, call_p99) = (at(0.5), at(0.99));
     let completed = done.load(Ordering::Relaxed);
     let hwm = rss_kib(&coordinator, "VmHWM");
 
@@ -256,6 +352,18 @@ async fn bench(runs: usize, store: Store, traced: Option<&cohort_tests::otlp::Re
     }
     let _ = writeln!(
         out,
+        "  coordinator CPU       {:.2} s = {:.1} us per lifecycle   (user + system while the load ran)",
+        cpu.as_secs_f64(),
+        cpu.as_secs_f64() * 1e6 / completed.max(1) as f64
+    );
+    let _ = writeln!(
+        out,
+        "  call latency          p50 {:.2} ms, p99 {:.2} ms   (every lease and report call of the load generators)",
+        call_p50.as_secs_f64() * 1000.0,
+        call_p99.as_secs_f64() * 1000.0
+    );
+    let _ = writeln!(
+        out,
         "  coordinator RSS       {:.1} MiB idle after start, {:.1} MiB peak during the run, {:.1} MiB high-water",
         rss_idle as f64 / 1024.0,
         rss_peak_during as f64 / 1024.0,
@@ -264,11 +372,20 @@ async fn bench(runs: usize, store: Store, traced: Option<&cohort_tests::otlp::Re
     let _ = writeln!(out, "  calls retried (Unavailable) {} so far", RETRIED.load(Ordering::Relaxed));
     print!("{out}");
     drop(redis);
+    Figures { completed, elapsed, cpu, call_p50, call_p99, redis: redis_work, load_cpu }
 }
 
 /// A load-generating worker: lease a batch, report each run completed;
-/// journaling each batch first when the coordinator asks for it.
-async fn worker(w: usize, url: String, cohort: String, manifest_sha256: String, done: Arc<AtomicU64>, journals: &Path) {
+/// journaling each batch first when the coordinator asks for it. Returns
+/// the latency of each of its lease and report calls (retries included).
+async fn worker(
+    w: usize,
+    url: String,
+    cohort: String,
+    manifest_sha256: String,
+    done: Arc<AtomicU64>,
+    journals: &Path,
+) -> Vec<Duration> {
     let mut client = CoordinatorClient::connect(url).await.unwrap();
     let registered = client
         .register(pb::RegisterRequest { worker_name: format!("bench-{w}"), arms: vec![], cohort, manifest_sha256 })
@@ -277,17 +394,20 @@ async fn worker(w: usize, url: String, cohort: String, manifest_sha256: String, 
         .into_inner();
     let id = registered.worker_id;
     let mut journal = registered.journal_reports.then(|| Journal::open(journals, &format!("bench-{w}")).unwrap());
+    let mut calls = Vec::new();
     loop {
         let request = pb::LeaseRequest { worker_id: id.clone(), max_runs: LEASE_BATCH };
+        let called = Instant::now();
         let lease = until_ok(|| {
             let mut c = client.clone();
             let r = request.clone();
             async move { c.lease(r).await }
         })
         .await;
+        calls.push(called.elapsed());
         if lease.leases.is_empty() {
             if lease.cohort_done {
-                return;
+                return calls;
             }
             tokio::time::sleep(Duration::from_millis(u64::from(lease.retry_after_ms.max(1)))).await;
             continue;
@@ -316,12 +436,14 @@ async fn worker(w: usize, url: String, cohort: String, manifest_sha256: String, 
             tokio::task::block_in_place(|| j.append(results.iter().cloned().map(Entry::Result).collect()).unwrap())
         });
         let request = pb::ReportResultsRequest { worker_id: id.clone(), results };
+        let called = Instant::now();
         let r = until_ok(|| {
             let mut c = client.clone();
             let r = request.clone();
             async move { c.report_results(r).await }
         })
         .await;
+        calls.push(called.elapsed());
         if let (Some(j), Some(ids), Some(d)) = (journal.as_mut(), ids, r.durability) {
             j.acked(&ids, Ack { epoch: d.epoch, seq: d.ack_seq });
             j.forget_durable(d.epoch, d.durable_seq).unwrap();
@@ -376,6 +498,24 @@ fn write_cohort(dir: &Path, questions: usize) {
     fs::write(dir.join("rubric.md"), "# R\n").unwrap();
 }
 
+/// The CPU time (user + system) of `child` so far: `/proc` counts it in
+/// USER_HZ ticks, 100 a second on Linux.
+fn cpu_time(child: &Child) -> Duration {
+    cpu_of(child.id())
+}
+
+/// The CPU time (user + system) of process `pid` so far.
+fn cpu_of(pid: u32) -> Duration {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // utime and stime are fields 14 and 15 of the line, counted after the
+    // command name (in parentheses, which may hold spaces).
+    let ticks: u64 = stat
+        .rfind(')')
+        .map(|i| stat[i + 2..].split(' ').skip(11).take(2).filter_map(|t| t.parse::<u64>().ok()).sum())
+        .unwrap_or(0);
+    Duration::from_millis(ticks * 10)
+}
+
 fn rss_kib(child: &Child, field: &str) -> u64 {
     let status = fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
     status
@@ -384,4 +524,162 @@ fn rss_kib(child: &Child, field: &str) -> u64 {
         .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
+}
+
+/// BullMQ, the reference (`COHORT_BENCH_CONFIGS=bullmq`; the module header).
+mod bullmq {
+    use std::io::{BufRead as _, BufReader, Write as _};
+    use std::path::PathBuf;
+    use std::process::{Command, Stdio};
+    use std::time::Duration;
+
+    use cohort_tests::RedisServer;
+
+    use super::{BULLMQ_PAYLOAD, Figures, Store, WORKERS, cpu_of};
+
+    /// What Redis did over a stretch of time.
+    #[derive(Debug, Clone, Copy)]
+    pub struct RedisWork {
+        /// Commands executed (`INFO commandstats`, inside scripts included).
+        pub commands: u64,
+        /// Scripts called (`eval`, `evalsha`, `fcall` and their read-only
+        /// forms).
+        pub scripts: u64,
+        pub cpu: Duration,
+    }
+
+    impl RedisWork {
+        /// So far, on `server`.
+        pub fn of(server: &RedisServer) -> Option<RedisWork> {
+            let stats = server.commandstats().ok()?;
+            let scripts = stats
+                .iter()
+                .filter(|(name, _)| name.starts_with("eval") || name.starts_with("fcall"))
+                .map(|(_, n)| n)
+                .sum();
+            Some(RedisWork { commands: stats.values().sum(), scripts, cpu: cpu_of(server.pid()?) })
+        }
+    }
+
+    impl std::ops::Sub for RedisWork {
+        type Output = RedisWork;
+        fn sub(self, before: RedisWork) -> RedisWork {
+            RedisWork {
+                commands: self.commands.saturating_sub(before.commands),
+                scripts: self.scripts.saturating_sub(before.scripts),
+                cpu: self.cpu.saturating_sub(before.cpu),
+            }
+        }
+    }
+
+    /// One BullMQ run: its jobs/s and what each process spent.
+    pub struct Reference {
+        jobs: u64,
+        seconds: f64,
+        node_cpu: Duration,
+        redis: Option<RedisWork>,
+    }
+
+    /// Where the pinned packages are installed: once, from the lock file.
+    fn prepared() -> Result<PathBuf, String> {
+        let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("benches/bullmq");
+        let home = std::env::var_os("HOME").ok_or("HOME is not set")?;
+        let dir = PathBuf::from(home).join(".cache/cohort/bullmq-bench");
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let lock = std::fs::read(source.join("package-lock.json")).map_err(|e| e.to_string())?;
+        let installed = std::fs::read(dir.join("package-lock.json")).ok();
+        for file in ["package.json", "package-lock.json", "bench.js"] {
+            std::fs::copy(source.join(file), dir.join(file)).map_err(|e| format!("{file}: {e}"))?;
+        }
+        if installed.as_deref() != Some(&lock[..]) || !dir.join("node_modules/bullmq").exists() {
+            let out = Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+                .current_dir(&dir)
+                .output()
+                .map_err(|e| format!("cannot run npm: {e}"))?;
+            if !out.status.success() {
+                return Err(format!("npm ci failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
+            }
+        }
+        Ok(dir)
+    }
+
+    /// BullMQ over `jobs` jobs on a private redis-server (`everysec`: with
+    /// `appendfsync everysec`, as cohort's durable configuration).
+    pub fn run(jobs: usize, everysec: bool) -> Result<Reference, String> {
+        let dir = prepared()?;
+        let redis = if everysec { RedisServer::start_everysec() } else { RedisServer::start() }
+            .map_err(|e| format!("redis-server: {e}"))?;
+        let mut child = Command::new("node")
+            .arg("bench.js")
+            .args([redis.port().to_string(), jobs.to_string(), WORKERS.to_string(), BULLMQ_PAYLOAD.to_string()])
+            .current_dir(&dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("cannot run node: {e}"))?;
+        let mut lines = BufReader::new(child.stdout.take().ok_or("no stdout")?).lines();
+        let mut line = || -> Result<serde_json::Value, String> {
+            let l = lines.next().ok_or("bench.js ended early")?.map_err(|e| e.to_string())?;
+            serde_json::from_str(&l).map_err(|e| format!("bench.js said {l:?}: {e}"))
+        };
+        line()?; // {"added": N}: the jobs are in the queue.
+        let before = RedisWork::of(&redis);
+        child.stdin.as_mut().ok_or("no stdin")?.write_all(b"go\n").map_err(|e| e.to_string())?;
+        let done = line()?;
+        let after = RedisWork::of(&redis);
+        let _ = child.wait();
+        let completed = done["completed"].as_u64().unwrap_or(0);
+        if completed != jobs as u64 {
+            return Err(format!("BullMQ completed {completed} of {jobs} jobs: {done}"));
+        }
+        Ok(Reference {
+            jobs: completed,
+            seconds: done["seconds"].as_f64().unwrap_or(f64::NAN),
+            node_cpu: Duration::from_secs_f64(done["cpu_seconds"].as_f64().unwrap_or(0.0)),
+            redis: after.zip(before).map(|(a, b)| a - b),
+        })
+    }
+
+    /// The line that sets cohort beside BullMQ.
+    pub fn compare(runs: usize, store: Store, reference: Result<Reference, String>, ours: &Figures) {
+        let durability = if store == Store::SingleEverysec {
+            "ON (appendfsync everysec; cohort's workers journal every report batch)"
+        } else {
+            "OFF"
+        };
+        let reference = match reference {
+            Ok(r) => r,
+            Err(why) => {
+                println!("  beside BullMQ at {runs} runs, durability {durability}: BullMQ not measured ({why})");
+                return;
+            }
+        };
+        let per_10k = |cpu: Duration, n: u64| cpu.as_secs_f64() * 10_000.0 / n.max(1) as f64;
+        let redis_line = |w: Option<RedisWork>, n: u64| match w {
+            Some(w) => format!(
+                "{:.1} commands, {:.2} scripts per job; redis {:.2} s",
+                w.commands as f64 / n.max(1) as f64,
+                w.scripts as f64 / n.max(1) as f64,
+                per_10k(w.cpu, n)
+            ),
+            None => "redis not measured".to_owned(),
+        };
+        let bull_rate = reference.jobs as f64 / reference.seconds;
+        println!(
+            "  beside BullMQ at {runs} runs, durability {durability}:\n    BullMQ  {bull_rate:.0} jobs/s ({} jobs, \
+             concurrency {WORKERS}, {BULLMQ_PAYLOAD}-byte payload); {}; CPU s per 10k jobs: node {:.2}\n    cohort  \
+             {:.0} lifecycles/s = {:.2}x BullMQ (target >= 2x with durability on); {}; CPU s per 10k jobs: \
+             coordinator {:.2}, load generators {:.2}",
+            reference.jobs,
+            redis_line(reference.redis, reference.jobs),
+            per_10k(reference.node_cpu, reference.jobs),
+            ours.rate(),
+            ours.rate() / bull_rate,
+            redis_line(ours.redis, ours.completed),
+            per_10k(ours.cpu, ours.completed),
+            per_10k(ours.load_cpu, ours.completed),
+        );
+    }
 }

@@ -172,6 +172,12 @@ impl RedisServer {
         self.port
     }
 
+    /// The server process's id while it runs (for reading its CPU time
+    /// from `/proc` in benchmarks).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// `INFO commandstats`: command name (`evalsha`, `get`...) -> calls.
     /// Redis counts the commands a Lua script runs inside under their own
     /// names too, so a caller counting what clients sent leaves those out.
