@@ -18,10 +18,14 @@
 //! ends is handed to the processor's queue without blocking, and dropped
 //! (counted by the SDK) when the queue is full.
 //!
-//! The queue is [`QUEUE_SIZE`] spans unless `OTEL_BSP_MAX_QUEUE_SIZE`
-//! says otherwise: the SDK's 2,048 is 0.2 s of the judge proxy's spans at
-//! 5,000 requests/s (two spans each), so a busy machine that delays one
-//! export by that much loses spans.
+//! The queue is [`QUEUE_SIZE`] spans and an export carries up to
+//! [`EXPORT_BATCH_SIZE`], unless `OTEL_BSP_MAX_QUEUE_SIZE` and
+//! `OTEL_BSP_MAX_EXPORT_BATCH_SIZE` say otherwise. The SDK's 2,048 and 512
+//! lose spans at cohort's rates: the queue is 0.2 s of the judge proxy's
+//! spans at 5,000 requests/s (two spans each), and the coordinator at
+//! 17,000 lifecycles/s (2.5 spans each) dropped 17% of its spans in
+//! 512-span exports, one after another, and none in 2,048-span ones
+//! (`cargo bench -p cohort-cli --bench lifecycle`, `COHORT_BENCH_CONFIGS=tracing`).
 
 use std::cell::Cell;
 use std::sync::Arc;
@@ -122,15 +126,28 @@ pub(crate) fn resource(service_name: &str) -> opentelemetry_sdk::Resource {
 }
 
 /// The batch processor's queue, in spans, when `OTEL_BSP_MAX_QUEUE_SIZE`
-/// does not set it (see the module header): 1.6 s of the judge proxy's
-/// spans at 5,000 requests/s, a few MB at most.
-pub const QUEUE_SIZE: usize = 8192;
+/// does not set it (see the module header): about a second of the
+/// coordinator's spans at its full rate, some 15 MB at most.
+pub const QUEUE_SIZE: usize = 16_384;
+
+/// The most spans one export carries, when
+/// `OTEL_BSP_MAX_EXPORT_BATCH_SIZE` does not set it (see the module
+/// header). The SDK lowers it to the queue's size when the queue is
+/// smaller.
+pub const EXPORT_BATCH_SIZE: usize = 2_048;
 
 /// The batch processor's settings: the SDK's (which read `OTEL_BSP_*`),
-/// with [`QUEUE_SIZE`] when the operator did not size the queue.
+/// with [`QUEUE_SIZE`] and [`EXPORT_BATCH_SIZE`] where the operator set
+/// neither.
 fn batch_config() -> opentelemetry_sdk::trace::BatchConfig {
-    let builder = BatchConfigBuilder::default();
-    if env("OTEL_BSP_MAX_QUEUE_SIZE").is_some() { builder } else { builder.with_max_queue_size(QUEUE_SIZE) }.build()
+    let mut builder = BatchConfigBuilder::default();
+    if env("OTEL_BSP_MAX_QUEUE_SIZE").is_none() {
+        builder = builder.with_max_queue_size(QUEUE_SIZE);
+    }
+    if env("OTEL_BSP_MAX_EXPORT_BATCH_SIZE").is_none() {
+        builder = builder.with_max_export_batch_size(EXPORT_BATCH_SIZE);
+    }
+    builder.build()
 }
 
 /// The running export: the SDK's provider and the runtime its exporter
