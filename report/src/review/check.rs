@@ -37,7 +37,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::export::Unit;
-use super::import::{Extraction, cited_indices, extraction_decision};
+use super::import::{Extraction, bad, cited_indices, extraction_decision, same_person_per_row};
 use super::table::{Row, parse_csv, parse_jsonl};
 use super::{ExportIndex, ExportedItem, IMPORTED_DIR, ItemKind, ReviewError};
 
@@ -175,10 +175,6 @@ pub(crate) fn is_check_header(header: &[String]) -> bool {
     header.iter().any(|h| h == "checker")
 }
 
-fn bad(file: &str, row: &Row, field: &str, message: String) -> ReviewError {
-    ReviewError::BadInput { file: file.into(), line: row.line, column: row.column(field), field: field.into(), message }
-}
-
 /// Validates a check file's rows against the check's `index` (whose bytes
 /// hash to `check_sha256`): one checker, every row made from this check,
 /// every exported claim once with its decision, a merge only into a claim
@@ -201,23 +197,7 @@ pub(crate) fn parse_check(
         CheckLabels { checker: String::new(), file: file.into(), decisions: BTreeMap::new(), added: Vec::new() };
     let mut merge_rows: Vec<(&Row, String)> = Vec::new();
     for row in rows {
-        let checker = row.get("checker");
-        if checker.is_empty() {
-            return Err(bad(file, row, "checker", "empty: every row names its checker (as exported)".into()));
-        }
-        if out.checker.is_empty() {
-            if !index.reviewers.iter().any(|r| r == checker) {
-                return Err(bad(
-                    file,
-                    row,
-                    "checker",
-                    format!("\"{checker}\" is not the checker of this check ({})", index.reviewers.join(", ")),
-                ));
-            }
-            out.checker = checker.into();
-        } else if checker != out.checker {
-            return Err(bad(file, row, "checker", format!("\"{checker}\" differs from \"{}\" above", out.checker)));
-        }
+        same_person_per_row(file, row, "checker", &index.reviewers, "the checker of this check", &mut out.checker)?;
         let sha = row.get("check_sha256");
         if sha != check_sha256 {
             return Err(bad(

@@ -368,8 +368,35 @@ fn parsed_rows(
     }
 }
 
-fn bad(file: &str, row: &Row, field: &str, message: String) -> ReviewError {
+pub(super) fn bad(file: &str, row: &Row, field: &str, message: String) -> ReviewError {
     ReviewError::BadInput { file: file.into(), line: row.line, column: row.column(field), field: field.into(), message }
+}
+
+/// The one person a labelled file is by: every row's `column` (`reviewer`,
+/// or a check file's `checker`) names the same id, one of `known` (who the
+/// export was made for; `of_what` says for what, in the message). Called
+/// per row with the id seen so far in `so_far` (empty before the first).
+pub(super) fn same_person_per_row(
+    file: &str,
+    row: &Row,
+    column: &str,
+    known: &[String],
+    of_what: &str,
+    so_far: &mut String,
+) -> Result<(), ReviewError> {
+    let id = row.get(column);
+    if id.is_empty() {
+        return Err(bad(file, row, column, format!("empty: every row names its {column} (as exported)")));
+    }
+    if so_far.is_empty() {
+        if !known.iter().any(|r| r == id) {
+            return Err(bad(file, row, column, format!("\"{id}\" is not {of_what} ({})", known.join(", "))));
+        }
+        id.clone_into(so_far);
+    } else if id != so_far {
+        return Err(bad(file, row, column, format!("\"{id}\" differs from \"{so_far}\" above: one file per {column}")));
+    }
+    Ok(())
 }
 
 fn check_label(file: &str, row: &Row, label: &str, reason: &str) -> Result<(), ReviewError> {
@@ -434,28 +461,7 @@ fn parse_reviewer(file: &str, rows: &[Row], index: &ExportIndex) -> Result<Revie
         .map(|i| (i.output.as_str(), &i.citations))
         .collect();
     for row in rows {
-        let reviewer = row.get("reviewer");
-        if reviewer.is_empty() {
-            return Err(bad(file, row, "reviewer", "empty: every row names its reviewer (as exported)".into()));
-        }
-        if out.reviewer.is_empty() {
-            if !index.reviewers.iter().any(|r| r == reviewer) {
-                return Err(bad(
-                    file,
-                    row,
-                    "reviewer",
-                    format!("\"{reviewer}\" is not a reviewer of this export ({})", index.reviewers.join(", ")),
-                ));
-            }
-            out.reviewer = reviewer.to_owned();
-        } else if reviewer != out.reviewer {
-            return Err(bad(
-                file,
-                row,
-                "reviewer",
-                format!("\"{reviewer}\" differs from \"{}\" above: one file per reviewer", out.reviewer),
-            ));
-        }
+        same_person_per_row(file, row, "reviewer", &index.reviewers, "a reviewer of this export", &mut out.reviewer)?;
         let id = row.get("item_id");
         let kind = row.get("kind");
         if kind == "added" {
