@@ -37,7 +37,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::export::Unit;
-use super::import::{Extraction, bad, cited_indices, extraction_decision, same_person_per_row};
+use super::import::{Extraction, bad, cited_indices, extraction_decision, no_row_missing, same_person_per_row};
 use super::table::{Row, parse_csv, parse_jsonl};
 use super::{ExportIndex, ExportedItem, IMPORTED_DIR, ItemKind, ReviewError};
 
@@ -288,17 +288,7 @@ pub(crate) fn parse_check(
         .filter(|i| i.kind == ItemKind::Claim && !out.decisions.contains_key(&i.item_id))
         .map(|i| i.item_id.as_str())
         .collect();
-    if !missing.is_empty() {
-        return Err(ReviewError::BadFile {
-            file: file.into(),
-            message: format!(
-                "{} exported claim(s) have no row: {}{}; every claim is checked",
-                missing.len(),
-                missing.iter().take(10).copied().collect::<Vec<_>>().join(", "),
-                if missing.len() > 10 { ", ..." } else { "" }
-            ),
-        });
-    }
+    no_row_missing(file, &missing, "claim", "every claim is checked")?;
     Ok(out)
 }
 

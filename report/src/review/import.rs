@@ -655,18 +655,25 @@ fn parse_reviewer(file: &str, rows: &[Row], index: &ExportIndex) -> Result<Revie
         })
         .map(|i| i.item_id.as_str())
         .collect();
-    if !missing.is_empty() {
-        return Err(ReviewError::BadFile {
-            file: file.into(),
-            message: format!(
-                "{} exported item(s) have no row: {}{}; every item is labelled",
-                missing.len(),
-                missing.iter().take(10).copied().collect::<Vec<_>>().join(", "),
-                if missing.len() > 10 { ", ..." } else { "" }
-            ),
-        });
-    }
+    no_row_missing(file, &missing, "item", "every item is labelled")?;
     Ok(out)
+}
+
+/// Refuses a labelled file that leaves exported `what`s (`item`, `claim`)
+/// without a row, naming the first ten; `rule` says what is expected.
+pub(super) fn no_row_missing(file: &str, missing: &[&str], what: &str, rule: &str) -> Result<(), ReviewError> {
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(ReviewError::BadFile {
+        file: file.into(),
+        message: format!(
+            "{} exported {what}(s) have no row: {}{}; {rule}",
+            missing.len(),
+            missing.iter().take(10).copied().collect::<Vec<_>>().join(", "),
+            if missing.len() > 10 { ", ..." } else { "" }
+        ),
+    })
 }
 
 /// A claim row's extraction decision (`not_factual`, `merge_with`,
