@@ -622,6 +622,27 @@ impl Ledger for SqliteLedger {
         .await
     }
 
+    /// One read transaction for the whole list (one trip to the blocking
+    /// pool and one snapshot, instead of one of each per run), the cached
+    /// statement run per run id on the `attempts_by_run` index.
+    async fn attempts_of(&self, run_ids: &[&str]) -> Result<Vec<Vec<AttemptRecord>>, LedgerError> {
+        if run_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let run_ids: Vec<String> = run_ids.iter().map(|&id| id.to_owned()).collect();
+        self.read(move |tx| {
+            let mut stmt = tx.prepare_cached("SELECT record FROM attempts WHERE run_id = ?1 ORDER BY id").sql()?;
+            run_ids
+                .iter()
+                .map(|run_id| -> Result<Vec<AttemptRecord>, LedgerError> {
+                    let records = stmt.query_map(params![run_id], |row| row.get::<_, String>(0)).sql()?;
+                    records.map(|json| from_json("attempt record", &json.sql()?)).collect()
+                })
+                .collect()
+        })
+        .await
+    }
+
     async fn discarded(&self) -> Result<Vec<DiscardedReport>, LedgerError> {
         self.read(|tx| {
             let mut stmt = tx.prepare_cached("SELECT record FROM discarded ORDER BY id").sql()?;
