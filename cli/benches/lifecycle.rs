@@ -244,7 +244,7 @@ async fn bench(runs: usize, store: Store, traced: Option<&cohort_tests::otlp::Re
     let manifest_sha = cohort_core::hash::sha256_hex(&fs::read(dir.join("manifest.json")).unwrap());
     let done = Arc::new(AtomicU64::new(0));
     let cpu_before = cpu_time(&coordinator);
-    let load_before = cpu_of(std::process::id());
+    let load_before = cohort_tests::proc::cpu_time(std::process::id());
     let redis_before = match &redis {
         Running::Server(server) => bullmq::RedisWork::of(server),
         Running::Cluster(_) => None,
@@ -269,7 +269,7 @@ async fn bench(runs: usize, store: Store, traced: Option<&cohort_tests::otlp::Re
     }
     let elapsed = start.elapsed();
     let cpu = cpu_time(&coordinator).saturating_sub(cpu_before);
-    let load_cpu = cpu_of(std::process::id()).saturating_sub(load_before);
+    let load_cpu = cohort_tests::proc::cpu_time(std::process::id()).saturating_sub(load_before);
     let redis_work = match &redis {
         Running::Server(server) => {
             bullmq::RedisWork::of(server).zip(redis_before).map(|(after, before)| after - before)
@@ -498,32 +498,13 @@ fn write_cohort(dir: &Path, questions: usize) {
     fs::write(dir.join("rubric.md"), "# R\n").unwrap();
 }
 
-/// The CPU time (user + system) of `child` so far: `/proc` counts it in
-/// USER_HZ ticks, 100 a second on Linux.
+/// The CPU time (user + system) of `child` so far.
 fn cpu_time(child: &Child) -> Duration {
-    cpu_of(child.id())
-}
-
-/// The CPU time (user + system) of process `pid` so far.
-fn cpu_of(pid: u32) -> Duration {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // utime and stime are fields 14 and 15 of the line, counted after the
-    // command name (in parentheses, which may hold spaces).
-    let ticks: u64 = stat
-        .rfind(')')
-        .map(|i| stat[i + 2..].split(' ').skip(11).take(2).filter_map(|t| t.parse::<u64>().ok()).sum())
-        .unwrap_or(0);
-    Duration::from_millis(ticks * 10)
+    cohort_tests::proc::cpu_time(child.id())
 }
 
 fn rss_kib(child: &Child, field: &str) -> u64 {
-    let status = fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
-    status
-        .lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
+    cohort_tests::proc::status_kib(child.id(), field)
 }
 
 /// BullMQ, the reference (`COHORT_BENCH_CONFIGS=bullmq`; the module header).
@@ -535,7 +516,7 @@ mod bullmq {
 
     use cohort_tests::RedisServer;
 
-    use super::{BULLMQ_PAYLOAD, Figures, Store, WORKERS, cpu_of};
+    use super::{BULLMQ_PAYLOAD, Figures, Store, WORKERS};
 
     /// What Redis did over a stretch of time.
     #[derive(Debug, Clone, Copy)]
@@ -557,7 +538,11 @@ mod bullmq {
                 .filter(|(name, _)| name.starts_with("eval") || name.starts_with("fcall"))
                 .map(|(_, n)| n)
                 .sum();
-            Some(RedisWork { commands: stats.values().sum(), scripts, cpu: cpu_of(server.pid()?) })
+            Some(RedisWork {
+                commands: stats.values().sum(),
+                scripts,
+                cpu: cohort_tests::proc::cpu_time(server.pid()?),
+            })
         }
     }
 

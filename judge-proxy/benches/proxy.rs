@@ -336,41 +336,16 @@ async fn proxy_child(base_url: &str) {
     cohort_judge_proxy::serve(proxy, Listeners { grpc, http }, stdin_closed).await.unwrap();
 }
 
-/// The CPU time (user + system) and peak RSS of process `pid`. `/proc`
-/// counts CPU in USER_HZ ticks, 100 a second on Linux.
+/// The CPU time (user + system) and peak RSS (bytes) of process `pid`.
 fn cpu_and_peak_rss(pid: u32) -> (Duration, u64) {
-    let ticks = stat_ticks(&std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap());
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let hwm_kb = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap_or(0);
-    (Duration::from_millis(ticks * 10), hwm_kb * 1024)
-}
-
-/// The CPU ticks (user + system) of a `/proc/.../stat` line: fields 14
-/// and 15, counted after the command name (in parentheses, which may hold
-/// spaces).
-fn stat_ticks(stat: &str) -> u64 {
-    stat.rfind(')').map_or(0, |i| stat[i + 2..].split(' ').skip(11).take(2).filter_map(|t| t.parse::<u64>().ok()).sum())
+    (cohort_tests::proc::cpu_time(pid), cohort_tests::proc::status_kib(pid, "VmHWM") * 1024)
 }
 
 /// The CPU time of process `pid`'s trace-export threads: the SDK's batch
 /// processor (`OpenTelemetry.Traces.BatchProcessor`, 15 characters of it
 /// in `comm`) and the exporter's runtime (`otlp-export`).
 fn export_cpu(pid: u32) -> Duration {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Duration::ZERO };
-    let ticks: u64 = tasks
-        .filter_map(Result::ok)
-        .filter(|t| {
-            std::fs::read_to_string(t.path().join("comm"))
-                .is_ok_and(|c| c.starts_with("OpenTelemetry") || c.starts_with("otlp-export"))
-        })
-        .filter_map(|t| std::fs::read_to_string(t.path().join("stat")).ok())
-        .map(|s| stat_ticks(&s))
-        .sum();
-    Duration::from_millis(ticks * 10)
+    cohort_tests::proc::threads_cpu_time(pid, &["OpenTelemetry", "otlp-export"])
 }
 
 /// Set in the environment of the re-executed benchmark that is figure 5's

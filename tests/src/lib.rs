@@ -23,6 +23,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub mod otlp;
+pub mod proc;
 mod redis_cluster;
 mod sim_cohort;
 

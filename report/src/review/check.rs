@@ -33,12 +33,12 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use cohort_core::hash::sha256_hex;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use super::export::Unit;
 use super::import::{Extraction, bad, cited_indices, extraction_decision, no_row_missing, same_person_per_row};
-use super::table::{Row, parse_csv, parse_jsonl};
+use super::table::{Row, parse_by_ext};
 use super::{ExportIndex, ExportedItem, IMPORTED_DIR, ItemKind, ReviewError};
 
 /// The check's index under the review state directory: every checked claim
@@ -156,18 +156,11 @@ impl CheckLabels {
 /// The check's index and the SHA-256 of its bytes, `None` when no check
 /// was exported.
 pub fn check_index(state: &Path) -> Result<Option<(ExportIndex, String)>, ReviewError> {
-    let path = state.join(CHECK_INDEX_FILE);
-    match std::fs::read(&path) {
-        Ok(bytes) => {
-            let index: ExportIndex = serde_json::from_slice(&bytes).map_err(|e| ReviewError::BadFile {
-                file: path.display().to_string(),
-                message: format!("is not an extraction check index ({e}); it is written by `cohort review export --extraction-checker`"),
-            })?;
-            Ok(Some((index, hex::encode(Sha256::digest(&bytes)))))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(ReviewError::io(path.display().to_string(), e)),
-    }
+    super::read_index(
+        &state.join(CHECK_INDEX_FILE),
+        "an extraction check index",
+        "cohort review export --extraction-checker",
+    )
 }
 
 /// Whether `header` is a check file's.
@@ -356,10 +349,9 @@ pub fn imported_check(state: &Path) -> Result<Option<ImportedCheck>, ReviewError
         let file = path.display().to_string();
         let text = std::str::from_utf8(&bytes)
             .map_err(|_| ReviewError::BadFile { file: file.clone(), message: "is not valid UTF-8".into() })?;
-        let (_, rows) = if ext == "csv" { parse_csv(text) } else { parse_jsonl(text) }
-            .map_err(|e| ReviewError::table(file.clone(), e))?;
+        let (_, rows) = parse_by_ext(text, ext).map_err(|e| ReviewError::table(file.clone(), e))?;
         let labels = parse_check(&file, &rows, &index, &check_sha256)?;
-        let file_sha256 = hex::encode(Sha256::digest(&bytes));
+        let file_sha256 = sha256_hex(&bytes);
         return Ok(Some(ImportedCheck { index, check_sha256, file: name, file_sha256, labels }));
     }
     Ok(None)

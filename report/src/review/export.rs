@@ -32,7 +32,6 @@ use cohort_core::taxonomy::Outcome;
 use cohort_ledger::{Ledger, RunStateKind};
 use cohort_records::record::RunRecord;
 use serde::Serialize;
-use sha2::Digest as _;
 
 use crate::csv;
 
@@ -682,7 +681,7 @@ fn export_check(
         extraction_check: None,
     };
     let bytes = pretty(&index, &written.state.join(CHECK_INDEX_FILE))?;
-    let sha = hex::encode(sha2::Sha256::digest(&bytes));
+    let sha = cohort_core::hash::sha256_hex(&bytes);
     for r in &mut rows {
         r.insert("check_sha256", sha.clone());
     }

@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use super::table::{Row, parse_csv, parse_jsonl};
+use super::table::{Row, parse_by_ext};
 use super::{CLAIM_LABELS, ExportIndex, IMPORTED_DIR, ItemKind, PAIR_REASONS, PART_SEPARATOR, ReviewError, state_dir};
 
 /// A reviewer's decision on one exported claim.
@@ -183,8 +183,7 @@ fn check_rows(file: &str, bytes: &[u8], ext: &str) -> Result<Option<Vec<Row>>, R
         return Ok(None);
     }
     let Ok(text) = std::str::from_utf8(bytes) else { return Ok(None) };
-    let table = if ext == "csv" { parse_csv(text) } else { parse_jsonl(text) };
-    match table {
+    match parse_by_ext(text, ext) {
         Ok((header, rows)) if super::check::is_check_header(&header) => Ok(Some(rows)),
         Ok(_) => Ok(None),
         // A file that does not parse is reported by the reviewers' path,
@@ -339,12 +338,10 @@ pub(crate) fn parse_file(
         file: file.into(),
         message: format!("is not valid UTF-8 (invalid byte at offset {}): save it as UTF-8", e.valid_up_to()),
     })?;
-    let table = match ext {
-        "csv" => parse_csv(text),
-        "json" => return parsed_rows(file, super::sheet::sheet_file_rows(file, text, export_sha256)?, index),
-        _ => parse_jsonl(text),
-    };
-    let table = table.map_err(|e| ReviewError::table(file, e))?;
+    if ext == "json" {
+        return parsed_rows(file, super::sheet::sheet_file_rows(file, text, export_sha256)?, index);
+    }
+    let table = parse_by_ext(text, ext).map_err(|e| ReviewError::table(file, e))?;
     parsed_rows(file, table, index)
 }
 

@@ -233,21 +233,31 @@ pub fn declared(cohort_dir: &Path) -> bool {
     state.join(EXPORT_FILE).is_file() || state.join(check::CHECK_INDEX_FILE).is_file()
 }
 
+/// An export index (`export.json`, or the extraction check's
+/// `check.json`) and the SHA-256 of its bytes, `None` when it was not
+/// written; `what` it is and the `command` that writes it name a file that
+/// does not parse.
+pub(crate) fn read_index(path: &Path, what: &str, command: &str) -> Result<Option<(ExportIndex, String)>, ReviewError> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(ReviewError::io(path.display().to_string(), e)),
+    };
+    let index: ExportIndex = serde_json::from_slice(&bytes).map_err(|e| ReviewError::BadFile {
+        file: path.display().to_string(),
+        message: format!("is not {what} ({e}); it is written by `{command}`"),
+    })?;
+    Ok(Some((index, cohort_core::hash::sha256_hex(&bytes))))
+}
+
 /// Reads what has been exported and imported for the cohort in
 /// `cohort_dir`; `None` when nothing was exported or no reviewer's labels
 /// were imported yet.
 pub fn load(cohort_dir: &Path) -> Result<Option<ReviewInput>, ReviewError> {
     let dir = state_dir(cohort_dir);
-    let index_path = dir.join(EXPORT_FILE);
-    let bytes = match std::fs::read(&index_path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(ReviewError::io(index_path.display().to_string(), e)),
+    let Some((index, _)) = read_index(&dir.join(EXPORT_FILE), "a review export index", "cohort review export")? else {
+        return Ok(None);
     };
-    let index: ExportIndex = serde_json::from_slice(&bytes).map_err(|e| ReviewError::BadFile {
-        file: index_path.display().to_string(),
-        message: format!("is not a review export index ({e}); it is written by `cohort review export`"),
-    })?;
     let imported = import::read_imported(&dir.join(IMPORTED_DIR), &index)?;
     if imported.0.is_empty() {
         return Ok(None);

@@ -32,6 +32,12 @@ impl Row {
 /// Why a file could not be read as a table: (line, column, message).
 pub type TableError = (usize, usize, String);
 
+/// A labelled table by its file's extension: `csv` is CSV, anything else
+/// JSONL (a sheet's `.json` is read by `sheet`, never here).
+pub fn parse_by_ext(text: &str, ext: &str) -> Result<(Vec<String>, Vec<Row>), TableError> {
+    if ext == "csv" { parse_csv(text) } else { parse_jsonl(text) }
+}
+
 /// Parses CSV with a header row. Quoted fields may hold commas, quotes
 /// (doubled) and line breaks. A row with another number of fields than the
 /// header is an error naming its line.
