@@ -149,8 +149,16 @@ pub async fn lease_follows_order_within_caps(l: &dyn Ledger) {
 pub async fn finish_is_absorbing(l: &dyn Ledger) {
     seeded(l).await;
     let g = l.lease("w1", 1, 100, TTL).await.unwrap().leases.remove(0);
-    assert!(l.finish("w1", &lref(&g), &completed(150), 200).await.unwrap());
-    assert!(l.finish("w1", &lref(&g), &completed(150), 201).await.unwrap(), "the same result is acknowledged again");
+    // Every field of the attempt is kept as sent, whatever its text holds.
+    let attempt = AttemptRecord {
+        http_status: 200,
+        detail: "a \"quoted\" detail \\ with \u{e9}, \u{2713} and a\nnew line".into(),
+        observed_version: Some("a-1".into()),
+        ..ok_attempt(150)
+    };
+    let first = RunResult { attempt: attempt.clone(), ..completed(150) };
+    assert!(l.finish("w1", &lref(&g), &first, 200).await.unwrap());
+    assert!(l.finish("w1", &lref(&g), &first, 201).await.unwrap(), "the same result is acknowledged again");
     let other_record = RunResult { record_sha256: "c".repeat(64), ..completed(150) };
     assert!(!l.finish("w1", &lref(&g), &other_record, 201).await.unwrap(), "another record is refused");
     let refused = result_of(Outcome::Refused, AttemptClass::Refused, 150);
@@ -163,7 +171,8 @@ pub async fn finish_is_absorbing(l: &dyn Ledger) {
     assert_eq!((row.state, row.outcome, row.attempts), (RunStateKind::Final, Some(Outcome::Completed), 1));
     assert_eq!(row.observed_version.as_deref(), Some("a-1"));
     assert_eq!(row.record_sha256, "b".repeat(64));
-    assert_eq!(l.attempts(&g.run_id).await.unwrap().len(), 1);
+    let recorded = AttemptRecord { worker: "w1".into(), attempt: 1, token: g.token, ..attempt };
+    assert_eq!(l.attempts(&g.run_id).await.unwrap(), vec![recorded], "the attempt as sent, numbered by the ledger");
     assert_eq!(l.discarded().await.unwrap().len(), 2, "both refused reports are kept for audit");
 }
 

@@ -28,7 +28,7 @@
 --                        lease (retries whose backoff elapsed, releases,
 --                        excused requeues, opened rounds): few. An arm's
 --                        queue is the merge of this and `fresh:ARM` by
---                        position (`queue_head`)
+--                        position (`queue`)
 --   P.."delayed"         zset: run_id -> not_before_ms, retries in backoff
 --   P.."rounds"          zset: run_id -> ROUND_SCALE * round + position,
 --                        runs of rounds not open yet (a repeated-run cohort
@@ -133,29 +133,68 @@ local function fresh_entry(e)
   return tonumber(pos), id
 end
 
--- The first `room` runs of an arm's queue, ascending by position: the
--- merge of the heads of `pending:ARM` and `fresh:ARM`. Each is
--- { id, pos, fresh } (fresh: from the list); the fresh ones are a prefix
--- of the list, so a caller that takes k of them trims k off its head.
-local function queue_head(arm, room)
-  local z = redis.call('ZRANGE', P .. 'pending:' .. arm, 0, room - 1, 'WITHSCORES')
-  local f = redis.call('LRANGE', P .. 'fresh:' .. arm, 0, room - 1)
-  local out, i, j = {}, 1, 1
-  while #out < room do
-    local zpos = z[i] and tonumber(z[i + 1])
-    local fpos, fid
-    if f[j] then fpos, fid = fresh_entry(f[j]) end
-    if zpos and (not fpos or zpos < fpos) then
-      table.insert(out, { id = z[i], pos = zpos, fresh = false })
-      i = i + 2
-    elseif fpos then
-      table.insert(out, { id = fid, pos = fpos, fresh = true })
-      j = j + 1
-    else
-      break
-    end
+-- An arm's queue read from its head in position order: the merge of
+-- `pending:ARM` and `fresh:ARM`, read `chunk` entries of each at a time as
+-- the merge reaches them, so a lease over many arms reads a few entries of
+-- each, not `room` of every one. Nothing is removed while it reads (the
+-- caller trims what it took at the end), so the offsets hold. `head()` is
+-- the next run ({ id, pos, fresh }; fresh: from the list) or nil once
+-- `room` are taken or the queue is empty; `take()` takes it. The fresh
+-- ones taken are a prefix of the list (`fresh_taken` of them), the others
+-- are in `from_pending`.
+local Queue = {}
+Queue.__index = Queue
+
+local function queue(arm, room, chunk)
+  return setmetatable({ arm = arm, room = room, chunk = chunk, taken = 0, fresh_taken = 0, from_pending = {},
+    z = {}, zi = 1, zend = false, f = {}, fi = 1, fend = false }, Queue)
+end
+
+-- Reads the next chunk of the pending zset into `z` ({ id, pos } pairs).
+function Queue:more_pending()
+  local read = #self.z
+  local z = redis.call('ZRANGE', P .. 'pending:' .. self.arm, read, read + self.chunk - 1, 'WITHSCORES')
+  for i = 1, #z, 2 do self.z[#self.z + 1] = { z[i], tonumber(z[i + 1]) } end
+  if #z < 2 * self.chunk then self.zend = true end
+end
+
+-- Reads the next chunk of the fresh list into `f` ({ id, pos } pairs).
+function Queue:more_fresh()
+  local read = #self.f
+  local f = redis.call('LRANGE', P .. 'fresh:' .. self.arm, read, read + self.chunk - 1)
+  for _, e in ipairs(f) do
+    local pos, id = fresh_entry(e)
+    self.f[#self.f + 1] = { id, pos }
   end
-  return out
+  if #f < self.chunk then self.fend = true end
+end
+
+function Queue:head()
+  if self.taken >= self.room then return nil end
+  if self.next then return self.next end
+  if self.zi > #self.z and not self.zend then self:more_pending() end
+  if self.fi > #self.f and not self.fend then self:more_fresh() end
+  local z, f = self.z[self.zi], self.f[self.fi]
+  if z and (not f or z[2] < f[2]) then
+    self.next = { id = z[1], pos = z[2], fresh = false }
+  elseif f then
+    self.next = { id = f[1], pos = f[2], fresh = true }
+  end
+  return self.next
+end
+
+function Queue:take()
+  local c = self:head()
+  if c.fresh then
+    self.fi = self.fi + 1
+    self.fresh_taken = self.fresh_taken + 1
+  else
+    self.zi = self.zi + 1
+    self.from_pending[#self.from_pending + 1] = c.id
+  end
+  self.taken = self.taken + 1
+  self.next = nil
+  return c
 end
 
 -- Takes a run without a hash out of the queue it waits in (its arm's
@@ -180,13 +219,74 @@ local function take_waiting(run_id, arm)
   return nil
 end
 
+-- Counter moves (HINCRBY) of one script call. `IMMEDIATE` writes each at
+-- once; a `tally()` gathers them and writes each key's fields once, with
+-- the sums, at `flush()`: a batch of 32 results then moves `finished` by
+-- one HINCRBY instead of 32, and its counts by two commands. A script is atomic, so nothing can read a
+-- count between the moves and the flush; a script that tallies reads no
+-- count it moves before it flushes.
+local IMMEDIATE = {
+  add = function(_, key, field, n) redis.call('HINCRBY', key, field, n) end,
+}
+local Tally = {}
+Tally.__index = Tally
+function Tally:add(key, field, n)
+  local fields = self.keys[key]
+  if not fields then
+    fields = {}
+    self.keys[key] = fields
+  end
+  fields[field] = (fields[field] or 0) + n
+end
+-- A key with one field moved takes an HINCRBY; one with several, an
+-- HMGET of them and one HSET of the sums (two commands, not one per field).
+function Tally:flush()
+  for key, fields in pairs(self.keys) do
+    local names = {}
+    for field, n in pairs(fields) do
+      if n ~= 0 then names[#names + 1] = field end
+    end
+    if #names == 1 then
+      redis.call('HINCRBY', key, names[1], fields[names[1]])
+    elseif #names > 1 then
+      local held = redis.call('HMGET', key, unpack(names))
+      local hset = { 'HSET', key }
+      for i, field in ipairs(names) do
+        hset[#hset + 1] = field
+        hset[#hset + 1] = string.format('%d', (tonumber(held[i]) or 0) + fields[field])
+      end
+      redis.call(unpack(hset))
+    end
+  end
+  self.keys = {}
+end
+local function tally()
+  return setmetatable({ keys = {} }, Tally)
+end
+
+-- Runs a command over `args` (a list) after `head` (a list: the command
+-- and its first arguments), in calls of at most 1,000 arguments (Lua's
+-- `unpack` has a stack limit).
+local function call_spread(head, args)
+  for first = 1, #args, 1000 do
+    local call = { unpack(head) }
+    for i = first, math.min(first + 999, #args) do call[#call + 1] = args[i] end
+    redis.call(unpack(call))
+  end
+end
+
 -- Ends a run with `outcome`: the state and every count move together.
-local function finalize(run_id, arm, outcome, reason, now)
-  redis.call('HSET', P .. 'run:' .. run_id, 'state', 'final', 'outcome', outcome,
-    'reason', reason, 'ended', now)
-  redis.call('HINCRBY', META, 'finished', 1)
-  redis.call('HINCRBY', P .. 'counts', 'o|' .. outcome, 1)
-  redis.call('HINCRBY', P .. 'counts', 'a|' .. arm .. '|' .. outcome, 1)
+-- `t` gathers the counts (IMMEDIATE when nil); `fields` (a list of field,
+-- value, ...) are written to the run's hash in the same HSET.
+local function finalize(run_id, arm, outcome, reason, now, t, fields)
+  local hset = { 'HSET', P .. 'run:' .. run_id, 'state', 'final', 'outcome', outcome,
+    'reason', reason, 'ended', now }
+  for _, v in ipairs(fields or {}) do hset[#hset + 1] = v end
+  redis.call(unpack(hset))
+  t = t or IMMEDIATE
+  t:add(META, 'finished', 1)
+  t:add(P .. 'counts', 'o|' .. outcome, 1)
+  t:add(P .. 'counts', 'a|' .. arm .. '|' .. outcome, 1)
   event(now, 'final', run_id, outcome .. (reason ~= '' and (': ' .. reason) or ''))
 end
 
@@ -199,6 +299,18 @@ local function record_attempt(run_id, attempt_json, worker, number, token)
   redis.call('RPUSH', P .. 'attempts:' .. run_id, cjson.encode(a))
   redis.call('HINCRBY', P .. 'counts', 'c|' .. a['class'], 1)
   return a
+end
+
+-- `record_attempt` without decoding: `body` is the attempt's JSON object
+-- without `worker`, `attempt` and `token` (the caller leaves them out and
+-- sends `class` apart), which are written first. The counts move through
+-- `t`.
+local function push_attempt(run_id, body, class, worker, number, token, t)
+  local json = '{"worker":' .. cjson.encode(worker) .. ',"attempt":' .. string.format('%d', number)
+    .. ',"token":' .. token
+  if body ~= '{}' then json = json .. ',' .. string.sub(body, 2) else json = json .. '}' end
+  redis.call('RPUSH', P .. 'attempts:' .. run_id, json)
+  t:add(P .. 'counts', 'c|' .. class, 1)
 end
 
 -- The number an attempt under a run's current lease is recorded with: the

@@ -1,11 +1,15 @@
 -- finish: records the final result of one leased run, or of several.
--- KEYS[1] meta. ARGV: now_ms, worker, then groups of 8: run_id, token,
+-- KEYS[1] meta. ARGV: now_ms, worker, then groups of 10: run_id, token,
 -- outcome, reason, record_sha256, observed_version ('' = not disclosed),
--- has_version (0/1), attempt JSON. Atomic over the whole call: each
--- result's attempt, outcome, counts and lease end change together. The
--- attempt JSON's `attempt` field is the lease's number as the worker's run
--- record has it (0: the worker does not say): a lease taken back after a
--- rollback is recorded at that number (common.lua `reclaim`).
+-- has_version (0/1), the attempt's class, the attempt's number, and the
+-- attempt's JSON with every field but `worker`, `attempt` and `token`,
+-- which the ledger writes (common.lua `push_attempt`; the class is sent
+-- apart as well, so nothing is decoded). The number is the lease's, as the worker's
+-- run record has it (0: the worker does not say): a lease taken back after
+-- a rollback is recorded at that number (common.lua `reclaim`). Atomic over
+-- the whole call: each result's attempt, outcome, counts and lease end
+-- change together; the counts and the lease set are written once per call
+-- (common.lua `tally`).
 -- Returns one integer per result: 1 accepted, 0 stale (kept as discarded),
 -- then the acknowledgement's sequence number (the counter moves by one per
 -- result: the last result's number). A result the run already has
@@ -15,35 +19,61 @@
 -- A result whose outcome does not fit its attempt's class (FITS, from
 -- lifecycle::check_final) refuses the whole call before anything changes:
 -- error `UNFIT run_id outcome class`.
+local GROUP = 10
 local now, worker = tonumber(ARGV[1]), ARGV[2]
 local stop = guard() if stop then return stop end
-for i = 3, #ARGV, 8 do
-  local outcome, class = ARGV[i + 2], cjson.decode(ARGV[i + 7])['class']
+for i = 3, #ARGV, GROUP do
+  local outcome, class = ARGV[i + 2], ARGV[i + 7]
   if not (FITS[outcome] and FITS[outcome][class]) then
     return redis.error_reply('UNFIT ' .. ARGV[i] .. ' ' .. outcome .. ' ' .. tostring(class))
   end
 end
 local out = {}
-for i = 3, #ARGV, 8 do
+local t = tally()
+-- Runs whose lease ends: out of the lease set in one ZREM at the end.
+local ended = {}
+for i = 3, #ARGV, GROUP do
   local id, token, outcome, reason = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  local record, version, has_version, attempt = ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7]
+  local record, version, has_version = ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
+  local class, number, body = ARGV[i + 7], tonumber(ARGV[i + 8]) or 0, ARGV[i + 9]
   local key = P .. 'run:' .. id
-  local held = redis.call('HMGET', key, 'state', 'token', 'record', 'outcome')
-  local number = tonumber(cjson.decode(attempt)['attempt']) or 0
+  local held = redis.call('HMGET', key, 'state', 'token', 'record', 'outcome', 'attempts')
   if held[1] == 'final' and held[2] == token and held[3] == record and held[4] == outcome then
     table.insert(out, 1)
-  elseif not (is_current(id, token) or reclaim(id, token, worker, now, 0, number)) then
-    discard(id, tonumber(token), worker, 'result', now, nil, outcome)
-    table.insert(out, 0)
   else
-    record_attempt(id, attempt, worker, attempt_number(id, number), tonumber(token))
-    local arm = arm_of(id)
-    end_lease(id, arm)
-    redis.call('HSET', key, 'record', record)
-    if has_version == '1' then redis.call('HSET', key, 'version', version) end
-    finalize(id, arm, outcome, reason, now)
-    table.insert(out, 1)
+    local current = held[1] == 'leased' and held[2] == token
+    if not current and reclaim(id, token, worker, now, 0, number) then
+      current = true
+      held[5] = redis.call('HGET', key, 'attempts')
+    end
+    if not current then
+      discard(id, tonumber(token), worker, 'result', now, nil, outcome)
+      table.insert(out, 0)
+    else
+      -- The attempt's number: the worker's when past the run's count
+      -- (common.lua `attempt_number`), which then moves to it.
+      local fields = { 'record', record }
+      local n = tonumber(held[5] or '0')
+      if number > n then
+        n = number
+        table.insert(fields, 'attempts')
+        table.insert(fields, n)
+      end
+      if has_version == '1' then
+        table.insert(fields, 'version')
+        table.insert(fields, version)
+      end
+      push_attempt(id, body, class, worker, n, token, t)
+      local arm = arm_of(id)
+      table.insert(ended, id)
+      t:add(P .. 'arms', arm .. '|leased', -1)
+      -- `now` as ARGV has it: a string, written without formatting.
+      finalize(id, arm, outcome, reason, ARGV[1], t, fields)
+      table.insert(out, 1)
+    end
   end
 end
+if #ended > 0 then call_spread({ 'ZREM', P .. 'leases' }, ended) end
+t:flush()
 table.insert(out, bump_seq(#out))
 return out

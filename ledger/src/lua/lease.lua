@@ -24,9 +24,8 @@ if scope == 'manual' then
   end
 end
 
--- Whether this call may grant runs of `arm`.
-local function in_scope(arm)
-  local manual = redis.call('HEXISTS', P .. 'arms', arm .. '|manual') == 1
+-- Whether this call may grant runs of an arm that is (or is not) manual.
+local function in_scope(arm, manual)
   if scope == 'manual' then return arm == scope_arm end
   return not manual
 end
@@ -54,67 +53,130 @@ for _, id in ipairs(due) do
   redis.call('ZADD', P .. 'pending:' .. arm_of(id), redis.call('HGET', P .. 'run:' .. id, 'pos'), id)
 end
 
--- The head of each eligible arm's queue, merged by position.
-local candidates = {}
+-- The arms that may grant, with their room.
+local eligible = {}
 local arms = cjson.decode(redis.call('HGET', P .. 'arms', 'order'))
+-- Every arm's cap, leased count, hold, manual and paused fields, in one HMGET.
+local FIELDS = { '|cap', '|leased', '|hold', '|manual', '|paused' }
+local wanted_fields = {}
 for _, arm in ipairs(arms) do
-  local hold = tonumber(redis.call('HGET', P .. 'arms', arm .. '|hold') or '0')
-  if in_scope(arm) and hold <= now and redis.call('HEXISTS', P .. 'arms', arm .. '|paused') == 0 then
-    local a = redis.call('HMGET', P .. 'arms', arm .. '|cap', arm .. '|leased')
+  for _, f in ipairs(FIELDS) do wanted_fields[#wanted_fields + 1] = arm .. f end
+end
+local held = redis.call('HMGET', P .. 'arms', unpack(wanted_fields))
+for k, arm in ipairs(arms) do
+  local a = { unpack(held, (k - 1) * #FIELDS + 1, k * #FIELDS) }
+  local hold = tonumber(a[3] or '0')
+  if in_scope(arm, a[4] ~= false) and hold <= now and not a[5] then
     local room = math.min(tonumber(a[1]) - tonumber(a[2] or 0), max)
-    if room > 0 then
-      for _, c in ipairs(queue_head(arm, room)) do
-        c.arm = arm
-        table.insert(candidates, c)
-      end
-    end
+    if room > 0 then table.insert(eligible, { arm = arm, room = room }) end
   end
 end
-table.sort(candidates, function(x, y) return x.pos < y.pos end)
+-- Their queues, merged by position as they are read: each is read a few
+-- entries more at a time than its even share of the batch (the planned
+-- order interleaves the arms).
+local queues = {}
+for _, e in ipairs(eligible) do
+  table.insert(queues, queue(e.arm, e.room, math.min(e.room, math.ceil(max / #eligible) + 2)))
+end
+-- The merge keeps each queue's next position in a plain array (false
+-- once it has none): a grant reads one queue's head, not every queue's.
+local candidates, heads = {}, {}
+for k, q in ipairs(queues) do
+  local c = q:head()
+  heads[k] = c and c.pos or false
+end
+while #candidates < max do
+  local best, best_pos
+  for k = 1, #queues do
+    local pos = heads[k]
+    if pos and (not best_pos or pos < best_pos) then best, best_pos = k, pos end
+  end
+  if not best then break end
+  local q = queues[best]
+  local c = q:take()
+  c.arm = q.arm
+  candidates[#candidates + 1] = c
+  local next_run = q:head()
+  heads[best] = next_run and next_run.pos or false
+end
 
 local out = { 0, 0, 0 }
-local n = 0
--- Per arm, how many runs were taken from the head of its fresh list.
-local fresh_taken = {}
-for _, c in ipairs(candidates) do
-  if n >= max then break end
+local n = #candidates
+-- The grants' tokens are the next n of the fencing counter, in order.
+local first_token = 0
+if n > 0 then first_token = redis.call('HINCRBY', META, 'token', n) - n + 1 end
+local t = tally()
+-- The lease set's new members (expires, run_id, ...), and each question's
+-- text, read in one HMGET for the batch.
+local leases, texts, wanted = {}, {}, {}
+-- Numbers written as strings once: a Lua number given to a command is
+-- formatted as a float (`%.14g`), which costs more than the command.
+local expires = now + ttl
+local expires_s, now_s = string.format('%d', expires), ARGV[1]
+for k = 1, n do
+  local c = candidates[k]
   local key = P .. 'run:' .. c.id
-  local token = redis.call('HINCRBY', META, 'token', 1)
-  local expires = now + ttl
-  local r = redis.call('HMGET', key, 'attempts', 'excused', 'q')
+  local token = string.format('%d', first_token + k - 1)
   local attempts, q
-  if r[1] then
-    attempts, q = tonumber(r[1]) + 1, r[3]
-    redis.call('HSET', key, 'attempts', attempts, 'state', 'leased', 'token', token, 'worker', worker,
-      'expires', expires)
-    -- The first counted attempt starts the run (excused ones do not count).
-    if attempts - tonumber(r[2] or '0') == 1 then redis.call('HSET', key, 'started', now) end
-  else
-    -- The run's first change: its hash is created now, as `create_run`
-    -- would and leased at once (its first attempt starts it).
+  if c.fresh then
+    -- A run in its fresh list never changed (common.lua, the layout): it
+    -- has no hash, which is created now, as `create_run` would, and leased
+    -- at once (its first attempt starts it).
     local rep
     q, rep = string.match(c.id, '^([^:]+):[^:]+:(%d+)$')
     attempts = 1
-    redis.call('HSET', key, 'pos', c.pos, 'arm', c.arm, 'q', q, 'rep', rep, 'state', 'leased',
-      'attempts', 1, 'token', token, 'worker', worker, 'expires', expires, 'started', now)
-  end
-  if c.fresh then
-    fresh_taken[c.arm] = (fresh_taken[c.arm] or 0) + 1
+    redis.call('HSET', key, 'pos', string.format('%d', c.pos), 'arm', c.arm, 'q', q, 'rep', rep, 'state', 'leased',
+      'attempts', 1, 'token', token, 'worker', worker, 'expires', expires_s, 'started', now_s)
   else
-    redis.call('ZREM', P .. 'pending:' .. c.arm, c.id)
+    local r = redis.call('HMGET', key, 'attempts', 'excused', 'q')
+    if r[1] then
+      attempts, q = tonumber(r[1]) + 1, r[3]
+      -- The first counted attempt starts the run (excused ones do not count).
+      if attempts - tonumber(r[2] or '0') == 1 then
+        redis.call('HSET', key, 'attempts', attempts, 'state', 'leased', 'token', token, 'worker', worker,
+          'expires', expires_s, 'started', now_s)
+      else
+        redis.call('HSET', key, 'attempts', attempts, 'state', 'leased', 'token', token, 'worker', worker,
+          'expires', expires_s)
+      end
+    else
+      -- Put back without ever changing (a ledger seeded before fresh lists).
+      local rep
+      q, rep = string.match(c.id, '^([^:]+):[^:]+:(%d+)$')
+      attempts = 1
+      redis.call('HSET', key, 'pos', string.format('%d', c.pos), 'arm', c.arm, 'q', q, 'rep', rep, 'state', 'leased',
+        'attempts', 1, 'token', token, 'worker', worker, 'expires', expires_s, 'started', now_s)
+    end
   end
-  redis.call('ZADD', P .. 'leases', expires, c.id)
-  redis.call('HINCRBY', P .. 'arms', c.arm .. '|leased', 1)
+  table.insert(leases, expires_s)
+  table.insert(leases, c.id)
+  t:add(P .. 'arms', c.arm .. '|leased', 1)
+  if not wanted[q] then
+    wanted[q] = true
+    table.insert(texts, q)
+  end
   table.insert(out, c.id)
-  table.insert(out, token)
+  table.insert(out, first_token + k - 1)
   table.insert(out, attempts)
-  table.insert(out, redis.call('HGET', P .. 'questions', q) or '')
+  table.insert(out, q)
   table.insert(out, expires)
-  n = n + 1
 end
--- The fresh runs granted are a prefix of each arm's list (`queue_head`).
-for _, arm in ipairs(arms) do
-  if fresh_taken[arm] then redis.call('LTRIM', P .. 'fresh:' .. arm, fresh_taken[arm], -1) end
+if n > 0 then
+  call_spread({ 'ZADD', P .. 'leases' }, leases)
+  local text_of = {}
+  for first = 1, #texts, 1000 do
+    local ids = { unpack(texts, first, math.min(first + 999, #texts)) }
+    local found = redis.call('HMGET', P .. 'questions', unpack(ids))
+    for i, q in ipairs(ids) do text_of[q] = found[i] or '' end
+  end
+  for i = 7, #out, 5 do out[i] = text_of[out[i]] end
+end
+t:flush()
+-- What each queue gave leaves it: a prefix of its fresh list, and members
+-- of its pending zset.
+for _, q in ipairs(queues) do
+  if q.fresh_taken > 0 then redis.call('LTRIM', P .. 'fresh:' .. q.arm, q.fresh_taken, -1) end
+  if #q.from_pending > 0 then call_spread({ 'ZREM', P .. 'pending:' .. q.arm }, q.from_pending) end
 end
 -- The window opens at the first start: the first lease that grants a run.
 -- With rounds, the cohort's window ends with its last round's.
