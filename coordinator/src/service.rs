@@ -213,8 +213,11 @@ pub struct CoordinatorService {
     metrics: Arc<CoordinatorMetrics>,
     /// The `cohort` span: this process's service of the cohort, from start
     /// to stop. Each run's trace links to it (a run is a trace of its own:
-    /// one trace of a 48-hour cohort would be too large to read).
-    cohort_span: tracing::Span,
+    /// one trace of a 48-hour cohort would be too large to read). Held so
+    /// that it ends (and is exported) when the service stops.
+    _cohort_span: tracing::Span,
+    /// The cohort span's context, read once: every lease span links to it.
+    cohort_link: cohort_telemetry::LinkTarget,
 }
 
 fn ledger_status(e: LedgerError) -> Status {
@@ -249,16 +252,18 @@ impl CoordinatorService {
                 (arm.clone(), (accepted, false))
             })
             .collect();
+        let cohort_span = info_span!(
+            parent: None,
+            "cohort",
+            cohort.name = %plan.cohort,
+            cohort.manifest_sha256 = %plan.manifest_sha256,
+        );
         CoordinatorService {
             ledger,
             clock,
             config,
-            cohort_span: info_span!(
-                parent: None,
-                "cohort",
-                cohort.name = %plan.cohort,
-                cohort.manifest_sha256 = %plan.manifest_sha256,
-            ),
+            cohort_link: cohort_telemetry::LinkTarget::of(&cohort_span),
+            _cohort_span: cohort_span,
             arms: Arc::new(RwLock::new(arms)),
             plan: Arc::new(plan),
             worker_seq: AtomicU64::new(0),
@@ -364,19 +369,19 @@ impl CoordinatorService {
     /// coordinator process leased it, is one tree. Its context goes to the
     /// worker in the lease.
     fn lease_span(&self, worker_id: &str, g: &LeaseGrant) -> tracing::Span {
-        let key = format!("{}:{}", self.plan.manifest_sha256, g.run_id);
+        let root = cohort_telemetry::RunRoot::of(|| format!("{}:{}", self.plan.manifest_sha256, g.run_id));
         if g.attempt == 1 {
             cohort_telemetry::emit_run_root(
-                &key,
+                &root,
                 &[
-                    ("cohort.name", self.plan.cohort.clone()),
-                    ("cohort.run.id", g.run_id.clone()),
-                    ("cohort.question.id", g.question_id.clone()),
-                    ("cohort.arm.id", g.arm_id.clone()),
+                    ("cohort.name", &self.plan.cohort),
+                    ("cohort.run.id", &g.run_id),
+                    ("cohort.question.id", &g.question_id),
+                    ("cohort.arm.id", &g.arm_id),
                 ],
             );
         }
-        cohort_telemetry::run_root(&key, || {
+        cohort_telemetry::run_root(&root, || {
             let span = info_span!(
                 parent: None,
                 "lease",
@@ -388,7 +393,7 @@ impl CoordinatorService {
                 cohort.attempt = g.attempt,
                 cohort.worker.id = %worker_id,
             );
-            cohort_telemetry::add_link(&span, &self.cohort_span);
+            cohort_telemetry::add_link(&span, &self.cohort_link);
             span
         })
     }

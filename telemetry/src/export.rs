@@ -241,15 +241,15 @@ impl<E: SpanExporter + 'static> SpanExporter for OnRuntime<E> {
 
 thread_local! {
     /// The trace id the next root span started on this thread takes
-    /// ([`with_root_ids_of`]).
+    /// ([`with_root_ids`]).
     static NEXT_TRACE_ID: Cell<Option<TraceId>> = const { Cell::new(None) };
     /// The span id the next span started on this thread takes
-    /// ([`with_root_ids_of`]).
+    /// ([`with_root_ids`]).
     static NEXT_SPAN_ID: Cell<Option<SpanId>> = const { Cell::new(None) };
 }
 
 /// Random ids, except for a run's root span started inside
-/// [`with_root_ids_of`].
+/// [`with_root_ids`].
 #[derive(Debug, Default)]
 struct RunTraceIds {
     random: RandomIdGenerator,
@@ -310,11 +310,12 @@ pub(crate) fn root_sampled(trace_id: TraceId) -> bool {
     result.decision == SamplingDecision::RecordAndSample
 }
 
-/// Runs `f` with the next span started on this thread taking `key`'s
-/// root ids: its trace id and its root span id.
-pub(crate) fn with_root_ids_of<T>(key: &str, f: impl FnOnce() -> T) -> T {
-    NEXT_TRACE_ID.with(|c| c.set(Some(trace_id_of(key))));
-    NEXT_SPAN_ID.with(|c| c.set(Some(root_span_id_of(key))));
+/// Runs `f` with the next span started on this thread taking a run's
+/// root ids: its trace id and its root span id ([`trace_id_of`],
+/// [`root_span_id_of`]).
+pub(crate) fn with_root_ids<T>(trace: TraceId, span: SpanId, f: impl FnOnce() -> T) -> T {
+    NEXT_TRACE_ID.with(|c| c.set(Some(trace)));
+    NEXT_SPAN_ID.with(|c| c.set(Some(span)));
     let out = f();
     NEXT_TRACE_ID.with(|c| c.set(None));
     NEXT_SPAN_ID.with(|c| c.set(None));
@@ -338,7 +339,8 @@ mod tests {
         assert_ne!(root_span_id_of("m:q1:a:1"), root_span_id_of("m:q1:a:2"));
         assert_ne!(root_span_id_of("m:q1:a:1"), SpanId::INVALID);
         let ids = RunTraceIds::default();
-        let (trace, span) = with_root_ids_of("k", || (ids.new_trace_id(), ids.new_span_id()));
+        let (trace, span) =
+            with_root_ids(trace_id_of("k"), root_span_id_of("k"), || (ids.new_trace_id(), ids.new_span_id()));
         assert_eq!((trace, span), (trace_id_of("k"), root_span_id_of("k")));
         assert_ne!(ids.new_span_id(), root_span_id_of("k"), "the override ends with the scope");
     }

@@ -117,26 +117,52 @@ pub fn init(service_name: &str, default_level: &str) -> Result<Telemetry, Teleme
             .with_filter(targets)
     });
     let _ = tracing_subscriber::registry().with(logs).with(spans).try_init();
+    EXPORTING.store(export.is_some(), std::sync::atomic::Ordering::Relaxed);
     Ok(Telemetry { export })
+}
+
+/// Whether [`init`] set up span export. Without it no run's trace ids are
+/// derived ([`RunRoot::of`]): an untraced coordinator pays nothing for them.
+static EXPORTING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The root of one run's trace: the trace id and the root span id, both
+/// derived from the run's key (the cohort's manifest hash and the run id),
+/// and the sampler's decision for that trace, worked out once per lease and
+/// given to [`emit_run_root`] and [`run_root`]. Empty (nothing derived, the
+/// key not even built) when spans are not exported.
+#[derive(Debug, Clone)]
+pub struct RunRoot(Option<opentelemetry::trace::SpanContext>);
+
+impl RunRoot {
+    /// The root of the run whose key `key` builds (called only when spans
+    /// are exported).
+    pub fn of(key: impl FnOnce() -> String) -> RunRoot {
+        use opentelemetry::trace::{SpanContext, TraceFlags, TraceState};
+        if !EXPORTING.load(std::sync::atomic::Ordering::Relaxed) {
+            return RunRoot(None);
+        }
+        let key = key();
+        let trace_id = export::trace_id_of(&key);
+        let flags = if export::root_sampled(trace_id) { TraceFlags::SAMPLED } else { TraceFlags::default() };
+        RunRoot(Some(SpanContext::new(trace_id, export::root_span_id_of(&key), flags, true, TraceState::NONE)))
+    }
 }
 
 /// Creates the span of one attempt of a run with `make` (a span created
 /// with `parent: None`) as a child of the run's root (see
-/// [`emit_run_root`]): in the trace whose id is derived from `run_key`
-/// (the cohort's manifest hash and the run id), under the root span whose
-/// id is derived from it too. So every attempt of a run, leased by any
-/// coordinator process, lands in one tree, and a ratio sampler
-/// (`OTEL_TRACES_SAMPLER=traceidratio`) keeps or drops a run whole (the
-/// parent carries the root's own sampling decision). Without export it is
-/// just `make()`.
-pub fn run_root(run_key: &str, make: impl FnOnce() -> tracing::Span) -> tracing::Span {
-    use opentelemetry::trace::{SpanContext, TraceContextExt as _, TraceFlags, TraceState};
+/// [`emit_run_root`]): in the trace whose id is derived from the run's key,
+/// under the root span whose id is derived from it too. So every attempt
+/// of a run, leased by any coordinator process, lands in one tree, and a
+/// ratio sampler (`OTEL_TRACES_SAMPLER=traceidratio`) keeps or drops a run
+/// whole (the parent carries the root's own sampling decision). Without
+/// export it is just `make()`.
+pub fn run_root(root: &RunRoot, make: impl FnOnce() -> tracing::Span) -> tracing::Span {
+    use opentelemetry::trace::TraceContextExt as _;
     use tracing_opentelemetry::OpenTelemetrySpanExt as _;
     let span = make();
-    let trace_id = export::trace_id_of(run_key);
-    let flags = if export::root_sampled(trace_id) { TraceFlags::SAMPLED } else { TraceFlags::default() };
-    let root = SpanContext::new(trace_id, export::root_span_id_of(run_key), flags, true, TraceState::NONE);
-    let _ = span.set_parent(opentelemetry::Context::new().with_remote_span_context(root));
+    if let Some(context) = &root.0 {
+        let _ = span.set_parent(opentelemetry::Context::new().with_remote_span_context(context.clone()));
+    }
     span
 }
 
@@ -145,24 +171,41 @@ pub fn run_root(run_key: &str, make: impl FnOnce() -> tracing::Span) -> tracing:
 /// coordinator emits it once, when it leases the run's first attempt (a
 /// span of no duration: it marks the run's start; the attempts below it
 /// carry the time). Nothing without export.
-pub fn emit_run_root(run_key: &str, attributes: &[(&'static str, String)]) {
+pub fn emit_run_root(root: &RunRoot, attributes: &[(&'static str, &str)]) {
     use opentelemetry::trace::{Span as _, SpanKind, Tracer as _};
-    let tracer = opentelemetry::global::tracer("cohort");
-    let mut span = export::with_root_ids_of(run_key, || {
+    let Some(context) = &root.0 else { return };
+    // The global provider is installed before EXPORTING is set, so the
+    // tracer taken here, once, is the exporting one.
+    static TRACER: OnceLock<opentelemetry::global::BoxedTracer> = OnceLock::new();
+    let tracer = TRACER.get_or_init(|| opentelemetry::global::tracer("cohort"));
+    let mut span = export::with_root_ids(context.trace_id(), context.span_id(), || {
         tracer
             .span_builder("cohort run")
             .with_kind(SpanKind::Internal)
-            .with_attributes(attributes.iter().map(|(k, v)| opentelemetry::KeyValue::new(*k, v.clone())))
-            .start_with_context(&tracer, &opentelemetry::Context::new())
+            .with_attributes(attributes.iter().map(|(k, v)| opentelemetry::KeyValue::new(*k, (*v).to_owned())))
+            .start_with_context(tracer, &opentelemetry::Context::new())
     });
     span.end();
 }
 
+/// A span another span links to ([`add_link`]), its context read once:
+/// the coordinator links every lease to the cohort's span.
+#[derive(Debug, Clone)]
+pub struct LinkTarget(opentelemetry::trace::SpanContext);
+
+impl LinkTarget {
+    pub fn of(span: &tracing::Span) -> LinkTarget {
+        use opentelemetry::trace::TraceContextExt as _;
+        use tracing_opentelemetry::OpenTelemetrySpanExt as _;
+        LinkTarget(span.context().span().span_context().clone())
+    }
+}
+
 /// Links `span` to `to` (a span of another trace it belongs with, such as
 /// the cohort a run's trace is part of). Nothing without export.
-pub fn add_link(span: &tracing::Span, to: &tracing::Span) {
-    use opentelemetry::trace::TraceContextExt as _;
+pub fn add_link(span: &tracing::Span, to: &LinkTarget) {
     use tracing_opentelemetry::OpenTelemetrySpanExt as _;
-    let target = to.context().span().span_context().clone();
-    span.add_link(target);
+    if to.0.is_valid() {
+        span.add_link(to.0.clone());
+    }
 }
