@@ -13,9 +13,13 @@
 //! text, and only `http(s)` ones become links (`rel="noreferrer noopener"`;
 //! a link is not a fetch).
 //!
-//! The runs table can have 100,000 rows, so the page is written with
-//! `std::fmt::Write` into one `String` sized up front, and escaping writes
-//! straight into it instead of building strings per cell.
+//! The runs table can have 100,000 rows and the drill-downs are a hundred
+//! megabytes or more, so the page is written with `std::fmt::Write` into a
+//! `String` and escaping writes straight into it instead of building
+//! strings per cell; [`render_html_into`] hands that buffer to the file
+//! every [`SPILL_BYTES`] (so the page is never held whole: a 5,000,000-claim
+//! report's page is about 190 MB), and [`render_html`] keeps it whole for
+//! callers that want the text.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::{self, Display, Write};
@@ -24,6 +28,11 @@ use crate::model::{
     ArmSummary, Comparison, Counts, Difference, DrillDown, Rate, RateKind, RateStatus, Rates, RunView, SourceCounts,
     Summary, TimeCost,
 };
+
+/// How much of the page [`render_html_into`] buffers before it writes it
+/// out: large enough that writes are few, small enough to be nothing
+/// beside the report's other memory.
+pub const SPILL_BYTES: usize = 1 << 20;
 
 /// Renders the page. `plots` are (file name, SVG text) as
 /// [`crate::plots::render_plots`] returns them; they are inlined.
@@ -38,11 +47,30 @@ pub fn render_html(
         + runs.len() * 400
         + drill.values().map(|d| 4096 + d.output.as_ref().map_or(0, String::len) * 2).sum::<usize>()
         + plots.iter().map(|(_, svg)| svg.len()).sum::<usize>();
-    let mut page = Page { out: String::with_capacity(capacity), summary, simulated: simulated_arms(summary) };
+    let mut page = Page::new(String::with_capacity(capacity), summary, None);
     // Writing into a String cannot fail: fmt::Error only comes from a
     // Display impl, and ours only forward the String's own results.
     let _ = page.document(runs, drill, plots);
     page.out
+}
+
+/// Renders the page into `out` as [`render_html`] does, byte for byte the
+/// same, written out every [`SPILL_BYTES`] instead of held whole.
+pub fn render_html_into(
+    out: &mut dyn std::io::Write,
+    summary: &Summary,
+    runs: &[RunView],
+    drill: &BTreeMap<String, DrillDown>,
+    plots: &[(String, String)],
+) -> std::io::Result<()> {
+    let mut page = Page::new(String::with_capacity(2 * SPILL_BYTES), summary, Some(out));
+    let rendered = page.document(runs, drill, plots).and_then(|()| page.spill(0));
+    match (rendered, page.sink_error.take()) {
+        (_, Some(e)) => Err(e),
+        // Only a failed write makes a fmt::Error here (see render_html).
+        (Err(fmt::Error), None) => Err(std::io::Error::other("the page could not be rendered")),
+        (Ok(()), None) => Ok(()),
+    }
 }
 
 /// Arms labelled SIMULATED wherever their name appears.
@@ -310,9 +338,33 @@ struct Page<'a> {
     out: String,
     summary: &'a Summary,
     simulated: BTreeSet<String>,
+    /// Where `out` is written out as it fills ([`render_html_into`]);
+    /// `None`: the page stays whole in `out`.
+    sink: Option<&'a mut dyn std::io::Write>,
+    /// The sink's error, when a write failed (the rendering then stops
+    /// with `fmt::Error`).
+    sink_error: Option<std::io::Error>,
 }
 
-impl Page<'_> {
+impl<'a> Page<'a> {
+    fn new(out: String, summary: &'a Summary, sink: Option<&'a mut dyn std::io::Write>) -> Page<'a> {
+        Page { out, summary, simulated: simulated_arms(summary), sink, sink_error: None }
+    }
+
+    /// Writes the buffered page out to the sink once it holds `at_least`
+    /// bytes (0: whatever it holds); nothing without a sink.
+    fn spill(&mut self, at_least: usize) -> fmt::Result {
+        let Some(sink) = self.sink.as_mut() else { return Ok(()) };
+        if self.out.len() < at_least.max(1) {
+            return Ok(());
+        }
+        if let Err(e) = sink.write_all(self.out.as_bytes()) {
+            self.sink_error = Some(e);
+            return Err(fmt::Error);
+        }
+        self.out.clear();
+        Ok(())
+    }
     fn document(
         &mut self,
         runs: &[RunView],
@@ -1164,6 +1216,7 @@ impl Page<'_> {
                 write!(self.out, " <small>(pinned <code>{}</code>)</small>", Esc(&run.pinned_version))?;
             }
             self.out.push_str("</td></tr>\n");
+            self.spill(SPILL_BYTES)?;
         }
         self.out.push_str("</tbody></table></div>\n</section>\n");
         Ok(())
@@ -1178,6 +1231,7 @@ impl Page<'_> {
         for run in runs {
             if let Some(d) = drill.get(&run.run_id) {
                 self.drill_down(Some(run), d)?;
+                self.spill(SPILL_BYTES)?;
                 shown += 1;
             }
         }
@@ -1187,6 +1241,7 @@ impl Page<'_> {
             let listed: BTreeSet<&str> = runs.iter().map(|run| run.run_id.as_str()).collect();
             for d in drill.values().filter(|d| !listed.contains(d.run_id.as_str())) {
                 self.drill_down(None, d)?;
+                self.spill(SPILL_BYTES)?;
             }
         }
         self.out.push_str("</section>\n");
@@ -2099,5 +2154,44 @@ mod tests {
         let elapsed = start.elapsed();
         assert_eq!(page.matches("<tr><td><code>r-").count(), 100_000);
         eprintln!("100000 runs: {} bytes in {elapsed:?}", page.len());
+    }
+
+    /// The page written out as it fills is byte for byte the page held
+    /// whole (it spills several times here), and a failing file is an
+    /// error, not a short page.
+    #[test]
+    fn streamed_page_is_the_whole_page() {
+        let (summary, runs, drill) = fixture();
+        let many: Vec<RunView> = (0..20_000)
+            .map(|i| {
+                let mut run = runs[i % runs.len()].clone();
+                if i >= runs.len() {
+                    run.run_id = format!("r-{i:06}");
+                }
+                run
+            })
+            .collect();
+        let plots = [("x.svg".to_owned(), "<svg><text>a</text></svg>".to_owned())];
+        let whole = render_html(&summary, &many, &drill, &plots);
+        assert!(whole.len() > 3 * SPILL_BYTES, "the test must spill: {} bytes", whole.len());
+        let mut streamed = Vec::new();
+        render_html_into(&mut streamed, &summary, &many, &drill, &plots).unwrap();
+        assert!(streamed == whole.as_bytes(), "the streamed page differs");
+
+        struct Full(usize);
+        impl std::io::Write for Full {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                if self.0 + buf.len() > SPILL_BYTES {
+                    return Err(std::io::Error::other("disk full"));
+                }
+                self.0 += buf.len();
+                Ok(buf.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let err = render_html_into(&mut Full(0), &summary, &many, &drill, &plots).unwrap_err();
+        assert_eq!(err.to_string(), "disk full");
     }
 }

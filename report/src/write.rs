@@ -265,8 +265,11 @@ async fn fill(
         files.push(write_file(dir, name, svg.as_bytes())?);
     }
     files.push(write_file(dir, "summary.md", markdown::render_markdown(&summary).as_bytes())?);
-    let page = html::render_html(&summary, &gathered.runs, &gathered.drill, &plots);
-    files.push(write_file(dir, "index.html", page.as_bytes())?);
+    // Streamed: the page of a large cohort is hundreds of megabytes.
+    let mut page = create(dir, "index.html")?;
+    html::render_html_into(&mut page, &summary, &gathered.runs, &gathered.drill, &plots)
+        .map_err(|e| ReportError::io("index.html", e))?;
+    files.push(page.finish()?);
     phase("render", started);
     files.sort_by(|a, b| a.name.cmp(&b.name));
     summary.files = files;
