@@ -119,14 +119,30 @@ pub struct JudgeCallLine<'a, C: Serialize> {
 /// The `kind` of a `judge_calls.jsonl` line.
 pub const JUDGE_CALL_KIND: &str = "judge_call";
 
-/// One line of `claims.jsonl` (docs/report.md).
+/// One line of `claims.jsonl` (docs/report.md): the run's fields, then
+/// the claim's. In two halves so that [`ClaimLines`] serializes the run's
+/// half once per run, not once per claim (the same bytes: a test checks).
 #[derive(Debug, Serialize)]
 pub struct ClaimLine<'a> {
+    #[serde(flatten)]
+    pub run: ClaimRunFields<'a>,
+    #[serde(flatten)]
+    pub claim: ClaimFields<'a>,
+}
+
+/// The fields of a claim line that are its run's.
+#[derive(Debug, Serialize)]
+pub struct ClaimRunFields<'a> {
     pub kind: &'static str,
     pub run_id: &'a str,
     pub question_id: &'a str,
     pub category: &'a str,
     pub arm: &'a str,
+}
+
+/// The fields of a claim line that are the claim's own.
+#[derive(Debug, Serialize)]
+pub struct ClaimFields<'a> {
     pub claim_index: u32,
     pub text: &'a str,
     pub line: u32,
@@ -136,6 +152,34 @@ pub struct ClaimLine<'a> {
     pub unjudged_reason: Option<&'a str>,
     pub verdict: Option<&'static str>,
     pub judge_model: Option<&'a str>,
+}
+
+/// Writes one run's claim lines: `serde_json::to_writer` of each
+/// [`ClaimLine`], with the run's half serialized once (a run's 50 claims
+/// repeat its id, question, category and arm; escaping them 50 times was a
+/// tenth of reading a record).
+struct ClaimLines {
+    /// `{"kind":...,"arm":"..."` without its closing brace.
+    run_prefix: Vec<u8>,
+}
+
+impl ClaimLines {
+    fn new(run: &ClaimRunFields<'_>) -> Result<ClaimLines, serde_json::Error> {
+        let mut run_prefix = serde_json::to_vec(run)?;
+        run_prefix.pop(); // the closing '}'
+        Ok(ClaimLines { run_prefix })
+    }
+
+    /// Appends the line of `claim`, newline included.
+    fn push(&self, out: &mut Vec<u8>, claim: &ClaimFields<'_>) -> Result<(), serde_json::Error> {
+        out.extend_from_slice(&self.run_prefix);
+        let start = out.len();
+        serde_json::to_writer(&mut *out, claim)?;
+        // The claim's object opens with '{': it continues the run's.
+        out[start] = b',';
+        out.push(b'\n');
+        Ok(())
+    }
 }
 
 /// One line of `sources.jsonl` (docs/report.md): one cited source of one
@@ -670,6 +714,10 @@ fn lines_of(
     // it; otherwise each claim finds its model in its trace record, which
     // carries the claim's text without markers.
     let mut by_text: BTreeMap<Cow<'_, str>, Cow<'_, str>> = BTreeMap::new();
+    if pass.is_none() {
+        // Compacting never lengthens a trace.
+        run.trace_lines.reserve(score.judge_traces.iter().map(|raw| raw.get().len() + 1).sum());
+    }
     for raw in score.judge_traces.iter().filter(|_| pass.is_none()) {
         // (The run's judge summary says whether the judge was simulated, as
         // each of its traces does.)
@@ -685,7 +733,17 @@ fn lines_of(
     }
     let mut served: BTreeMap<&str, u64> = BTreeMap::new();
     let mut sentence = String::new();
-    run.claim_lines.reserve(score.report.claims.len() * 256);
+    let claim_lines = ClaimLines::new(&ClaimRunFields {
+        kind: "claim",
+        run_id: &record.run_id,
+        question_id: &record.question_id,
+        category,
+        arm: &record.arm,
+    })?;
+    // The run's prefix, about 110 bytes of fields and the claim's text per
+    // line: one allocation for most runs.
+    let text_bytes: usize = score.report.claims.iter().map(|c| c.text.len()).sum();
+    run.claim_lines.reserve(text_bytes + score.report.claims.len() * (claim_lines.run_prefix.len() + 192));
     for claim in &score.report.claims {
         let status = claim_status(claim.verdict, claim.unjudged_reason, &claim.cited);
         let judged = matches!(status, ClaimStatus::Yes | ClaimStatus::No);
@@ -715,25 +773,17 @@ fn lines_of(
             ClaimStatus::Uncited => ("unjudged", Some("uncited"), None),
             ClaimStatus::Unjudged(r) => ("unjudged", Some(r), None),
         };
-        serde_json::to_writer(
-            &mut run.claim_lines,
-            &ClaimLine {
-                kind: "claim",
-                run_id: &record.run_id,
-                question_id: &record.question_id,
-                category,
-                arm: &record.arm,
-                claim_index: claim.id,
-                text: &claim.text,
-                line: claim.line,
-                cited_indices: &claim.cited,
-                status: status_text,
-                unjudged_reason: reason,
-                verdict,
-                judge_model: model,
-            },
-        )?;
-        run.claim_lines.push(b'\n');
+        let fields = ClaimFields {
+            claim_index: claim.id,
+            text: &claim.text,
+            line: claim.line,
+            cited_indices: &claim.cited,
+            status: status_text,
+            unjudged_reason: reason,
+            verdict,
+            judge_model: model,
+        };
+        claim_lines.push(&mut run.claim_lines, &fields)?;
         if let Some(models) = claim_models.as_deref_mut() {
             models.push(model.map(str::to_owned));
         }
@@ -1278,6 +1328,53 @@ mod tests {
         assert_eq!(lines[1]["verdict"], "NO");
         // The pretty-printed traces became one line each.
         assert_eq!(String::from_utf8(run.trace_lines).unwrap().lines().count(), 2);
+    }
+
+    /// A claim line written with the run's half serialized once is byte
+    /// for byte `serde_json::to_writer` of the whole [`ClaimLine`], with
+    /// text that needs escaping in both halves.
+    #[test]
+    fn claim_lines_are_the_whole_line() {
+        let run = || ClaimRunFields {
+            kind: "claim",
+            run_id: "q\"1:arm\\b:1",
+            question_id: "q\"1",
+            category: "sci\u{e9}nce\n",
+            arm: "arm\\b",
+        };
+        let claims = [
+            ClaimFields {
+                claim_index: 1,
+                text: "Ice \"floats\" [1].\t\u{1}",
+                line: 3,
+                cited_indices: &[1, 2],
+                status: "judged",
+                unjudged_reason: None,
+                verdict: Some("YES"),
+                judge_model: Some("m"),
+            },
+            ClaimFields {
+                claim_index: 2,
+                text: "",
+                line: 4,
+                cited_indices: &[],
+                status: "unjudged",
+                unjudged_reason: Some("uncited"),
+                verdict: None,
+                judge_model: None,
+            },
+        ];
+        let lines = ClaimLines::new(&run()).unwrap();
+        let (mut fast, mut whole) = (Vec::new(), Vec::new());
+        for claim in claims {
+            lines.push(&mut fast, &claim).unwrap();
+            serde_json::to_writer(&mut whole, &ClaimLine { run: run(), claim }).unwrap();
+            whole.push(b'\n');
+        }
+        assert_eq!(String::from_utf8(fast).unwrap(), String::from_utf8(whole.clone()).unwrap());
+        let first: serde_json::Value = serde_json::from_slice(whole.split(|b| *b == b'\n').next().unwrap()).unwrap();
+        assert_eq!(first["kind"], "claim");
+        assert_eq!(first["claim_index"], 1);
     }
 
     #[test]
