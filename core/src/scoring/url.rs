@@ -77,7 +77,13 @@ pub fn is_tracking_parameter(name: &str) -> bool {
     // Decoding borrows the name unless it holds `%` or `+`; the denylist is
     // lowercase ASCII, so comparing ignoring ASCII case is the comparison
     // of the lowercased name, without making it.
-    let decoded = url::form_urlencoded::parse(name.as_bytes()).map(|(k, _)| k).next().unwrap_or_default();
+    // A name without `%` or `+` decodes to itself, so the decoder is only
+    // run for the others.
+    let decoded = if name.contains(['%', '+']) {
+        url::form_urlencoded::parse(name.as_bytes()).map(|(k, _)| k).next().unwrap_or_default()
+    } else {
+        std::borrow::Cow::Borrowed(name)
+    };
     let key = decoded.trim();
     key.get(..4).is_some_and(|prefix| prefix.eq_ignore_ascii_case("utm_"))
         || TRACKING_PARAMETERS.iter().any(|tracking| tracking.eq_ignore_ascii_case(key))
@@ -92,26 +98,151 @@ pub fn canonicalise(raw: &str) -> Result<String, UrlError> {
     if raw.len() > MAX_URL_BYTES {
         return Err(UrlError::TooLong { len: raw.len() });
     }
+    if let Some(canonical) = canonicalise_plain(raw) {
+        return Ok(canonical);
+    }
     let mut url = Url::parse(raw)?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(UrlError::NotWeb(url.scheme().to_owned()));
     }
     url.set_fragment(None);
-    if let Some(query) = url.query() {
-        let kept: Vec<&str> = query
-            .split('&')
-            .filter(|pair| !pair.is_empty())
-            .filter(|pair| !is_tracking_parameter(pair.split('=').next().unwrap_or(pair)))
-            .collect();
-        // A query that loses nothing is already in the form setting it
-        // would give (the parser serialised it): it is left as it is,
-        // sparing a second parse of most cited URLs.
-        if kept.len() != query.split('&').count() {
-            let kept = kept.join("&");
-            url.set_query(if kept.is_empty() { None } else { Some(&kept) });
-        }
+    if let Some(query) = url.query()
+        && let Some(kept) = kept_query(query)
+    {
+        url.set_query(kept.as_deref());
     }
     Ok(url.into())
+}
+
+/// The query without its tracking parameters and empty pairs, or `None`
+/// when it loses nothing: such a query is already in the form setting it
+/// would give (the parser serialised it), so it is left as it is, sparing
+/// a second parse of most cited URLs. `Some(None)` when nothing is left.
+/// The one rule for both paths of [`canonicalise`].
+fn kept_query(query: &str) -> Option<Option<String>> {
+    let dropped = |pair: &str| pair.is_empty() || is_tracking_parameter(pair.split('=').next().unwrap_or(pair));
+    if !query.split('&').any(dropped) {
+        return None;
+    }
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|pair| !pair.is_empty())
+        .filter(|pair| !is_tracking_parameter(pair.split('=').next().unwrap_or(pair)))
+        .collect();
+    if kept.len() == query.split('&').count() {
+        return None;
+    }
+    let kept = kept.join("&");
+    Some((!kept.is_empty()).then_some(kept))
+}
+
+/// A table of the bytes that are ASCII letters or digits or in `extra`.
+const fn byte_table(extra: &[u8]) -> [bool; 256] {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 128 {
+        table[b] = (b as u8).is_ascii_alphanumeric();
+        b += 1;
+    }
+    let mut k = 0;
+    while k < extra.len() {
+        table[extra[k] as usize] = true;
+        k += 1;
+    }
+    table
+}
+
+/// The path bytes [`canonicalise_plain`] copies: those the path
+/// percent-encode set leaves alone, bar the few it need not handle.
+const PLAIN_PATH: [bool; 256] = byte_table(b"-._~!$&'()*+,;=:@/%");
+
+/// The query bytes [`canonicalise_plain`] copies: as [`PLAIN_PATH`], but
+/// `'` (in the special-query percent-encode set) is out and `?` is in.
+const PLAIN_QUERY: [bool; 256] = byte_table(b"-._~!$&()*+,;=:@/?%");
+
+/// [`canonicalise`] without the URL parser, for the URLs that WHATWG
+/// parsing leaves as written but for the case of scheme and host, a path
+/// for an empty one and the fragment, which [`canonicalise`] drops: `None`
+/// for any other, which then goes to the parser.
+///
+/// Why: parsing was a tenth of the scorer's time, and nearly every cited
+/// URL is of this plain form. A URL takes this path only when each of its
+/// parts is one the standard copies byte for byte:
+///
+/// - the scheme is `http` or `https` (any case), followed by `//`;
+/// - the host is ASCII letters, digits, `-` and dots between non-empty
+///   labels, no label starts with `xn--` (punycode is validated), and the
+///   last label starts with a letter (a host ending in a number is read as
+///   an IPv4 address); no port, no user info;
+/// - the path holds only bytes the path percent-encode set leaves alone and
+///   no `.` or `..` segment (written with dots or `%2e`), which would be
+///   resolved;
+/// - the query holds only bytes the special-query percent-encode set
+///   leaves alone (`'` is encoded there);
+/// - the fragment, dropped, is anything.
+///
+/// `plain_urls_canonicalise_as_the_parser_does` checks this path against
+/// the parser's on URLs dense in every byte that makes one of these
+/// conditions fail.
+fn canonicalise_plain(raw: &str) -> Option<String> {
+    let bytes = raw.as_bytes();
+    let scheme_len = if bytes.len() >= 8 && bytes[..8].eq_ignore_ascii_case(b"https://") {
+        5
+    } else if bytes.len() >= 7 && bytes[..7].eq_ignore_ascii_case(b"http://") {
+        4
+    } else {
+        return None;
+    };
+    let host_start = scheme_len + 3;
+    let rest = &raw[host_start..];
+    let host_len = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let host = &rest[..host_len];
+    let label_ok = |label: &str| {
+        !label.is_empty()
+            && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            && !label.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("xn--"))
+    };
+    if !host.split('.').all(label_ok) || !host.rsplit('.').next().is_some_and(|l| l.as_bytes()[0].is_ascii_alphabetic())
+    {
+        return None;
+    }
+    let after_host = &rest[host_len..];
+    let (before_fragment, _fragment) = after_host.split_once('#').unwrap_or((after_host, ""));
+    let (path, query) = match before_fragment.split_once('?') {
+        Some((path, query)) => (path, Some(query)),
+        None => (before_fragment, None),
+    };
+    let path_byte = |b: u8| PLAIN_PATH[usize::from(b)];
+    let dot_segment = |segment: &str| {
+        [".", "..", "%2e", ".%2e", "%2e.", "%2e%2e"].iter().any(|dots| dots.eq_ignore_ascii_case(segment))
+    };
+    if !path.bytes().all(path_byte) || path.split('/').any(dot_segment) {
+        return None;
+    }
+    let query_byte = |b: u8| PLAIN_QUERY[usize::from(b)];
+    if !query.is_none_or(|q| q.bytes().all(query_byte)) {
+        return None;
+    }
+    let mut out = String::with_capacity(before_fragment.len() + host_start + 1);
+    out.push_str(if scheme_len == 5 { "https://" } else { "http://" });
+    out.push_str(host);
+    // Only the scheme (already lowercase) and the host are in `out` yet.
+    out.make_ascii_lowercase();
+    out.push_str(if path.is_empty() { "/" } else { path });
+    if let Some(query) = query {
+        match kept_query(query) {
+            None => {
+                out.push('?');
+                out.push_str(query);
+            }
+            Some(Some(kept)) => {
+                out.push('?');
+                out.push_str(&kept);
+            }
+            Some(None) => {}
+        }
+    }
+    Some(out)
 }
 
 #[cfg(test)]
@@ -167,6 +298,68 @@ mod tests {
             again.set_query(parsed.query());
             assert_eq!(again.as_str(), parsed.as_str(), "{raw}");
             assert_eq!(canonicalise(raw).unwrap(), parsed.as_str(), "{raw}");
+        }
+    }
+
+    /// The parser's canonical form, as [`canonicalise`] made it before the
+    /// plain path: the reference for [`canonicalise_plain`].
+    fn canonicalise_by_parsing(raw: &str) -> Option<String> {
+        let mut url = Url::parse(raw.trim()).ok()?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return None;
+        }
+        url.set_fragment(None);
+        if let Some(query) = url.query()
+            && let Some(kept) = kept_query(query)
+        {
+            url.set_query(kept.as_deref());
+        }
+        Some(url.into())
+    }
+
+    proptest::proptest! {
+        /// Wherever the plain path gives a canonical form, the parser gives
+        /// the same one, on URLs dense in what the plain path must refuse
+        /// or copy: scheme case, odd hosts (ports, user info, numbers,
+        /// punycode, empty labels, `_`, non-ASCII), dot segments in every
+        /// spelling, percent signs, quotes, spaces, backslashes and
+        /// brackets in the path and query, and fragments.
+        #[test]
+        fn plain_urls_canonicalise_as_the_parser_does(
+            raw in proptest::string::string_regex(concat!(
+                r"(https?|HTTPS?|Http|ftp)://",
+                r"([a-zA-Z0-9]{1,4}|-|_|xn--|XN--|é|@|:8080|:443|\.){0,6}",
+                r#"(/([a-z0-9]{1,3}|\.|\.\.|%2e|%2E|%|%41|%zz|'|"|<|`|\{|\||\\|\[|~|!|\$|&|\(|\*|\+|,|;|=|:|@| |\t|é)*){0,4}"#,
+                r#"(\?([a-z0-9]{1,3}|=|&|utm_a|fbclid|'|%|%20|"|<|\?|/|`|\{|\^|\[| |é|\+)*)?"#,
+                r#"(#[a-z' %"<]*)?"#,
+            )).unwrap()
+        ) {
+            if let Some(plain) = canonicalise_plain(&raw) {
+                proptest::prop_assert_eq!(Some(plain), canonicalise_by_parsing(&raw), "{}", raw);
+            }
+        }
+    }
+
+    /// Citation URLs as reports write them take the plain path, which
+    /// gives what the parser gives.
+    #[test]
+    fn common_urls_take_the_plain_path() {
+        for raw in [
+            "https://site3.example.com/article?id=3&page=1&utm_source=newsletter&fbclid=abc#intro",
+            "https://source4.example.org/report/4.html",
+            "HTTP://Example.COM",
+            "https://x.org/a?utm_source=n",
+            "https://x.org/a?",
+            "https://en.wikipedia.org/wiki/Grid_(electricity)",
+            "https://doi.org/10.1000/xyz-123_a~b",
+        ] {
+            let plain = canonicalise_plain(raw);
+            assert!(plain.is_some(), "{raw}");
+            assert_eq!(plain, canonicalise_by_parsing(raw), "{raw}");
+        }
+        for raw in ["https://x.org:443/", "https://1.2.3.4/", "https://xn--bcher-kva.example/", "https://x.org/a/../b"]
+        {
+            assert_eq!(canonicalise_plain(raw), None, "{raw}");
         }
     }
 
