@@ -13,6 +13,7 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ops::Range;
+use std::rc::Rc;
 
 use pulldown_cmark::{Event, LinkType, Options, Parser, Tag, TagEnd};
 
@@ -94,8 +95,9 @@ pub(crate) struct LinkSpan {
     /// not an http(s) URL. Computed once per distinct destination of the
     /// document, since a report cites the same URL many times and URL
     /// parsing was a sixth of the scorer's time when every reader of a link
-    /// canonicalised it again.
-    pub(crate) canonical: Option<String>,
+    /// canonicalised it again. Shared by the links to it, which each had a
+    /// copy of it before.
+    pub(crate) canonical: Option<Rc<str>>,
     pub(crate) title: String,
     /// The leaf the link is in.
     pub(crate) leaf: usize,
@@ -182,16 +184,21 @@ pub(crate) fn parse(source: &str) -> Parsed {
 /// Fills in [`LinkSpan::canonical`], canonicalising each distinct
 /// destination once.
 fn canonicalise_links(links: &mut [LinkSpan]) {
-    let mut seen: HashMap<String, Option<String>> = HashMap::new();
-    for link in links.iter_mut().filter(|l| l.kind != LinkKind::Email) {
-        link.canonical = match seen.get(&link.dest) {
-            Some(known) => known.clone(),
-            None => {
-                let canonical = canonicalise(&link.dest).ok();
-                seen.insert(link.dest.clone(), canonical.clone());
-                canonical
-            }
-        };
+    let canonical: Vec<Option<Rc<str>>> = {
+        let mut seen: HashMap<&str, Option<Rc<str>>> = HashMap::new();
+        links
+            .iter()
+            .map(|link| match link.kind {
+                LinkKind::Email => None,
+                _ => seen
+                    .entry(link.dest.as_str())
+                    .or_insert_with(|| canonicalise(&link.dest).ok().map(Rc::from))
+                    .clone(),
+            })
+            .collect()
+    };
+    for (link, canonical) in links.iter_mut().zip(canonical) {
+        link.canonical = canonical;
     }
 }
 

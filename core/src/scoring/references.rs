@@ -189,7 +189,7 @@ fn entry_reference(source: &str, parsed: &Parsed, entry: &Entry) -> Reference {
             let anchor = link.inner.clone().and_then(|r| source.get(r)).unwrap_or_default().trim();
             let anchor_is_title = link.kind == LinkKind::Bracketed && !anchor.is_empty() && anchor != link.dest;
             let title = if anchor_is_title { clean_title(anchor) } else { text_title(&entry.text, &spans) };
-            (Some(link.dest.clone()), link.canonical.clone(), title)
+            (Some(link.dest.clone()), link.canonical.as_deref().map(str::to_owned), title)
         }
         None => {
             let url = spans.iter().find(|s| s.kind == SpanKind::Url && !entry.text[s.range.clone()].starts_with('('));
