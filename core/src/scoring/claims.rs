@@ -97,29 +97,41 @@ fn is_assertive_at(sentence: &str, base: usize, spans: &[Span]) -> bool {
 
 /// The claims of one prose leaf: its assertive sentences, as (range in
 /// `text`, cited indices), given the leaf's scanned spans.
+#[cfg(test)]
 pub(crate) fn sentences_of(text: &str, spans: &[Span]) -> Vec<(Range<usize>, Vec<u32>)> {
+    let mut out = Vec::new();
+    sentences_into(text, spans, &mut segment::Scratch::default(), &mut out);
+    out
+}
+
+/// [`sentences_of`] appended to `out`, with the sentence pass's buffers
+/// reused from `scratch`.
+pub(crate) fn sentences_into(
+    text: &str,
+    spans: &[Span],
+    scratch: &mut segment::Scratch,
+    out: &mut Vec<(Range<usize>, Vec<u32>)>,
+) {
     // Sentences and spans are both in order: walk them together.
     let mut next = 0;
-    segment::split_sentences_with(text, spans)
-        .into_iter()
-        .filter_map(|range| {
-            while next < spans.len() && spans[next].range.start < range.start {
-                next += 1;
-            }
-            let first = next;
-            while next < spans.len() && spans[next].range.end <= range.end {
-                next += 1;
-            }
-            let inside = &spans[first..next];
-            if !is_assertive_at(&text[range.clone()], range.start, inside) {
-                return None;
-            }
-            let mut cited: Vec<u32> = inside.iter().flat_map(|s| s.indices.iter().copied()).collect();
-            cited.sort_unstable();
-            cited.dedup();
-            Some((range, cited))
-        })
-        .collect()
+    let sentences = segment::split_sentences_into(text, spans, scratch);
+    out.extend(sentences.iter().cloned().filter_map(|range| {
+        while next < spans.len() && spans[next].range.start < range.start {
+            next += 1;
+        }
+        let first = next;
+        while next < spans.len() && spans[next].range.end <= range.end {
+            next += 1;
+        }
+        let inside = &spans[first..next];
+        if !is_assertive_at(&text[range.clone()], range.start, inside) {
+            return None;
+        }
+        let mut cited: Vec<u32> = inside.iter().flat_map(|s| s.indices.iter().copied()).collect();
+        cited.sort_unstable();
+        cited.dedup();
+        Some((range, cited))
+    }));
 }
 
 #[cfg(test)]

@@ -51,7 +51,92 @@ pub struct Span {
     pub kind: SpanKind,
     pub range: Range<usize>,
     /// The indices, for a marker; empty otherwise.
-    pub indices: Vec<u32>,
+    pub indices: Indices,
+}
+
+/// How many indices [`Indices`] holds without a heap allocation: enough
+/// for `[1, 2, 3]` and for `[2-7]`.
+const INLINE_INDICES: usize = 6;
+
+/// The indices of a marker span, read as a slice (`&[u32]`), in the order
+/// written with ranges expanded, as [`Marker::indices`].
+///
+/// Why not a `Vec`: every marker of every leaf had one, and a heap
+/// allocation per marker was a large share of the scan's time, while
+/// nearly every marker cites a few sources. Up to [`INLINE_INDICES`] are
+/// kept in place; a wider marker moves them to the heap.
+/// `indices_read_as_the_vec_they_replace` checks both against a `Vec`.
+#[derive(Clone)]
+pub struct Indices(IndicesRepr);
+
+#[derive(Clone)]
+enum IndicesRepr {
+    Inline { len: u8, items: [u32; INLINE_INDICES] },
+    Heap(Vec<u32>),
+}
+
+impl Indices {
+    /// No indices (a span that is not a marker).
+    pub const fn new() -> Self {
+        Indices(IndicesRepr::Inline { len: 0, items: [0; INLINE_INDICES] })
+    }
+
+    fn push(&mut self, index: u32) {
+        if let IndicesRepr::Inline { len, items } = &mut self.0 {
+            if let Some(slot) = items.get_mut(usize::from(*len)) {
+                *slot = index;
+                *len += 1;
+                return;
+            }
+            let mut spilled = Vec::with_capacity(2 * INLINE_INDICES);
+            spilled.extend_from_slice(items);
+            self.0 = IndicesRepr::Heap(spilled);
+        }
+        if let IndicesRepr::Heap(heap) = &mut self.0 {
+            heap.push(index);
+        }
+    }
+}
+
+impl Default for Indices {
+    fn default() -> Self {
+        Indices::new()
+    }
+}
+
+impl std::ops::Deref for Indices {
+    type Target = [u32];
+
+    fn deref(&self) -> &[u32] {
+        match &self.0 {
+            IndicesRepr::Inline { len, items } => &items[..usize::from(*len)],
+            IndicesRepr::Heap(heap) => heap,
+        }
+    }
+}
+
+/// Equal when they read the same, wherever they are kept.
+impl PartialEq for Indices {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Indices {}
+
+impl std::fmt::Debug for Indices {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl From<Indices> for Vec<u32> {
+    fn from(indices: Indices) -> Vec<u32> {
+        match indices.0 {
+            IndicesRepr::Inline { .. } => indices.to_vec(),
+            IndicesRepr::Heap(heap) => heap,
+        }
+    }
 }
 
 /// The citation markers of `text`, ignoring bracketed numbers inside code
@@ -60,7 +145,7 @@ pub fn parse_markers(text: &str) -> Vec<Marker> {
     scan(text)
         .into_iter()
         .filter(|s| s.kind == SpanKind::Marker)
-        .map(|s| Marker { range: s.range, indices: s.indices })
+        .map(|s| Marker { range: s.range, indices: s.indices.into() })
         .collect()
 }
 
@@ -114,7 +199,9 @@ pub fn scan(text: &str) -> Vec<Span> {
     // Most text has no backticks: skip building the run index then.
     let backticks =
         if memchr::memchr(b'`', bytes).is_some() { BacktickRuns::new(bytes) } else { BacktickRuns::default() };
-    let mut spans = Vec::new();
+    // A span every few dozen bytes is usual in report prose: reserving for
+    // that spares the vector's first growths (capped for huge leaves).
+    let mut spans = Vec::with_capacity((bytes.len() / 48).min(1024));
     let mut i = 0;
     // The end of the last span: a bare URL found late may start no earlier.
     let mut floor = 0;
@@ -122,7 +209,7 @@ pub fn scan(text: &str) -> Vec<Span> {
         if bytes[i] == b'`' {
             match backticks.code_span_at(i) {
                 Some(end) => {
-                    spans.push(Span { kind: SpanKind::Code, range: i..end, indices: Vec::new() });
+                    spans.push(Span { kind: SpanKind::Code, range: i..end, indices: Indices::new() });
                     i = end;
                     floor = end;
                 }
@@ -132,9 +219,9 @@ pub fn scan(text: &str) -> Vec<Span> {
             continue;
         }
         let found = match bytes[i] {
-            b'<' => autolink_at(bytes, i).map(|end| (SpanKind::Url, end, Vec::new())),
+            b'<' => autolink_at(bytes, i).map(|end| (SpanKind::Url, end, Indices::new())),
             b'(' if i > 0 && bytes[i - 1] == b']' => {
-                link_destination_at(bytes, i).map(|end| (SpanKind::Url, end, Vec::new()))
+                link_destination_at(bytes, i).map(|end| (SpanKind::Url, end, Indices::new()))
             }
             b'[' => marker_at(bytes, i).map(|(end, indices)| (SpanKind::Marker, end, indices)),
             // A bare URL is found at its `:` (`http://`) or first `.`
@@ -144,7 +231,7 @@ pub fn scan(text: &str) -> Vec<Span> {
                 .and_then(|start| bare_url_at(text, start).map(|end| (start, end)))
                 .map(|(start, end)| {
                     i = start;
-                    (SpanKind::Url, end, Vec::new())
+                    (SpanKind::Url, end, Indices::new())
                 }),
             _ => {
                 i = next_interesting(bytes, i + 1);
@@ -390,13 +477,22 @@ fn bare_url_at(text: &str, i: usize) -> Option<usize> {
     Some(i + end)
 }
 
+/// An upper bound of the markers [`scan`] finds in `text`, without
+/// scanning it: the `[` where a marker can be read. Every marker of the
+/// scan is one of these (the scan leaves out those inside code spans and
+/// URLs, and finds no other); `marker_bound_bounds_the_scan` checks it.
+pub(crate) fn marker_bound(text: &str) -> usize {
+    let bytes = text.as_bytes();
+    memchr::memchr_iter(b'[', bytes).filter(|&i| marker_at(bytes, i).is_some()).count()
+}
+
 /// A marker starting at `i` (the `[`): its end and indices. Grammar:
 /// `[` `^`? item (`,` item)* `]`, item = n | n `-`|`–`|`—` n, spaces
 /// allowed around numbers and separators; `[^n]` takes one number.
-fn marker_at(bytes: &[u8], i: usize) -> Option<(usize, Vec<u32>)> {
+fn marker_at(bytes: &[u8], i: usize) -> Option<(usize, Indices)> {
     let mut p = Cursor { bytes, at: i + 1 };
     let footnote = p.eat(b"^");
-    let mut indices = Vec::new();
+    let mut indices = Indices::new();
     loop {
         p.skip_spaces();
         let first = p.number()?;
@@ -410,7 +506,9 @@ fn marker_at(bytes: &[u8], i: usize) -> Option<(usize, Vec<u32>)> {
             if last < first || last - first > MAX_MARKER_RANGE {
                 return None;
             }
-            indices.extend(first..=last);
+            for index in first..=last {
+                indices.push(index);
+            }
             p.skip_spaces();
         } else {
             indices.push(first);
@@ -528,6 +626,36 @@ mod tests {
                 let walked = (start..bytes.len()).find(|&k| INTERESTING[usize::from(bytes[k])]).unwrap_or(bytes.len());
                 proptest::prop_assert_eq!(next_interesting(&bytes, start), walked);
             }
+        }
+    }
+
+    proptest::proptest! {
+        /// The `[` where a marker can be read bound the markers the scan
+        /// finds, on text dense in markers inside and outside code spans,
+        /// URLs and link destinations.
+        #[test]
+        fn marker_bound_bounds_the_scan(
+            text in proptest::string::string_regex(r"(\[[12]\]|\[1, 2\]|\[\^3\]|\[|\]|\(|\)|`|<|>|https://x\.org/|www\.|a| |\.|:|-)*").unwrap()
+        ) {
+            let found = scan(&text).iter().filter(|s| s.kind == SpanKind::Marker).count();
+            proptest::prop_assert!(marker_bound(&text) >= found);
+        }
+    }
+
+    proptest::proptest! {
+        /// Pushed indices read as a `Vec` of them does, in place and on
+        /// the heap, and compare equal wherever they are kept.
+        #[test]
+        fn indices_read_as_the_vec_they_replace(pushed in proptest::collection::vec(1u32..1000, 0..20)) {
+            let mut indices = Indices::new();
+            for &index in &pushed {
+                indices.push(index);
+            }
+            proptest::prop_assert_eq!(&*indices, pushed.as_slice());
+            proptest::prop_assert_eq!(format!("{indices:?}"), format!("{pushed:?}"));
+            let heap = Indices(IndicesRepr::Heap(pushed.clone()));
+            proptest::prop_assert_eq!(&indices, &heap);
+            proptest::prop_assert_eq!(Vec::from(indices), pushed);
         }
     }
 

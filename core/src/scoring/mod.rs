@@ -217,20 +217,27 @@ fn analyse_prepared(prepared: &wire::Prepared, format: Option<ReportFormat>) -> 
     let roles: Vec<Role> = parsed.leaves.iter().map(|leaf| leaf.role).collect();
 
     // Each body leaf's spans, scanned once; reused below for every leaf the
-    // normalisation does not rewrite.
-    let original_spans: Vec<Option<Vec<markers::Span>>> = parsed
+    // normalisation does not rewrite. A leaf holding a link may be
+    // rewritten, and then only the marker count of its original is ever
+    // read (by the format detection): its scan waits until it is known to
+    // be needed (`Deferred`).
+    let mut has_link = vec![false; parsed.leaves.len()];
+    for link in &parsed.links {
+        if let Some(flag) = has_link.get_mut(link.leaf) {
+            *flag = true;
+        }
+    }
+    let mut original_spans: Vec<LeafSpans> = parsed
         .leaves
         .iter()
         .zip(&texts)
-        .map(|(leaf, t)| (leaf.role.counts_citations() || leaf.role == Role::Conflict).then(|| markers::scan(t)))
+        .zip(&has_link)
+        .map(|((leaf, t), &link)| match leaf.role.counts_citations() || leaf.role == Role::Conflict {
+            false => LeafSpans::NotRead,
+            true if link => LeafSpans::Deferred,
+            true => LeafSpans::Scanned(markers::scan(t)),
+        })
         .collect();
-    let body_marker_spans: usize = parsed
-        .leaves
-        .iter()
-        .zip(&original_spans)
-        .filter(|(leaf, _)| leaf.role.counts_citations())
-        .map(|(_, spans)| spans.iter().flatten().filter(|s| s.kind == markers::SpanKind::Marker).count())
-        .sum();
     let body_links: Vec<&document::LinkSpan> = parsed
         .links
         .iter()
@@ -249,7 +256,7 @@ fn analyse_prepared(prepared: &wire::Prepared, format: Option<ReportFormat>) -> 
         Some(format) => (format, false),
         // Annotations cite spans of the text, as links do.
         None if prepared.annotated => (ReportFormat::MarkdownLinks, true),
-        None => (detect_format(body_marker_spans, stray_links, has_list), true),
+        None => (detect_format_from(&parsed, &texts, &mut original_spans, stray_links, has_list), true),
     };
 
     let mut annotated_leaves = Vec::new();
@@ -257,7 +264,9 @@ fn analyse_prepared(prepared: &wire::Prepared, format: Option<ReportFormat>) -> 
     let (edits, references) = match format {
         ReportFormat::Numbered => {
             let numbered_refs = reconcile_numbered(numbered_refs, &prepared.list, &mut warnings);
-            if numbered_refs.is_empty() && body_marker_spans > 0 {
+            // Nothing is rewritten: every body leaf's own spans are read.
+            scan_deferred(&texts, &mut original_spans, |_| true);
+            if numbered_refs.is_empty() && body_marker_spans(&parsed, &original_spans).0 > 0 {
                 warnings.push(
                     "the body cites with [n] markers but no reference list was found: every citation is unresolved"
                         .to_owned(),
@@ -306,19 +315,27 @@ fn analyse_prepared(prepared: &wire::Prepared, format: Option<ReportFormat>) -> 
     let mut marker_spans = 0usize;
     let mut rewritten_text = String::new();
     let mut segment_starts = Vec::new();
+    let mut sentence_scratch = segment::Scratch::default();
+    let mut leaf_claims = Vec::new();
     let mut rewritten = vec![false; parsed.leaves.len()];
     for leaf in parsed.links.iter().map(|l| l.leaf).chain(annotated_leaves) {
         if let Some(flag) = rewritten.get_mut(leaf) {
             *flag = !edits.is_empty();
         }
     }
+    // The leaves the normalisation does not rewrite are read as written.
+    scan_deferred(&texts, &mut original_spans, |i| !rewritten[i]);
     for (i, leaf) in parsed.leaves.iter().enumerate() {
-        let Some(original) = &original_spans[i] else { continue };
+        let original = match &original_spans[i] {
+            LeafSpans::NotRead => continue,
+            LeafSpans::Deferred => &[][..],
+            LeafSpans::Scanned(spans) => spans.as_slice(),
+        };
         let rescanned;
         let (leaf_text, spans) = if rewritten[i] {
             normalised_leaf_text(text, leaf, &edits, &offsets, &mut rewritten_text, &mut segment_starts);
             rescanned = markers::scan(&rewritten_text);
-            (rewritten_text.as_str(), &rescanned)
+            (rewritten_text.as_str(), rescanned.as_slice())
         } else {
             segment_starts.clear();
             let mut at = 0;
@@ -375,7 +392,9 @@ fn analyse_prepared(prepared: &wire::Prepared, format: Option<ReportFormat>) -> 
         if leaf.role != Role::Prose {
             continue;
         }
-        for (range, cited) in claims::sentences_of(leaf_text, spans) {
+        leaf_claims.clear();
+        claims::sentences_into(leaf_text, spans, &mut sentence_scratch, &mut leaf_claims);
+        for (range, cited) in leaf_claims.drain(..) {
             let k = segment_starts.partition_point(|&(leaf_at, _)| leaf_at <= range.start).saturating_sub(1);
             let offset = segment_starts.get(k).map_or(0, |&(leaf_at, body_at)| body_at + (range.start - leaf_at));
             claims.push(Claim {
@@ -473,6 +492,72 @@ fn reconcile_numbered(text: Vec<Reference>, list: &[ApiSource], warnings: &mut V
 fn detect_format(marker_spans: usize, stray_links: usize, has_reference_list: bool) -> ReportFormat {
     let links = if marker_spans == 0 { stray_links > 0 } else { !has_reference_list && stray_links > marker_spans };
     if links { ReportFormat::MarkdownLinks } else { ReportFormat::Numbered }
+}
+
+/// The spans of one leaf's original text, as far as they were needed.
+enum LeafSpans {
+    /// Not a leaf whose spans are read (a reference entry, metadata).
+    NotRead,
+    /// A leaf with a link, not scanned yet: it may be rewritten.
+    Deferred,
+    Scanned(Vec<markers::Span>),
+}
+
+/// Scans each deferred leaf `i` for which `needed(i)`.
+fn scan_deferred(texts: &[std::borrow::Cow<str>], spans: &mut [LeafSpans], needed: impl Fn(usize) -> bool) {
+    for (i, (text, slot)) in texts.iter().zip(spans.iter_mut()).enumerate() {
+        if matches!(slot, LeafSpans::Deferred) && needed(i) {
+            *slot = LeafSpans::Scanned(markers::scan(text));
+        }
+    }
+}
+
+/// The marker spans of the body as far as scanned, and the body leaves
+/// not scanned yet.
+fn body_marker_spans(parsed: &document::Parsed, spans: &[LeafSpans]) -> (usize, Vec<usize>) {
+    let mut count = 0;
+    let mut deferred = Vec::new();
+    for (i, (leaf, spans)) in parsed.leaves.iter().zip(spans).enumerate() {
+        if !leaf.role.counts_citations() {
+            continue;
+        }
+        match spans {
+            LeafSpans::Scanned(spans) => count += spans.iter().filter(|s| s.kind == markers::SpanKind::Marker).count(),
+            LeafSpans::Deferred => deferred.push(i),
+            LeafSpans::NotRead => {}
+        }
+    }
+    (count, deferred)
+}
+
+/// [`detect_format`] for a body whose leaves with links may not be
+/// scanned yet, scanning them only when their marker count can change the
+/// answer.
+///
+/// Every marker a scan finds starts at a `[` where a marker can be read
+/// ([`markers::marker_bound`]) (the scan only leaves out those inside code and URLs), so
+/// counting those positions bounds a leaf's markers from above without the
+/// scan; and the detected format goes from links to numbered as the marker
+/// count grows, never back. So when the count of the scanned leaves and
+/// the count with the bound of the others give the same format, that is
+/// the format; otherwise the others are scanned and counted.
+/// `deferred_detection_equals_counting_every_marker` checks this against
+/// counting every leaf's markers.
+fn detect_format_from(
+    parsed: &document::Parsed,
+    texts: &[std::borrow::Cow<str>],
+    spans: &mut [LeafSpans],
+    stray_links: usize,
+    has_list: bool,
+) -> ReportFormat {
+    let (known, deferred) = body_marker_spans(parsed, spans);
+    let bound = known + deferred.iter().map(|&i| markers::marker_bound(&texts[i])).sum::<usize>();
+    let (fewest, most) = (detect_format(known, stray_links, has_list), detect_format(bound, stray_links, has_list));
+    if fewest == most {
+        return fewest;
+    }
+    scan_deferred(texts, spans, |i| deferred.binary_search(&i).is_ok());
+    detect_format(body_marker_spans(parsed, spans).0, stray_links, has_list)
 }
 
 /// Whether `syntax` is exactly one marker, `[3]`.
@@ -696,4 +781,53 @@ pub struct NormalisedReport {
 pub fn normalise_markdown_links(text: &str) -> Result<NormalisedReport, ScoringError> {
     let analysis = analyse(text, Some(ReportFormat::MarkdownLinks))?;
     Ok(NormalisedReport { body: analysis.normalised_body.unwrap_or_default(), references: analysis.references })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        /// Detecting the format with the leaves that hold links scanned
+        /// only when their count matters gives the format of counting every
+        /// body leaf's markers, on reports mixing markers, links, code
+        /// spans, URLs and reference lists.
+        #[test]
+        fn deferred_detection_equals_counting_every_marker(
+            text in proptest::string::string_regex(concat!(
+                r"((A|b|\[1\]|\[2, 3\]|`\[4\]`|\[x\]\(https://a\.org\)|",
+                r"\[5\]\(https://b\.org/\[6\]\)|<https://c\.org>|https://d\.org/\[7\]| |\.|\n|\n\n)*)",
+                r"(\n\n## References\n\n1\. https://a\.org\n)?",
+            )).unwrap(),
+            stray_links in 0usize..6,
+        ) {
+            let mut parsed = document::parse(&text);
+            let texts: Vec<std::borrow::Cow<str>> =
+                parsed.leaves.iter().map(|leaf| document::leaf_text(&text, leaf)).collect();
+            document::classify(&text, &mut parsed, &texts);
+            let has_list = text.contains("References");
+            let every: usize = parsed
+                .leaves
+                .iter()
+                .zip(&texts)
+                .filter(|(leaf, _)| leaf.role.counts_citations())
+                .map(|(_, t)| markers::scan(t).iter().filter(|s| s.kind == markers::SpanKind::Marker).count())
+                .sum();
+            let mut spans: Vec<LeafSpans> = parsed
+                .leaves
+                .iter()
+                .zip(&texts)
+                .enumerate()
+                .map(|(i, (leaf, t))| match leaf.role.counts_citations() {
+                    false => LeafSpans::NotRead,
+                    true if parsed.links.iter().any(|l| l.leaf == i) => LeafSpans::Deferred,
+                    true => LeafSpans::Scanned(markers::scan(t)),
+                })
+                .collect();
+            proptest::prop_assert_eq!(
+                detect_format_from(&parsed, &texts, &mut spans, stray_links, has_list),
+                detect_format(every, stray_links, has_list)
+            );
+        }
+    }
 }

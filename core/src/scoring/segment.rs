@@ -67,18 +67,43 @@ pub fn split_sentences(text: &str) -> Vec<Range<usize>> {
 
 /// [`split_sentences`] with the text's spans already scanned.
 pub(crate) fn split_sentences_with(text: &str, spans: &[Span]) -> Vec<Range<usize>> {
-    let masked = mask_with(text, spans);
-    let mut sentences = Vec::new();
+    let mut scratch = Scratch::default();
+    split_sentences_into(text, spans, &mut scratch);
+    scratch.sentences
+}
+
+/// The buffers of the sentence pass, reused from one leaf to the next:
+/// a report has thousands of leaves, and allocating the masked text, the
+/// boundaries and the sentences anew for each was a large share of the
+/// pass.
+#[derive(Debug, Default)]
+pub(crate) struct Scratch {
+    masked: Vec<u8>,
+    boundaries: Vec<usize>,
+    sentences: Vec<Range<usize>>,
+}
+
+/// [`split_sentences_with`] into `scratch`: the sentences are in the
+/// slice returned, until the next call.
+pub(crate) fn split_sentences_into<'s>(text: &str, spans: &[Span], scratch: &'s mut Scratch) -> &'s [Range<usize>] {
+    let Scratch { masked, boundaries, sentences } = scratch;
+    mask_into(text, spans, masked);
+    // Spans cover whole characters, so the masked text is UTF-8; were that
+    // ever not so, fall back to the unmasked text rather than fail.
+    let masked = std::str::from_utf8(masked).unwrap_or(text);
+    boundaries.clear();
+    uax29_boundaries(masked, boundaries);
+    sentences.clear();
     let mut start = 0;
-    for at in uax29_boundaries(&masked) {
-        if keeps_going(&masked, at) {
+    for &at in boundaries.iter() {
+        if keeps_going(masked, at) {
             continue;
         }
-        push_trimmed(text, start..at, &mut sentences);
+        push_trimmed(text, start..at, sentences);
         start = at;
     }
-    push_trimmed(text, start..text.len(), &mut sentences);
-    merge_citation_fragments(text, spans, &mut sentences);
+    push_trimmed(text, start..text.len(), sentences);
+    merge_citation_fragments(text, spans, sentences);
     sentences
 }
 
@@ -92,8 +117,11 @@ fn merge_citation_fragments(text: &str, spans: &[Span], sentences: &mut Vec<Rang
     if sentences.len() < 2 || !spans.iter().any(|s| s.kind == SpanKind::Marker) {
         return;
     }
-    let mut merged: Vec<Range<usize>> = Vec::with_capacity(sentences.len());
-    for range in sentences.drain(..) {
+    // Merged in place: each sentence read gives at most one, so the
+    // merged ones (`..written`) never overtake the one being read.
+    let mut written = 0usize;
+    for read in 0..sentences.len() {
+        let range = sentences[read].clone();
         // UAX #29 does not break after the `)` when text follows on the
         // line, so the fragment may open the next sentence: only the
         // fragment moves.
@@ -103,18 +131,25 @@ fn merge_citation_fragments(text: &str, spans: &[Span], sentences: &mut Vec<Rang
             .flatten()
             .map(|close| range.start..range.start + close + 1)
             .filter(|lead| is_citation_fragment(text, spans, lead.clone()));
-        match (merged.last_mut(), lead) {
+        let previous = written.checked_sub(1);
+        match (previous, lead) {
             (Some(previous), Some(lead)) if !text[lead.end..range.end].chars().any(char::is_alphanumeric) => {
-                previous.end = range.end;
+                sentences[previous].end = range.end;
             }
             (Some(previous), Some(lead)) => {
-                previous.end = lead.end;
-                push_trimmed(text, lead.end..range.end, &mut merged);
+                sentences[previous].end = lead.end;
+                if let Some(rest) = trimmed(text, lead.end..range.end) {
+                    sentences[written] = rest;
+                    written += 1;
+                }
             }
-            _ => merged.push(range),
+            _ => {
+                sentences[written] = range;
+                written += 1;
+            }
         }
     }
-    *sentences = merged;
+    sentences.truncate(written);
 }
 
 fn is_citation_fragment(text: &str, spans: &[Span], range: Range<usize>) -> bool {
@@ -156,11 +191,10 @@ fn is_citation_fragment(text: &str, spans: &[Span], range: Range<usize>) -> bool
 /// gives the same boundaries in one pass. In other text each ASCII window
 /// goes to it too, and only the windows holding another character go to
 /// the general machine.
-fn uax29_boundaries(text: &str) -> Vec<usize> {
-    let mut out = Vec::new();
+fn uax29_boundaries(text: &str, out: &mut Vec<usize>) {
     if text.is_ascii() {
-        ascii_boundaries(text.as_bytes(), 0, &mut out);
-        return out;
+        ascii_boundaries(text.as_bytes(), 0, out);
+        return;
     }
     let bytes = text.as_bytes();
     let hot = |b: u8| matches!(b, b'.' | b'?' | b'!' | b'\r' | b'\n') || b >= 0x80;
@@ -181,7 +215,7 @@ fn uax29_boundaries(text: &str) -> Vec<usize> {
         // are character boundaries.
         let window = text.get(start..end).unwrap_or_default();
         if window.is_ascii() {
-            ascii_boundaries(window.as_bytes(), start, &mut out);
+            ascii_boundaries(window.as_bytes(), start, out);
         } else {
             out.extend(
                 window.split_sentence_bound_indices().map(|(at, _)| start + at).filter(|&at| at > start && at < end),
@@ -191,7 +225,6 @@ fn uax29_boundaries(text: &str) -> Vec<usize> {
         t = end;
     }
     out.retain(|&at| at > 0 && at < bytes.len());
-    out
 }
 
 /// The UAX #29 sentence boundaries strictly inside an ASCII text, plus
@@ -273,25 +306,36 @@ pub fn mask(text: &str) -> String {
 }
 
 fn mask_with(text: &str, spans: &[Span]) -> String {
-    let mut bytes = text.as_bytes().to_vec();
-    for span in spans {
-        let fill = if span.kind == SpanKind::Marker { b' ' } else { b'x' };
-        if let Some(stretch) = bytes.get_mut(span.range.clone()) {
-            stretch.fill(fill);
-        }
-    }
+    let mut bytes = Vec::with_capacity(text.len());
+    mask_into(text, spans, &mut bytes);
     // Spans cover whole characters, so the result is UTF-8; were that ever
     // not so, fall back to the unmasked text rather than fail.
     String::from_utf8(bytes).unwrap_or_else(|_| text.to_owned())
 }
 
+/// The bytes of [`mask`] into `out` (cleared first).
+fn mask_into(text: &str, spans: &[Span], out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(text.as_bytes());
+    for span in spans {
+        let fill = if span.kind == SpanKind::Marker { b' ' } else { b'x' };
+        if let Some(stretch) = out.get_mut(span.range.clone()) {
+            stretch.fill(fill);
+        }
+    }
+}
+
 fn push_trimmed(text: &str, range: Range<usize>, out: &mut Vec<Range<usize>>) {
+    out.extend(trimmed(text, range));
+}
+
+/// `range` of `text` without its leading and trailing white space, or
+/// `None` when nothing is left.
+fn trimmed(text: &str, range: Range<usize>) -> Option<Range<usize>> {
     let piece = &text[range.clone()];
     let lead = piece.len() - piece.trim_start().len();
     let trail = piece.len() - piece.trim_end().len();
-    if lead + trail < piece.len() {
-        out.push(range.start + lead..range.end - trail);
-    }
+    (lead + trail < piece.len()).then(|| range.start + lead..range.end - trail)
 }
 
 /// Whether the UAX #29 boundary at `at` follows an abbreviation or an
@@ -402,7 +446,9 @@ mod tests {
         ) {
             let full: Vec<usize> =
                 text.split_sentence_bound_indices().map(|(at, _)| at).filter(|&at| at > 0 && at < text.len()).collect();
-            proptest::prop_assert_eq!(uax29_boundaries(&text), full);
+            let mut windowed = Vec::new();
+            uax29_boundaries(&text, &mut windowed);
+            proptest::prop_assert_eq!(windowed, full);
         }
     }
 
