@@ -79,14 +79,34 @@ pub fn is_tracking_parameter(name: &str) -> bool {
     // of the lowercased name, without making it.
     // A name without `%` or `+` decodes to itself, so the decoder is only
     // run for the others.
-    let decoded = if name.contains(['%', '+']) {
+    let decoded = if memchr::memchr2(b'%', b'+', name.as_bytes()).is_some() {
         url::form_urlencoded::parse(name.as_bytes()).map(|(k, _)| k).next().unwrap_or_default()
     } else {
         std::borrow::Cow::Borrowed(name)
     };
     let key = decoded.trim();
     key.get(..4).is_some_and(|prefix| prefix.eq_ignore_ascii_case("utm_"))
-        || TRACKING_PARAMETERS.iter().any(|tracking| tracking.eq_ignore_ascii_case(key))
+        || (has_tracking_length(key.len()) && TRACKING_PARAMETERS.iter().any(|t| t.eq_ignore_ascii_case(key)))
+}
+
+/// Bit `n` is set when some entry of [`TRACKING_PARAMETERS`] is `n` bytes
+/// long (every entry is shorter than 64).
+const TRACKING_LENGTHS: u64 = {
+    let mut bits = 0u64;
+    let mut k = 0;
+    while k < TRACKING_PARAMETERS.len() {
+        assert!(TRACKING_PARAMETERS[k].len() < 64);
+        bits |= 1 << TRACKING_PARAMETERS[k].len();
+        k += 1;
+    }
+    bits
+};
+
+/// Whether a name of `len` bytes can be on the denylist: the common
+/// content parameters (`id`, `page`, `q`) are lengths no entry has, and
+/// are told apart without comparing them to every entry.
+fn has_tracking_length(len: usize) -> bool {
+    len < 64 && TRACKING_LENGTHS & (1 << len) != 0
 }
 
 /// The canonical form of an http(s) URL: lowercase scheme and host, no
@@ -277,6 +297,10 @@ mod tests {
             "https://x.org/?reference=1&refresh=2&utm=3"
         );
         assert!(is_tracking_parameter("utm_campaign"));
+        for name in TRACKING_PARAMETERS {
+            assert!(is_tracking_parameter(name) && is_tracking_parameter(&name.to_uppercase()), "{name}");
+        }
+        assert!(!is_tracking_parameter("id") && !is_tracking_parameter("q"));
         assert!(is_tracking_parameter("utm%5Fcampaign"));
         assert!(!is_tracking_parameter("page"));
     }
