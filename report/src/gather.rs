@@ -6,9 +6,10 @@
 //!
 //! Records are read in chunks of [`CHUNK_RUNS`] runs in planned order.
 //! Within a chunk, every run's record is fetched, hash-checked and parsed
-//! on scoped threads (one per core), each into a [`RunView`] and the bytes
-//! of its claim and trace lines; the chunk's lines are then written in
-//! planned order, so the files are the same for any number of threads.
+//! on scoped threads (one per core, each over a part of consecutive runs),
+//! each into a [`RunView`], its lines appended to its part's buffer of
+//! each file; the parts' buffers are then handed to the writer in planned
+//! order, so the files are the same for any number of threads.
 //! Parsing borrows from the record's bytes and reads only the fields a
 //! report needs ([`LeanRecord`]; trace records stay raw JSON, compacted to
 //! one line), and the whole [`RunRecord`] is parsed only for the runs whose
@@ -356,13 +357,62 @@ struct TraceKey<'a> {
     simulated: bool,
 }
 
+/// The lines of consecutive runs, in planned order, for each file: one
+/// per part of a chunk (one thread's runs), handed to the sink whole, so
+/// that each file gets a few large writes per chunk rather than four small
+/// buffers per run to allocate, copy into the file's buffer and free.
+#[derive(Default)]
+struct Lines {
+    claims: Vec<u8>,
+    traces: Vec<u8>,
+    sources: Vec<u8>,
+    calls: Vec<u8>,
+}
+
+impl Lines {
+    /// Empty buffers with room for `sizes` and a margin: a part's
+    /// buffers are sized from the largest part so far (the parts of one
+    /// cohort are about the same size), so that they rarely grow, and never
+    /// by copying megabytes over and over.
+    fn with_room(sizes: LineSizes) -> Lines {
+        let room = |n: usize| n + n / 8;
+        let [claims, traces, sources, calls] = sizes.0.map(|n| Vec::with_capacity(room(n)));
+        Lines { claims, traces, sources, calls }
+    }
+
+    fn sizes(&self) -> LineSizes {
+        LineSizes([self.claims.len(), self.traces.len(), self.sources.len(), self.calls.len()])
+    }
+
+    /// Hands every file's lines to `sink`.
+    fn send(self, sink: &mut dyn LineSink) -> Result<(), ReportError> {
+        sink.claims(self.claims)?;
+        sink.traces(self.traces)?;
+        sink.sources(self.sources)?;
+        sink.calls(self.calls)
+    }
+}
+
+/// The bytes of a part's lines per file (claims, traces, sources, calls).
+#[derive(Clone, Copy, Default)]
+struct LineSizes([usize; 4]);
+
+impl LineSizes {
+    /// The larger of each file's size.
+    fn max(self, other: LineSizes) -> LineSizes {
+        LineSizes(std::array::from_fn(|i| self.0[i].max(other.0[i])))
+    }
+}
+
+/// One part's runs and their lines, as [`process_parallel`] gives them.
+struct PartOut {
+    runs: Vec<Result<RunOut, ReportError>>,
+    lines: Lines,
+}
+
 /// What processing one run gave, before it is merged in planned order.
 struct RunOut {
     view: RunView,
-    claim_lines: Vec<u8>,
-    trace_lines: Vec<u8>,
-    source_lines: Vec<u8>,
-    call_lines: Vec<u8>,
     /// The distinct normalised URLs it cites.
     source_urls: Vec<String>,
     /// Claims judged per served model.
@@ -414,6 +464,7 @@ pub async fn gather(
     // the ledger's latency (a round trip per chunk on Redis, a query per
     // run on SQLite) hides behind the records' CPU and files.
     let mut next = chunks.first().map(|c| AttemptsPrefetch::start(ledger, c));
+    let mut part_size = LineSizes::default();
     for (k, chunk) in chunks.iter().copied().enumerate() {
         let started = std::time::Instant::now();
         let mut inputs = Vec::with_capacity(chunk.len());
@@ -444,15 +495,19 @@ pub async fn gather(
         let with_drill = with_drill_down && drill_bytes < DRILL_DOWN_BUDGET_BYTES;
         ledger_time += started.elapsed();
         let started = std::time::Instant::now();
-        let outputs = blocking(|| process_parallel(&inputs, artifacts, pass, with_drill, threads));
+        let parts = blocking(|| process_parallel(&inputs, artifacts, pass, with_drill, threads, &part_size));
         records_time += started.elapsed();
         let started = std::time::Instant::now();
-        for (input, result) in inputs.iter().zip(outputs) {
-            let run = result?;
-            sink.claims(run.claim_lines)?;
-            sink.traces(run.trace_lines)?;
-            sink.sources(run.source_lines)?;
-            sink.calls(run.call_lines)?;
+        let mut runs = Vec::with_capacity(inputs.len());
+        for part in parts {
+            for run in part.runs {
+                // The first error in planned order stops the report.
+                runs.push(run?);
+            }
+            part_size = part_size.max(part.lines.sizes());
+            part.lines.send(sink)?;
+        }
+        for (input, run) in inputs.iter().zip(runs) {
             if !run.source_urls.is_empty() {
                 let urls = out.source_urls.entry(input.arm.id.clone()).or_default();
                 urls.entry(input.category.to_owned()).or_default().extend(run.source_urls);
@@ -556,32 +611,34 @@ struct RunInput<'a> {
     attempts: Vec<AttemptRecord>,
 }
 
-/// [`process_run`] over `inputs` on up to `threads` scoped threads, in
-/// order.
+/// [`process_run`] over `inputs` on up to `threads` scoped threads, each
+/// over a part of consecutive runs: the parts in order, each with its
+/// runs' lines (buffers sized for `sizes`).
 fn process_parallel(
     inputs: &[RunInput<'_>],
     artifacts: &ArtifactStore,
     pass: Option<&PassStore>,
     with_drill: bool,
     threads: usize,
-) -> Vec<Result<RunOut, ReportError>> {
+    sizes: &LineSizes,
+) -> Vec<PartOut> {
+    let part = |runs: &[RunInput<'_>]| {
+        let mut lines = Lines::with_room(*sizes);
+        let runs = runs.iter().map(|i| process_run(i, artifacts, pass, with_drill, &mut lines)).collect();
+        PartOut { runs, lines }
+    };
     if threads <= 1 || inputs.len() < 2 {
-        return inputs.iter().map(|i| process_run(i, artifacts, pass, with_drill)).collect();
+        return vec![part(inputs)];
     }
     let per = inputs.len().div_ceil(threads);
     std::thread::scope(|scope| {
-        let handles: Vec<_> = inputs
-            .chunks(per)
-            .map(|part| {
-                scope
-                    .spawn(move || part.iter().map(|i| process_run(i, artifacts, pass, with_drill)).collect::<Vec<_>>())
-            })
-            .collect();
+        let handles: Vec<_> = inputs.chunks(per).map(|runs| scope.spawn(move || part(runs))).collect();
         handles
             .into_iter()
-            .flat_map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    vec![Err(ReportError::Inconsistent("a record-reading thread panicked".to_owned()))]
+            .map(|h| {
+                h.join().unwrap_or_else(|_| PartOut {
+                    runs: vec![Err(ReportError::Inconsistent("a record-reading thread panicked".to_owned()))],
+                    lines: Lines::default(),
                 })
             })
             .collect()
@@ -595,6 +652,7 @@ fn process_run(
     artifacts: &ArtifactStore,
     pass: Option<&PassStore>,
     with_drill: bool,
+    lines: &mut Lines,
 ) -> Result<RunOut, ReportError> {
     let row = input.row;
     let corrupt =
@@ -638,10 +696,6 @@ fn process_run(
             &input.attempts,
             record.as_ref(),
         ),
-        claim_lines: Vec::new(),
-        trace_lines: Vec::new(),
-        source_lines: Vec::new(),
-        call_lines: Vec::new(),
         source_urls: Vec::new(),
         served: BTreeMap::new(),
         judge_simulated: false,
@@ -655,11 +709,11 @@ fn process_run(
         }
         if let Some(score) = &record.scoring {
             let models = with_drill.then_some(&mut claim_models);
-            lines_of(record, score, input.category, &mut run, models, pass_view.as_ref())
+            lines_of(record, score, input.category, &mut run, lines, models, pass_view.as_ref())
                 .map_err(|e| corrupt(e.to_string()))?;
-            sources_of(record, score, input.category, &mut run, pass_view.as_ref())
+            sources_of(record, score, input.category, &mut run, lines, pass_view.as_ref())
                 .map_err(|e| corrupt(e.to_string()))?;
-            calls_of(record, score, &mut run, pass.zip(pass_view.as_ref())).map_err(|e| corrupt(e.to_string()))?;
+            calls_of(record, score, lines, pass.zip(pass_view.as_ref())).map_err(|e| corrupt(e.to_string()))?;
         }
     }
     if with_drill && (bytes.is_some() || !input.attempts.is_empty()) {
@@ -693,6 +747,7 @@ fn lines_of(
     score: &LeanScore<'_>,
     category: &str,
     run: &mut RunOut,
+    lines: &mut Lines,
     mut claim_models: Option<&mut Vec<Option<String>>>,
     pass: Option<&PassView>,
 ) -> Result<(), serde_json::Error> {
@@ -702,8 +757,8 @@ fn lines_of(
     if let Some(pass) = pass {
         for trace in &pass.traces {
             run.judge_simulated |= trace.get("simulated").and_then(serde_json::Value::as_bool) == Some(true);
-            serde_json::to_writer(&mut run.trace_lines, trace)?;
-            run.trace_lines.push(b'\n');
+            serde_json::to_writer(&mut lines.traces, trace)?;
+            lines.traces.push(b'\n');
         }
     }
     let only_model = match score.judge.as_ref().map(|j| j.served_models.as_slice()) {
@@ -716,7 +771,7 @@ fn lines_of(
     let mut by_text: BTreeMap<Cow<'_, str>, Cow<'_, str>> = BTreeMap::new();
     if pass.is_none() {
         // Compacting never lengthens a trace.
-        run.trace_lines.reserve(score.judge_traces.iter().map(|raw| raw.get().len() + 1).sum());
+        lines.traces.reserve(score.judge_traces.iter().map(|raw| raw.get().len() + 1).sum());
     }
     for raw in score.judge_traces.iter().filter(|_| pass.is_none()) {
         // (The run's judge summary says whether the judge was simulated, as
@@ -728,8 +783,8 @@ fn lines_of(
                 by_text.entry(text).or_insert(model);
             }
         }
-        compact_json_into(raw.get(), &mut run.trace_lines);
-        run.trace_lines.push(b'\n');
+        compact_json_into(raw.get(), &mut lines.traces);
+        lines.traces.push(b'\n');
     }
     let mut served: BTreeMap<&str, u64> = BTreeMap::new();
     let mut sentence = String::new();
@@ -743,7 +798,7 @@ fn lines_of(
     // The run's prefix, about 110 bytes of fields and the claim's text per
     // line: one allocation for most runs.
     let text_bytes: usize = score.report.claims.iter().map(|c| c.text.len()).sum();
-    run.claim_lines.reserve(text_bytes + score.report.claims.len() * (claim_lines.run_prefix.len() + 192));
+    lines.claims.reserve(text_bytes + score.report.claims.len() * (claim_lines.run_prefix.len() + 192));
     for claim in &score.report.claims {
         let status = claim_status(claim.verdict, claim.unjudged_reason, &claim.cited);
         let judged = matches!(status, ClaimStatus::Yes | ClaimStatus::No);
@@ -783,7 +838,7 @@ fn lines_of(
             verdict,
             judge_model: model,
         };
-        claim_lines.push(&mut run.claim_lines, &fields)?;
+        claim_lines.push(&mut lines.claims, &fields)?;
         if let Some(models) = claim_models.as_deref_mut() {
             models.push(model.map(str::to_owned));
         }
@@ -797,7 +852,7 @@ fn lines_of(
 fn calls_of(
     record: &LeanRecord<'_>,
     score: &LeanScore<'_>,
-    run: &mut RunOut,
+    lines: &mut Lines,
     pass: Option<(&PassStore, &PassView)>,
 ) -> Result<(), serde_json::Error> {
     fn line<C: Serialize>(out: &mut Vec<u8>, line: &JudgeCallLine<'_, C>) -> Result<(), serde_json::Error> {
@@ -810,7 +865,7 @@ fn calls_of(
         Some((store, view)) => {
             let pass = Some(store.config().name.as_str());
             for (call_index, call) in view.calls.iter().enumerate() {
-                line(&mut run.call_lines, &JudgeCallLine { kind: JUDGE_CALL_KIND, run_id, pass, call_index, call })?;
+                line(&mut lines.calls, &JudgeCallLine { kind: JUDGE_CALL_KIND, run_id, pass, call_index, call })?;
             }
         }
         None => {
@@ -820,10 +875,7 @@ fn calls_of(
                 compact.clear();
                 compact_json_into(raw.get(), &mut compact);
                 let call: &RawValue = serde_json::from_slice(&compact)?;
-                line(
-                    &mut run.call_lines,
-                    &JudgeCallLine { kind: JUDGE_CALL_KIND, run_id, pass: None, call_index, call },
-                )?;
+                line(&mut lines.calls, &JudgeCallLine { kind: JUDGE_CALL_KIND, run_id, pass: None, call_index, call })?;
             }
         }
     }
@@ -871,6 +923,7 @@ fn sources_of(
     score: &LeanScore<'_>,
     category: &str,
     run: &mut RunOut,
+    lines: &mut Lines,
     pass: Option<&PassView>,
 ) -> Result<(), serde_json::Error> {
     let mut by_url: Vec<(&str, Vec<u32>)> = Vec::new();
@@ -920,7 +973,7 @@ fn sources_of(
             }
         };
         serde_json::to_writer(
-            &mut run.source_lines,
+            &mut lines.sources,
             &SourceLine {
                 kind: "source",
                 run_id: &record.run_id,
@@ -937,7 +990,7 @@ fn sources_of(
                 failure: shown.filter(|c| !c.accessible).and_then(|c| c.failure),
             },
         )?;
-        run.source_lines.push(b'\n');
+        lines.sources.push(b'\n');
         run.source_urls.push((*url).to_owned());
     }
     if let Some(view) = &mut run.view.scored {
@@ -1307,10 +1360,6 @@ mod tests {
                 region: None,
                 scoring_error: None,
             },
-            claim_lines: Vec::new(),
-            trace_lines: Vec::new(),
-            source_lines: Vec::new(),
-            call_lines: Vec::new(),
             source_urls: Vec::new(),
             served: BTreeMap::new(),
             judge_simulated: false,
@@ -1318,16 +1367,18 @@ mod tests {
             drill: None,
         };
         let mut models = Vec::new();
-        lines_of(&lean, lean.scoring.as_ref().unwrap(), "science", &mut run, Some(&mut models), None).unwrap();
+        let mut lines = Lines::default();
+        lines_of(&lean, lean.scoring.as_ref().unwrap(), "science", &mut run, &mut lines, Some(&mut models), None)
+            .unwrap();
         assert_eq!(models, vec![Some("m-one".to_owned()), Some("m-two".to_owned())]);
         assert_eq!(run.served.get("m-one"), Some(&1));
         assert_eq!(run.served.get("m-two"), Some(&1));
-        let lines: Vec<serde_json::Value> =
-            String::from_utf8(run.claim_lines).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-        assert_eq!(lines[0]["judge_model"], "m-one");
-        assert_eq!(lines[1]["verdict"], "NO");
+        let claims: Vec<serde_json::Value> =
+            String::from_utf8(lines.claims).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(claims[0]["judge_model"], "m-one");
+        assert_eq!(claims[1]["verdict"], "NO");
         // The pretty-printed traces became one line each.
-        assert_eq!(String::from_utf8(run.trace_lines).unwrap().lines().count(), 2);
+        assert_eq!(String::from_utf8(lines.traces).unwrap().lines().count(), 2);
     }
 
     /// A claim line written with the run's half serialized once is byte

@@ -471,7 +471,10 @@ struct ThreadSink {
 
 impl ThreadSink {
     fn start(mut files: [HashedFile; 4]) -> Result<ThreadSink, ReportError> {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Vec<u8>)>(2 * gather::CHUNK_RUNS);
+        // Gather hands over a few buffers of a megabyte or more per chunk
+        // (one per file and thread): a dozen in flight keeps the writer
+        // busy without holding many chunks.
+        let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Vec<u8>)>(12);
         let handle = std::thread::Builder::new()
             .name("report-writer".to_owned())
             .spawn(move || {
