@@ -222,9 +222,9 @@ end
 -- Counter moves (HINCRBY) of one script call. `IMMEDIATE` writes each at
 -- once; a `tally()` gathers them and writes each key's fields once, with
 -- the sums, at `flush()`: a batch of 32 results then moves `finished` by
--- one HINCRBY instead of 32, and its counts by two commands. A script is atomic, so nothing can read a
--- count between the moves and the flush; a script that tallies reads no
--- count it moves before it flushes.
+-- one HINCRBY instead of 32, and its counts by two commands. A script is
+-- atomic, so nothing can read a count between the moves and the flush; a
+-- script that tallies reads no count it moves before it flushes.
 local IMMEDIATE = {
   add = function(_, key, field, n) redis.call('HINCRBY', key, field, n) end,
 }
@@ -266,13 +266,19 @@ end
 
 -- Runs a command over `args` (a list) after `head` (a list: the command
 -- and its first arguments), in calls of at most 1,000 arguments (Lua's
--- `unpack` has a stack limit).
+-- `unpack` has a stack limit). Returns the elements of the replies in
+-- order, for a command that answers with a list (HMGET).
 local function call_spread(head, args)
+  local out = {}
   for first = 1, #args, 1000 do
     local call = { unpack(head) }
     for i = first, math.min(first + 999, #args) do call[#call + 1] = args[i] end
-    redis.call(unpack(call))
+    local reply = redis.call(unpack(call))
+    if type(reply) == 'table' then
+      for _, v in ipairs(reply) do out[#out + 1] = v end
+    end
   end
+  return out
 end
 
 -- Ends a run with `outcome`: the state and every count move together.

@@ -156,12 +156,9 @@ for k = 1, n do
 end
 if n > 0 then
   call_spread({ 'ZADD', P .. 'leases' }, leases)
+  local found = call_spread({ 'HMGET', P .. 'questions' }, texts)
   local text_of = {}
-  for first = 1, #texts, 1000 do
-    local ids = { unpack(texts, first, math.min(first + 999, #texts)) }
-    local found = redis.call('HMGET', P .. 'questions', unpack(ids))
-    for i, q in ipairs(ids) do text_of[q] = found[i] or '' end
-  end
+  for i, q in ipairs(texts) do text_of[q] = found[i] or '' end
   for i = 7, #out, 5 do out[i] = text_of[out[i]] end
 end
 t:flush()
