@@ -13,20 +13,21 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use cohort_core::cohort::prompt;
 use cohort_core::http_class::error_chain;
 use cohort_core::order::RunId;
 use cohort_proto::v1 as pb;
 use cohort_proto::v1::coordinator_server::{Coordinator, CoordinatorServer};
+use cohort_telemetry::DirectSpan;
 use cohort_telemetry::ops::OpsRole;
 use tokio::net::TcpListener;
 use tokio::sync::RwLock;
 use tonic::service::interceptor::InterceptedService;
 use tonic::{Request, Response, Status};
 use tonic_health::ServingStatus;
-use tracing::{Instrument as _, error, info, info_span, warn};
+use tracing::{error, info, info_span, warn};
 
 use crate::convert;
 use crate::metrics::{CoordinatorMetrics, CoordinatorOps};
@@ -322,6 +323,9 @@ impl CoordinatorService {
     ) -> Result<Vec<bool>, Status> {
         let mut batch = Vec::with_capacity(results.len());
         let mut spans = Vec::with_capacity(results.len());
+        // One span per result, a child of the worker's span the report
+        // names; all of them timing the one ledger call that records them.
+        let started = SystemTime::now();
         for r in results {
             let lease = convert::lease_ref_from_pb(r.lease.as_ref())?;
             let outcome = convert::outcome_from_pb(r.outcome)?;
@@ -331,14 +335,8 @@ impl CoordinatorService {
                 return Err(Status::invalid_argument("record_sha256 must be 64 lowercase hex digits"));
             }
             let reason = r.reason.chars().take(1024).collect();
-            let span = info_span!(
-                parent: None,
-                "record result",
-                cohort.run.id = %lease.run_id,
-                cohort.outcome = outcome.as_str(),
-                cohort.accepted = tracing::field::Empty,
-            );
-            cohort_telemetry::propagation::set_parent_from_traceparent(&span, &r.traceparent);
+            let mut span = DirectSpan::under_traceparent(&r.traceparent, "record result", started);
+            span.str("cohort.run.id", &lease.run_id).static_str("cohort.outcome", outcome.as_str());
             spans.push(span);
             batch.push((
                 lease,
@@ -347,8 +345,10 @@ impl CoordinatorService {
         }
         let accepted = self.ledger.finish_many(worker_id, &batch, self.clock.now_ms()).await.map_err(ledger_status)?;
         self.metrics.results(&accepted);
-        for (span, ok) in spans.iter().zip(&accepted) {
-            span.record("cohort.accepted", *ok);
+        let ended = SystemTime::now();
+        for (mut span, ok) in spans.into_iter().zip(&accepted) {
+            span.bool("cohort.accepted", *ok);
+            span.end_at(ended);
         }
         for ((lease, result), ok) in batch.iter().zip(&accepted) {
             if *ok {
@@ -362,13 +362,14 @@ impl CoordinatorService {
         Ok(accepted)
     }
 
-    /// The span of one granted lease: the top of this attempt's spans, a
-    /// child of the run's root span (`cohort run`, emitted with the first
-    /// attempt's lease) in the run's own trace (both ids derived from the
-    /// manifest and the run), so every attempt of a run, whichever
+    /// The span of one granted lease, from the ledger call that granted it
+    /// (`started`) to the lease message built: the top of this attempt's
+    /// spans, a child of the run's root span (`cohort run`, emitted with
+    /// the first attempt's lease) in the run's own trace (both ids derived
+    /// from the manifest and the run), so every attempt of a run, whichever
     /// coordinator process leased it, is one tree. Its context goes to the
     /// worker in the lease.
-    fn lease_span(&self, worker_id: &str, g: &LeaseGrant) -> tracing::Span {
+    fn lease_span(&self, worker_id: &str, g: &LeaseGrant, started: SystemTime) -> DirectSpan {
         let root = cohort_telemetry::RunRoot::of(|| format!("{}:{}", self.plan.manifest_sha256, g.run_id));
         if g.attempt == 1 {
             cohort_telemetry::emit_run_root(
@@ -381,21 +382,15 @@ impl CoordinatorService {
                 ],
             );
         }
-        cohort_telemetry::run_root(&root, || {
-            let span = info_span!(
-                parent: None,
-                "lease",
-                otel.name = "lease run",
-                cohort.name = %self.plan.cohort,
-                cohort.run.id = %g.run_id,
-                cohort.question.id = %g.question_id,
-                cohort.arm.id = %g.arm_id,
-                cohort.attempt = g.attempt,
-                cohort.worker.id = %worker_id,
-            );
-            cohort_telemetry::add_link(&span, &self.cohort_link);
-            span
-        })
+        let mut span = DirectSpan::under_root(&root, "lease run", started);
+        span.str("cohort.name", &self.plan.cohort)
+            .str("cohort.run.id", &g.run_id)
+            .str("cohort.question.id", &g.question_id)
+            .str("cohort.arm.id", &g.arm_id)
+            .int("cohort.attempt", i64::from(g.attempt))
+            .str("cohort.worker.id", worker_id)
+            .link(&self.cohort_link);
+        span
     }
 
     /// Pauses the arm of a run that reported a version label other than
@@ -456,13 +451,14 @@ impl Coordinator for CoordinatorService {
         let _timer = self.metrics.lease_timer();
         let max = r.max_runs.min(1_000);
         let now = self.clock.now_ms();
+        let started = SystemTime::now();
         let batch = self.ledger.lease(&r.worker_id, max, now, self.config.lease_ttl_ms).await.map_err(ledger_status)?;
         self.metrics.leases_granted(batch.leases.len());
         let mut leases: Vec<pb::Lease> = Vec::with_capacity(batch.leases.len());
         for g in batch.leases {
-            let span = self.lease_span(&r.worker_id, &g);
-            let previous = previous_attempts(self.ledger.as_ref(), &g).instrument(span.clone()).await;
-            let traceparent = cohort_telemetry::propagation::traceparent(&span);
+            let span = self.lease_span(&r.worker_id, &g, started);
+            let previous = previous_attempts(self.ledger.as_ref(), &g).await;
+            let traceparent = span.traceparent();
             let deadline = now + self.plan.run_timeout_ms;
             leases.push(lease_message(g, &self.plan.suffix, deadline, previous, traceparent));
         }
@@ -499,21 +495,15 @@ impl Coordinator for CoordinatorService {
         let r = request.into_inner();
         let lease = convert::lease_ref_from_pb(r.lease.as_ref())?;
         let attempt = convert::attempt_from_pb(r.attempt.as_ref())?;
-        let span = info_span!(
-            parent: None,
-            "record attempt",
-            cohort.run.id = %lease.run_id,
-            cohort.attempt.class = attempt.class.as_str(),
-            cohort.accepted = tracing::field::Empty,
-        );
-        cohort_telemetry::propagation::set_parent_from_traceparent(&span, &r.traceparent);
+        let mut span = DirectSpan::under_traceparent(&r.traceparent, "record attempt", SystemTime::now());
+        span.str("cohort.run.id", &lease.run_id).static_str("cohort.attempt.class", attempt.class.as_str());
         let verdict = self
             .ledger
             .report_attempt(&r.worker_id, &lease, &attempt, self.clock.now_ms())
-            .instrument(span.clone())
             .await
             .map_err(ledger_status)?;
-        span.record("cohort.accepted", !matches!(verdict, AttemptVerdict::Stale));
+        span.bool("cohort.accepted", !matches!(verdict, AttemptVerdict::Stale));
+        span.end();
         self.metrics.attempt(&verdict);
         let durability = self.durability();
         let response = match verdict {

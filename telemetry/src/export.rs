@@ -27,7 +27,6 @@
 //! 512-span exports, one after another, and none in 2,048-span ones
 //! (`cargo bench -p cohort-cli --bench lifecycle`, `COHORT_BENCH_CONFIGS=tracing`).
 
-use std::cell::Cell;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,8 +34,7 @@ use opentelemetry::trace::{SpanId, TraceId, TracerProvider as _};
 use opentelemetry_otlp::WithExportConfig as _;
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{
-    BatchConfigBuilder, BatchSpanProcessor, IdGenerator, RandomIdGenerator, SdkTracer, SdkTracerProvider, SpanData,
-    SpanExporter,
+    BatchConfigBuilder, BatchSpanProcessor, SdkTracer, SdkTracerProvider, SpanData, SpanExporter, SpanProcessor as _,
 };
 use sha2::{Digest as _, Sha256};
 
@@ -178,14 +176,18 @@ impl TraceExport {
             };
             built.map_err(|e| TelemetryError::Exporter { protocol: protocol.name(), message: e.to_string() })?
         };
+        // One batch processor, shared by the provider (the `tracing` spans)
+        // and the direct spans (`crate::direct`); its resource is set here,
+        // before it is shared, as the provider would set it.
+        let resource = resource(service_name);
+        let mut processor =
+            BatchSpanProcessor::builder(OnRuntime { inner: Arc::new(exporter), handle: runtime.handle().clone() })
+                .with_batch_config(batch_config())
+                .build();
+        processor.set_resource(&resource);
         let provider = SdkTracerProvider::builder()
-            .with_span_processor(
-                BatchSpanProcessor::builder(OnRuntime { inner: Arc::new(exporter), handle: runtime.handle().clone() })
-                    .with_batch_config(batch_config())
-                    .build(),
-            )
-            .with_id_generator(RunTraceIds::default())
-            .with_resource(resource(service_name))
+            .with_span_processor(crate::direct::share(processor))
+            .with_resource(resource)
             .build();
         opentelemetry::global::set_text_map_propagator(opentelemetry_sdk::propagation::TraceContextPropagator::new());
         opentelemetry::global::set_tracer_provider(provider.clone());
@@ -239,32 +241,6 @@ impl<E: SpanExporter + 'static> SpanExporter for OnRuntime<E> {
     }
 }
 
-thread_local! {
-    /// The trace id the next root span started on this thread takes
-    /// ([`with_root_ids`]).
-    static NEXT_TRACE_ID: Cell<Option<TraceId>> = const { Cell::new(None) };
-    /// The span id the next span started on this thread takes
-    /// ([`with_root_ids`]).
-    static NEXT_SPAN_ID: Cell<Option<SpanId>> = const { Cell::new(None) };
-}
-
-/// Random ids, except for a run's root span started inside
-/// [`with_root_ids`].
-#[derive(Debug, Default)]
-struct RunTraceIds {
-    random: RandomIdGenerator,
-}
-
-impl IdGenerator for RunTraceIds {
-    fn new_trace_id(&self) -> TraceId {
-        NEXT_TRACE_ID.with(Cell::take).unwrap_or_else(|| self.random.new_trace_id())
-    }
-
-    fn new_span_id(&self) -> SpanId {
-        NEXT_SPAN_ID.with(Cell::take).unwrap_or_else(|| self.random.new_span_id())
-    }
-}
-
 /// The trace id of `key`: the first 16 bytes of SHA-256 over a fixed
 /// prefix and the key (never the invalid all-zero id).
 pub fn trace_id_of(key: &str) -> TraceId {
@@ -310,18 +286,6 @@ pub(crate) fn root_sampled(trace_id: TraceId) -> bool {
     result.decision == SamplingDecision::RecordAndSample
 }
 
-/// Runs `f` with the next span started on this thread taking a run's
-/// root ids: its trace id and its root span id ([`trace_id_of`],
-/// [`root_span_id_of`]).
-pub(crate) fn with_root_ids<T>(trace: TraceId, span: SpanId, f: impl FnOnce() -> T) -> T {
-    NEXT_TRACE_ID.with(|c| c.set(Some(trace)));
-    NEXT_SPAN_ID.with(|c| c.set(Some(span)));
-    let out = f();
-    NEXT_TRACE_ID.with(|c| c.set(None));
-    NEXT_SPAN_ID.with(|c| c.set(None));
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -338,10 +302,5 @@ mod tests {
         assert_eq!(root_span_id_of("m:q1:a:1"), root_span_id_of("m:q1:a:1"));
         assert_ne!(root_span_id_of("m:q1:a:1"), root_span_id_of("m:q1:a:2"));
         assert_ne!(root_span_id_of("m:q1:a:1"), SpanId::INVALID);
-        let ids = RunTraceIds::default();
-        let (trace, span) =
-            with_root_ids(trace_id_of("k"), root_span_id_of("k"), || (ids.new_trace_id(), ids.new_span_id()));
-        assert_eq!((trace, span), (trace_id_of("k"), root_span_id_of("k")));
-        assert_ne!(ids.new_span_id(), root_span_id_of("k"), "the override ends with the scope");
     }
 }

@@ -6,7 +6,7 @@
 //!   the standard `OTEL_*` environment variables ask for them;
 //! - W3C trace context carried through gRPC metadata, the lease and the
 //!   HTTP calls to providers ([`propagation`]), and a run's trace id
-//!   derived from the run ([`run_root`]), so every attempt of a run, on
+//!   derived from the run ([`RunRoot`]), so every attempt of a run, on
 //!   any worker, lands in one trace;
 //! - the GenAI semantic-convention attributes of LLM calls ([`genai`]);
 //! - Prometheus metrics and the operations endpoints (`/metrics`,
@@ -15,6 +15,7 @@
 //! No prompt, output or key is ever put in a span attribute: spans carry
 //! ids, names, counts, models and outcome classes.
 
+mod direct;
 mod export;
 pub mod genai;
 pub mod metrics;
@@ -28,6 +29,7 @@ use tracing_subscriber::Layer as _;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
+pub use direct::DirectSpan;
 pub use export::TraceExport;
 pub use otlp_metrics::MetricsExport;
 
@@ -128,7 +130,7 @@ static EXPORTING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool:
 /// The root of one run's trace: the trace id and the root span id, both
 /// derived from the run's key (the cohort's manifest hash and the run id),
 /// and the sampler's decision for that trace, worked out once per lease and
-/// given to [`emit_run_root`] and [`run_root`]. Empty (nothing derived, the
+/// given to [`emit_run_root`] and [`DirectSpan::under_root`]. Empty (nothing derived, the
 /// key not even built) when spans are not exported.
 #[derive(Debug, Clone)]
 pub struct RunRoot(Option<opentelemetry::trace::SpanContext>);
@@ -148,64 +150,36 @@ impl RunRoot {
     }
 }
 
-/// Creates the span of one attempt of a run with `make` (a span created
-/// with `parent: None`) as a child of the run's root (see
-/// [`emit_run_root`]): in the trace whose id is derived from the run's key,
-/// under the root span whose id is derived from it too. So every attempt
-/// of a run, leased by any coordinator process, lands in one tree, and a
-/// ratio sampler (`OTEL_TRACES_SAMPLER=traceidratio`) keeps or drops a run
-/// whole (the parent carries the root's own sampling decision). Without
-/// export it is just `make()`.
-pub fn run_root(root: &RunRoot, make: impl FnOnce() -> tracing::Span) -> tracing::Span {
-    use opentelemetry::trace::TraceContextExt as _;
-    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
-    let span = make();
-    if let Some(context) = &root.0 {
-        let _ = span.set_parent(opentelemetry::Context::new().with_remote_span_context(context.clone()));
-    }
-    span
-}
-
 /// Exports the root span of a run's trace, `cohort run`, with the ids
-/// [`run_root`] gives its attempts as their parent, and `attributes`. The
-/// coordinator emits it once, when it leases the run's first attempt (a
-/// span of no duration: it marks the run's start; the attempts below it
-/// carry the time). Nothing without export.
+/// [`RunRoot`] derived (the parent [`DirectSpan::under_root`] gives its
+/// attempts), and `attributes`. The coordinator emits it once, when it
+/// leases the run's first attempt (a span of no duration: it marks the
+/// run's start; the attempts below it carry the time). So every attempt of
+/// a run, leased by any coordinator process, lands in one tree, and a ratio
+/// sampler (`OTEL_TRACES_SAMPLER=traceidratio`) keeps or drops a run whole.
+/// Nothing without export.
 pub fn emit_run_root(root: &RunRoot, attributes: &[(&'static str, &str)]) {
-    use opentelemetry::trace::{Span as _, SpanKind, Tracer as _};
-    let Some(context) = &root.0 else { return };
-    // The global provider is installed before EXPORTING is set, so the
-    // tracer taken here, once, is the exporting one.
-    static TRACER: OnceLock<opentelemetry::global::BoxedTracer> = OnceLock::new();
-    let tracer = TRACER.get_or_init(|| opentelemetry::global::tracer("cohort"));
-    let mut span = export::with_root_ids(context.trace_id(), context.span_id(), || {
-        tracer
-            .span_builder("cohort run")
-            .with_kind(SpanKind::Internal)
-            .with_attributes(attributes.iter().map(|(k, v)| opentelemetry::KeyValue::new(*k, (*v).to_owned())))
-            .start_with_context(tracer, &opentelemetry::Context::new())
-    });
-    span.end();
+    if root.0.is_none() {
+        return;
+    }
+    let now = std::time::SystemTime::now();
+    let mut span = DirectSpan::run_root(root, "cohort run", now);
+    for (key, value) in attributes {
+        span.str(key, value);
+    }
+    span.end_at(now);
 }
 
-/// A span another span links to ([`add_link`]), its context read once:
+/// A span another span links to ([`DirectSpan::link`]), its context read once:
 /// the coordinator links every lease to the cohort's span.
 #[derive(Debug, Clone)]
 pub struct LinkTarget(opentelemetry::trace::SpanContext);
 
 impl LinkTarget {
+    /// The target `span` is (read once; [`DirectSpan::link`] links to it).
     pub fn of(span: &tracing::Span) -> LinkTarget {
         use opentelemetry::trace::TraceContextExt as _;
         use tracing_opentelemetry::OpenTelemetrySpanExt as _;
         LinkTarget(span.context().span().span_context().clone())
-    }
-}
-
-/// Links `span` to `to` (a span of another trace it belongs with, such as
-/// the cohort a run's trace is part of). Nothing without export.
-pub fn add_link(span: &tracing::Span, to: &LinkTarget) {
-    use tracing_opentelemetry::OpenTelemetrySpanExt as _;
-    if to.0.is_valid() {
-        span.add_link(to.0.clone());
     }
 }
