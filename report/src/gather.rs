@@ -519,7 +519,7 @@ pub async fn gather(
             missing_records += u64::from(run.missing_record);
             if let Some(drill) = run.drill {
                 if drill_bytes < DRILL_DOWN_BUDGET_BYTES {
-                    drill_bytes += drill_size(&drill);
+                    drill_bytes += crate::html::drill_down_bytes(&run.view, &drill);
                     out.drill.insert(input.row.run_id.clone(), drill);
                 } else {
                     drill_cut += 1;
@@ -1280,23 +1280,6 @@ fn drill_down(
         });
     }
     drill
-}
-
-/// About how many bytes a drill-down adds to the page.
-fn drill_size(d: &DrillDown) -> usize {
-    let claims: usize = d
-        .claims
-        .iter()
-        .map(|c| {
-            c.text.len()
-                + c.evidence.iter().map(|e| e.passages.iter().map(String::len).sum::<usize>() + 64).sum::<usize>()
-        })
-        .sum();
-    d.prompt.len()
-        + d.conversation.iter().map(|(r, t)| r.len() + t.len()).sum::<usize>()
-        + d.output.as_ref().map_or(0, String::len)
-        + claims
-        + 256 * (1 + d.attempts.len())
 }
 
 #[cfg(test)]

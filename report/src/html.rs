@@ -394,11 +394,7 @@ impl<'a> Page<'a> {
 
     /// An arm's name as every table shows it: with SIMULATED when it is.
     fn arm(&mut self, id: &str) -> fmt::Result {
-        write!(self.out, "<span class=\"arm\">{}</span>", Esc(id))?;
-        if self.simulated.contains(id) {
-            self.out.push_str(" <span class=\"sim\">SIMULATED</span>");
-        }
-        Ok(())
+        write_arm(&mut self.out, id, self.simulated.contains(id))
     }
 
     fn head(&mut self) -> fmt::Result {
@@ -1249,137 +1245,8 @@ impl<'a> Page<'a> {
     }
 
     fn drill_down(&mut self, run: Option<&RunView>, d: &DrillDown) -> fmt::Result {
-        write!(
-            self.out,
-            "<details class=\"drill\" id=\"run-{}\"><summary><code>{}</code>",
-            IdSafe(&d.run_id),
-            Esc(&d.run_id)
-        )?;
-        if let Some(run) = run {
-            write!(self.out, " · {} · ", Esc(&run.question_id))?;
-            self.arm(&run.arm)?;
-            write!(self.out, " · <span class=\"{}\">{}</span>", outcome_class(&run.outcome), Esc(&run.outcome))?;
-        }
-        self.out.push_str("</summary>\n<div class=\"drill-body\">\n");
-        write!(self.out, "<h4>Prompt</h4>\n<pre class=\"prompt\">{}</pre>\n", Esc(&d.prompt))?;
-        self.out.push_str("<h4>Conversation</h4>\n");
-        if d.conversation.is_empty() {
-            self.out.push_str("<p class=\"nd\">No turns recorded.</p>\n");
-        } else {
-            self.out.push_str("<ol class=\"turns\">\n");
-            for (role, text) in &d.conversation {
-                writeln!(self.out, "<li><strong>{}</strong><pre>{}</pre></li>", Esc(role), Esc(text))?;
-            }
-            self.out.push_str("</ol>\n");
-        }
-        self.out.push_str("<h4>Output</h4>\n");
-        match &d.output {
-            Some(output) => writeln!(self.out, "<pre class=\"output\">{}</pre>", Esc(output))?,
-            None => self.out.push_str("<p class=\"nd\">No output.</p>\n"),
-        }
-        writeln!(self.out, "<h4>Claims ({})</h4>", d.claims.len())?;
-        if d.claims.is_empty() {
-            self.out.push_str("<p class=\"nd\">No claims extracted.</p>\n");
-        } else {
-            self.out.push_str("<ol class=\"claims\">\n");
-            for claim in &d.claims {
-                write!(
-                    self.out,
-                    "<li value=\"{}\" class=\"claim\"><p class=\"claim-text\">{}</p>\n<p>cites: ",
-                    claim.index,
-                    Esc(&claim.text)
-                )?;
-                if claim.cited.is_empty() {
-                    self.out.push_str("<span class=\"nd\">no citation</span>");
-                }
-                for (i, index) in claim.cited.iter().enumerate() {
-                    if i > 0 {
-                        self.out.push_str(", ");
-                    }
-                    write!(self.out, "[{index}]")?;
-                }
-                writeln!(
-                    self.out,
-                    " · verdict: <span class=\"verdict {}\">{}</span> · judge model: {}</p>",
-                    verdict_class(&claim.verdict),
-                    Esc(&claim.verdict),
-                    OrWords(claim.judge_model.as_deref(), "none")
-                )?;
-                if let Some(line) = &claim.judge_line {
-                    writeln!(self.out, "<p>judge's reply: <code class=\"judge-line\">{}</code></p>", Esc(line))?;
-                }
-                for evidence in &claim.evidence {
-                    write!(self.out, "<div class=\"evidence\"><p>[{}] ", evidence.index)?;
-                    match evidence.url.as_deref() {
-                        Some(url) if is_http_url(url) => write!(
-                            self.out,
-                            "<a href=\"{0}\" rel=\"noreferrer noopener\"><code>{0}</code></a>",
-                            Esc(url)
-                        )?,
-                        Some(url) => write!(self.out, "<code>{}</code>", Esc(url))?,
-                        None => self.out.push_str("<span class=\"nd\">no URL</span>"),
-                    }
-                    writeln!(
-                        self.out,
-                        " · {} · source: <code>{}</code></p>",
-                        OrWords(evidence.title.as_deref(), "no title"),
-                        Esc(&evidence.source)
-                    )?;
-                    if evidence.passages.is_empty() {
-                        self.out.push_str("<p class=\"nd\">No passage shown to the judge.</p>\n");
-                    }
-                    for passage in &evidence.passages {
-                        writeln!(self.out, "<blockquote>{}</blockquote>", Esc(passage))?;
-                    }
-                    self.out.push_str("</div>\n");
-                }
-                self.out.push_str("</li>\n");
-            }
-            self.out.push_str("</ol>\n");
-        }
-        self.out.push_str("<h4>Judge models that served this run</h4>\n");
-        if d.served_judge_models.is_empty() {
-            self.out.push_str("<p class=\"nd\">None.</p>\n");
-        } else {
-            self.out.push_str("<ul class=\"plain served\">");
-            for model in &d.served_judge_models {
-                write!(self.out, "<li><code>{}</code></li>", Esc(model))?;
-            }
-            self.out.push_str("</ul>\n");
-        }
-        writeln!(self.out, "<h4>Attempts ({})</h4>", d.attempts.len())?;
-        if !d.attempts.is_empty() {
-            self.out.push_str(
-                "<div class=\"scroll\"><table class=\"attempts\"><thead><tr><th class=\"num\">attempt</th>\
-                 <th>class</th><th class=\"num\">HTTP status</th><th>detail</th><th>started</th><th>ended</th>\
-                 <th>worker</th></tr></thead><tbody>\n",
-            );
-            for attempt in &d.attempts {
-                self.out.push_str("<tr>");
-                write!(
-                    self.out,
-                    "<td class=\"num\">{}</td><td>{}</td><td class=\"num\">",
-                    attempt.attempt,
-                    Esc(&attempt.class)
-                )?;
-                if attempt.http_status == 0 {
-                    self.out.push_str("<span class=\"nd\">none</span>");
-                } else {
-                    write!(self.out, "{}", attempt.http_status)?;
-                }
-                writeln!(
-                    self.out,
-                    "</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
-                    Esc(&attempt.detail),
-                    OrWords(attempt.started_at.as_deref(), "not recorded"),
-                    OrWords(attempt.ended_at.as_deref(), "not recorded"),
-                    Esc(&attempt.worker)
-                )?;
-            }
-            self.out.push_str("</tbody></table></div>\n");
-        }
-        self.out.push_str("</div>\n</details>\n");
-        Ok(())
+        let run = run.map(|run| (run, self.simulated.contains(&run.arm)));
+        write_drill_down(&mut self.out, run, d)
     }
 
     fn files(&mut self) -> fmt::Result {
@@ -1408,6 +1275,153 @@ impl<'a> Page<'a> {
         self.out.push_str("</section>\n");
         Ok(())
     }
+}
+
+/// One run's drill-down (`run`: its row and whether its arm is
+/// simulated, when the runs table lists it).
+fn write_drill_down(out: &mut String, run: Option<(&RunView, bool)>, d: &DrillDown) -> fmt::Result {
+    write!(out, "<details class=\"drill\" id=\"run-{}\"><summary><code>{}</code>", IdSafe(&d.run_id), Esc(&d.run_id))?;
+    if let Some((run, simulated)) = run {
+        write!(out, " · {} · ", Esc(&run.question_id))?;
+        write_arm(out, &run.arm, simulated)?;
+        write!(out, " · <span class=\"{}\">{}</span>", outcome_class(&run.outcome), Esc(&run.outcome))?;
+    }
+    out.push_str("</summary>\n<div class=\"drill-body\">\n");
+    write!(out, "<h4>Prompt</h4>\n<pre class=\"prompt\">{}</pre>\n", Esc(&d.prompt))?;
+    out.push_str("<h4>Conversation</h4>\n");
+    if d.conversation.is_empty() {
+        out.push_str("<p class=\"nd\">No turns recorded.</p>\n");
+    } else {
+        out.push_str("<ol class=\"turns\">\n");
+        for (role, text) in &d.conversation {
+            writeln!(out, "<li><strong>{}</strong><pre>{}</pre></li>", Esc(role), Esc(text))?;
+        }
+        out.push_str("</ol>\n");
+    }
+    out.push_str("<h4>Output</h4>\n");
+    match &d.output {
+        Some(output) => writeln!(out, "<pre class=\"output\">{}</pre>", Esc(output))?,
+        None => out.push_str("<p class=\"nd\">No output.</p>\n"),
+    }
+    writeln!(out, "<h4>Claims ({})</h4>", d.claims.len())?;
+    if d.claims.is_empty() {
+        out.push_str("<p class=\"nd\">No claims extracted.</p>\n");
+    } else {
+        out.push_str("<ol class=\"claims\">\n");
+        for claim in &d.claims {
+            write!(
+                out,
+                "<li value=\"{}\" class=\"claim\"><p class=\"claim-text\">{}</p>\n<p>cites: ",
+                claim.index,
+                Esc(&claim.text)
+            )?;
+            if claim.cited.is_empty() {
+                out.push_str("<span class=\"nd\">no citation</span>");
+            }
+            for (i, index) in claim.cited.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write!(out, "[{index}]")?;
+            }
+            writeln!(
+                out,
+                " · verdict: <span class=\"verdict {}\">{}</span> · judge model: {}</p>",
+                verdict_class(&claim.verdict),
+                Esc(&claim.verdict),
+                OrWords(claim.judge_model.as_deref(), "none")
+            )?;
+            if let Some(line) = &claim.judge_line {
+                writeln!(out, "<p>judge's reply: <code class=\"judge-line\">{}</code></p>", Esc(line))?;
+            }
+            for evidence in &claim.evidence {
+                write!(out, "<div class=\"evidence\"><p>[{}] ", evidence.index)?;
+                match evidence.url.as_deref() {
+                    Some(url) if is_http_url(url) => {
+                        write!(out, "<a href=\"{0}\" rel=\"noreferrer noopener\"><code>{0}</code></a>", Esc(url))?
+                    }
+                    Some(url) => write!(out, "<code>{}</code>", Esc(url))?,
+                    None => out.push_str("<span class=\"nd\">no URL</span>"),
+                }
+                writeln!(
+                    out,
+                    " · {} · source: <code>{}</code></p>",
+                    OrWords(evidence.title.as_deref(), "no title"),
+                    Esc(&evidence.source)
+                )?;
+                if evidence.passages.is_empty() {
+                    out.push_str("<p class=\"nd\">No passage shown to the judge.</p>\n");
+                }
+                for passage in &evidence.passages {
+                    writeln!(out, "<blockquote>{}</blockquote>", Esc(passage))?;
+                }
+                out.push_str("</div>\n");
+            }
+            out.push_str("</li>\n");
+        }
+        out.push_str("</ol>\n");
+    }
+    out.push_str("<h4>Judge models that served this run</h4>\n");
+    if d.served_judge_models.is_empty() {
+        out.push_str("<p class=\"nd\">None.</p>\n");
+    } else {
+        out.push_str("<ul class=\"plain served\">");
+        for model in &d.served_judge_models {
+            write!(out, "<li><code>{}</code></li>", Esc(model))?;
+        }
+        out.push_str("</ul>\n");
+    }
+    writeln!(out, "<h4>Attempts ({})</h4>", d.attempts.len())?;
+    if !d.attempts.is_empty() {
+        out.push_str(
+            "<div class=\"scroll\"><table class=\"attempts\"><thead><tr><th class=\"num\">attempt</th>\
+             <th>class</th><th class=\"num\">HTTP status</th><th>detail</th><th>started</th><th>ended</th>\
+             <th>worker</th></tr></thead><tbody>\n",
+        );
+        for attempt in &d.attempts {
+            out.push_str("<tr>");
+            write!(
+                out,
+                "<td class=\"num\">{}</td><td>{}</td><td class=\"num\">",
+                attempt.attempt,
+                Esc(&attempt.class)
+            )?;
+            if attempt.http_status == 0 {
+                out.push_str("<span class=\"nd\">none</span>");
+            } else {
+                write!(out, "{}", attempt.http_status)?;
+            }
+            writeln!(
+                out,
+                "</td><td>{}</td><td>{}</td><td>{}</td><td><code>{}</code></td></tr>",
+                Esc(&attempt.detail),
+                OrWords(attempt.started_at.as_deref(), "not recorded"),
+                OrWords(attempt.ended_at.as_deref(), "not recorded"),
+                Esc(&attempt.worker)
+            )?;
+        }
+        out.push_str("</tbody></table></div>\n");
+    }
+    out.push_str("</div>\n</details>\n");
+    Ok(())
+}
+
+/// The bytes `d` takes on the page, for the gatherer's budget
+/// ([`crate::gather::DRILL_DOWN_BUDGET_BYTES`]): the drill-down as the page
+/// writes it (its arm counted as simulated, the longer form).
+pub(crate) fn drill_down_bytes(run: &RunView, d: &DrillDown) -> usize {
+    let mut out = String::new();
+    let _ = write_drill_down(&mut out, Some((run, true)), d);
+    out.len()
+}
+
+/// An arm's id, marked SIMULATED when it is.
+fn write_arm(out: &mut String, id: &str, simulated: bool) -> fmt::Result {
+    write!(out, "<span class=\"arm\">{}</span>", Esc(id))?;
+    if simulated {
+        out.push_str(" <span class=\"sim\">SIMULATED</span>");
+    }
+    Ok(())
 }
 
 fn write_rate_cell(out: &mut String, rate: &Rate) -> fmt::Result {
@@ -2121,6 +2135,26 @@ mod tests {
             assert!(page.contains(&format!("<a href=\"#{id}\">")), "the runs table links to {id}");
         }
         assert!(page.contains("<tr><td><code>r-0002</code></td>"), "a run without drill-down has no link");
+    }
+
+    /// The gatherer's budget counts a drill-down as the bytes the page
+    /// writes for it (an estimate from its texts alone counted about a
+    /// third of them): at most the SIMULATED mark more per drill-down.
+    #[test]
+    fn a_drill_downs_size_is_its_bytes_on_the_page() {
+        let (_, runs, drill) = fixture();
+        let page = page();
+        let mut shown = 0;
+        for run in &runs {
+            let Some(d) = drill.get(&run.run_id) else { continue };
+            let start = page.find(&format!("<details class=\"drill\" id=\"{}\">", drill_id(&run.run_id))).unwrap();
+            let end = start + page[start..].find("</details>\n").unwrap() + "</details>\n".len();
+            let counted = super::drill_down_bytes(run, d);
+            let mark = " <span class=\"sim\">SIMULATED</span>".len();
+            assert!(counted >= end - start && counted <= end - start + mark, "{} vs {}", counted, end - start);
+            shown += 1;
+        }
+        assert!(shown >= 2, "the fixture has drill-downs to measure");
     }
 
     /// A plot that is not plain plotter output is shown as text, not markup.
