@@ -261,15 +261,25 @@ fn results(row: &BTreeMap<String, String>) -> Vec<Value> {
                 .map(|(s, r)| if *s == "yes" { "yes".to_owned() } else { format!("no:{r}") })
                 .collect();
             let joined = verdicts.join(" || ");
-            out.push(json!({"from_name": "pair_parts", "to_name": sources, "type": "textarea", "value": {"text": [joined]}}));
-            out.push(choice("secondary", sources, if get("secondary") == "yes" { "only secondary" } else { "original" }));
+            out.push(
+                json!({"from_name": "pair_parts", "to_name": sources, "type": "textarea", "value": {"text": [joined]}}),
+            );
+            out.push(choice(
+                "secondary",
+                sources,
+                if get("secondary") == "yes" { "only secondary" } else { "original" },
+            ));
         }
         "pair" => {
             out.push(choice("supports", sources, get("supports")));
             if get("supports") == "no" {
                 out.push(choice("pair_reason", sources, get("reason")));
             }
-            out.push(choice("secondary", sources, if get("secondary") == "yes" { "only secondary" } else { "original" }));
+            out.push(choice(
+                "secondary",
+                sources,
+                if get("secondary") == "yes" { "only secondary" } else { "original" },
+            ));
         }
         _ => {
             out.push(choice("uncertainty", answer, get("uncertainty")));

@@ -472,11 +472,7 @@ fn label_card(page: &Page, b: &mut Browser, key: &str, by_id: &BTreeMap<String, 
             let row = &by_id[id];
             let reasons: Vec<&str> = row["reason"].split("||").map(str::trim).collect();
             for (k, supports) in row["supports"].split("||").map(str::trim).enumerate() {
-                let n = if supports == "yes" {
-                    1
-                } else {
-                    2 + REASONS.iter().position(|r| *r == reasons[k]).unwrap()
-                };
+                let n = if supports == "yes" { 1 } else { 2 + REASONS.iter().position(|r| *r == reasons[k]).unwrap() };
                 page.key(b, &n.to_string());
             }
             page.key(b, if row["secondary"] == "yes" { "s" } else { "o" });

@@ -526,9 +526,9 @@ impl<'a> Page<'a> {
                 for c in compared {
                     for (_, d) in c.differences.iter() {
                         write!(self.out, "<li>{}", Esc(&d.statement))?;
-                        write!(
+                        writeln!(
                             self.out,
-                            " <span class=\"why\">({} of {} questions completed by both)</span></li>\n",
+                            " <span class=\"why\">({} of {} questions completed by both)</span></li>",
                             c.completed_pairs, c.questions
                         )?;
                     }
@@ -544,15 +544,15 @@ impl<'a> Page<'a> {
     /// with what is missing.
     fn publication_state(&mut self) -> fmt::Result {
         if let Some(redaction) = &self.summary.redaction {
-            write!(
+            writeln!(
                 self.out,
-                "<p class=\"state preliminary\" id=\"redaction\"><strong>{}</strong></p>\n",
+                "<p class=\"state preliminary\" id=\"redaction\"><strong>{}</strong></p>",
                 Esc(redaction)
             )?;
         }
         let p = &self.summary.publication_state;
         if p.is_final() {
-            write!(self.out, "<p class=\"state final\" id=\"publication-state\">{}</p>\n", Esc(&p.line()))
+            writeln!(self.out, "<p class=\"state final\" id=\"publication-state\">{}</p>", Esc(&p.line()))
         } else {
             write!(
                 self.out,

@@ -67,7 +67,8 @@ impl Net {
     /// Cuts host `i` off (its veth down here: packets both ways are lost,
     /// no reset is sent) or joins it again.
     fn set_link(&self, i: usize, up: bool) {
-        ip(&["link", "set", &self.hosts[i].1, if up { "up" } else { "down" }]).unwrap();
+        ip(&["link", "set", &self.hosts[i].1, if up { "up" } else { "down" }])
+            .unwrap_or_else(|e| panic!("cannot set host {i}'s link {}: {e}", if up { "up" } else { "down" }));
     }
 }
 
