@@ -35,16 +35,18 @@
 //! ever known durable) and the load generators journal as on a durable
 //! single server.
 //!
-//! A second run per size, right after the first and like it durability
-//! off, exports the coordinator's spans (a lease span and a result span per
-//! run, the cohort span) over OTLP/gRPC to a receiver in this process
-//! (`cohort_tests::otlp`), and a line prints what tracing costs beside the
-//! untraced run: lifecycles/s, the coordinator's CPU per lifecycle (from
+//! A second and a third run per size, right after the first and like it
+//! durability off, export the coordinator's spans (the run's root, a lease
+//! span and a result span per run, the cohort span) to a receiver in this
+//! process (`cohort_tests::otlp`), over OTLP/gRPC and then over
+//! OTLP/HTTP-protobuf (the specification's default protocol), and a line
+//! per protocol prints what tracing costs beside the untraced run:
+//! lifecycles/s, the coordinator's CPU per lifecycle (from
 //! `/proc/PID/stat`) and the p99 of the load generators' lease and report
 //! calls, each as a ratio beside its target (issue 24: p99 within 2x, CPU
 //! within 1.3x; printed, never asserted).
 //!
-//!     COHORT_BENCH_CONFIGS=tracing ...   # only the untraced and traced pair
+//!     COHORT_BENCH_CONFIGS=tracing ...   # only the untraced and traced runs
 //!
 //! Beside BullMQ (issue 24), `COHORT_BENCH_CONFIGS=bullmq`: per size, with
 //! durability off and then on, BullMQ (npm `bullmq`, pinned in
@@ -114,20 +116,63 @@ fn main() {
     let only_tracing = configs == "tracing";
     for runs in sizes {
         let untraced = runtime.block_on(bench(runs, Store::Single, None));
-        let traced = runtime.block_on(bench(runs, Store::Single, Some(&receiver)));
-        println!(
-            "  traced / untraced at {runs} runs (durability off): p99 of a call {:.2}x (target <= 2x), coordinator CPU \
-             per lifecycle {:.2}x (target <= 1.3x), lifecycles/s {:.2}x, p50 of a call {:.2}x",
-            traced.call_p99.as_secs_f64() / untraced.call_p99.as_secs_f64(),
-            traced.cpu_per_lifecycle().as_secs_f64() / untraced.cpu_per_lifecycle().as_secs_f64(),
-            traced.rate() / untraced.rate(),
-            traced.call_p50.as_secs_f64() / untraced.call_p50.as_secs_f64(),
-        );
+        for protocol in [Protocol::Grpc, Protocol::HttpProtobuf] {
+            let traced = runtime.block_on(bench(runs, Store::Single, Some(Traced { receiver: &receiver, protocol })));
+            println!(
+                "  traced over {} / untraced at {runs} runs (durability off): p99 of a call {:.2}x (target <= 2x), \
+                 coordinator CPU per lifecycle {:.2}x (target <= 1.3x), lifecycles/s {:.2}x, p50 of a call {:.2}x",
+                protocol.label(),
+                traced.call_p99.as_secs_f64() / untraced.call_p99.as_secs_f64(),
+                traced.cpu_per_lifecycle().as_secs_f64() / untraced.cpu_per_lifecycle().as_secs_f64(),
+                traced.rate() / untraced.rate(),
+                traced.call_p50.as_secs_f64() / untraced.call_p50.as_secs_f64(),
+            );
+        }
         if only_tracing {
             continue;
         }
         for store in [Store::SingleEverysec, Store::Cluster] {
             runtime.block_on(bench(runs, store, None));
+        }
+    }
+}
+
+/// The OTLP protocols the traced runs export over.
+#[derive(Clone, Copy)]
+enum Protocol {
+    Grpc,
+    HttpProtobuf,
+}
+
+impl Protocol {
+    /// `OTEL_EXPORTER_OTLP_PROTOCOL`'s value.
+    fn env(self) -> &'static str {
+        match self {
+            Protocol::Grpc => "grpc",
+            Protocol::HttpProtobuf => "http/protobuf",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Protocol::Grpc => "OTLP/gRPC",
+            Protocol::HttpProtobuf => "OTLP/HTTP-protobuf",
+        }
+    }
+}
+
+/// Where a traced run exports its spans, and how.
+#[derive(Clone, Copy)]
+struct Traced<'a> {
+    receiver: &'a cohort_tests::otlp::Receiver,
+    protocol: Protocol,
+}
+
+impl Traced<'_> {
+    fn endpoint(&self) -> &str {
+        match self.protocol {
+            Protocol::Grpc => &self.receiver.grpc_url,
+            Protocol::HttpProtobuf => &self.receiver.http_url,
         }
     }
 }
@@ -186,7 +231,7 @@ impl Running {
     }
 }
 
-async fn bench(runs: usize, store: Store, traced: Option<&cohort_tests::otlp::Receiver>) -> Figures {
+async fn bench(runs: usize, store: Store, traced: Option<Traced<'_>>) -> Figures {
     let durable = store != Store::Single;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("cohort");
@@ -216,7 +261,7 @@ async fn bench(runs: usize, store: Store, traced: Option<&cohort_tests::otlp::Re
     let (verify_time, again) = seed("seed again");
     assert!(again.starts_with("AlreadySeeded"), "{again}");
 
-    let spans_at_start = traced.map_or(0, cohort_tests::otlp::Receiver::count);
+    let spans_at_start = traced.map_or(0, |t| t.receiver.count());
     let port = cohort_tests::free_port().unwrap();
     let start_begin = Instant::now();
     let mut coordinator = Command::new(COHORT)
@@ -224,14 +269,9 @@ async fn bench(runs: usize, store: Store, traced: Option<&cohort_tests::otlp::Re
         .arg(&dir)
         .args(["--redis", &redis.url(), "--listen", &format!("127.0.0.1:{port}"), "--reconcile-ms", "500"])
         .args(["--journal", if durable { "auto" } else { "off" }])
-        .envs(
-            traced
-                .map(|r| {
-                    [("OTEL_EXPORTER_OTLP_ENDPOINT", r.grpc_url.as_str()), ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")]
-                })
-                .into_iter()
-                .flatten(),
-        )
+        .envs(traced.iter().flat_map(|t| {
+            [("OTEL_EXPORTER_OTLP_ENDPOINT", t.endpoint()), ("OTEL_EXPORTER_OTLP_PROTOCOL", t.protocol.env())]
+        }))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -301,7 +341,7 @@ async fn bench(runs: usize, store: Store, traced: Option<&cohort_tests::otlp::Re
     }
     let _ = coordinator.wait();
     // The coordinator flushed its last spans as it stopped.
-    let spans = traced.map(|r| r.count() - spans_at_start);
+    let spans = traced.map(|t| (t.protocol.label(), t.receiver.count() - spans_at_start));
 
     let mut out = String::new();
     let _ = writeln!(
@@ -319,7 +359,9 @@ async fn bench(runs: usize, store: Store, traced: Option<&cohort_tests::otlp::Re
         out,
         "  traces                {}",
         match spans {
-            Some(n) => format!("EXPORTED over OTLP/gRPC to a receiver in the benchmark's process: {n} spans received"),
+            Some((over, n)) => {
+                format!("EXPORTED over {over} to a receiver in the benchmark's process: {n} spans received")
+            }
             None => "off (no OTEL_* variables)".to_owned(),
         }
     );
