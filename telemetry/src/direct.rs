@@ -82,8 +82,9 @@ impl SpanProcessor for Shared {
 pub struct DirectSpan(Option<SpanData>);
 
 impl DirectSpan {
-    /// A span of no parent: the root of a new trace, or of `root`'s when
-    /// its ids are given (a run's root, [`crate::emit_run_root`]).
+    /// A span with the ids `context` gives and the parent `parent`
+    /// (`SpanId::INVALID` for a trace's root), or nothing when spans are
+    /// not exported or `context` is not sampled.
     fn new(name: &'static str, start: SystemTime, context: SpanContext, parent: SpanId, remote: bool) -> DirectSpan {
         if PROCESSOR.get().is_none() || !context.is_sampled() {
             return DirectSpan(None);

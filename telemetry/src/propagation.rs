@@ -3,30 +3,32 @@
 //! field of a protobuf message (the lease, coordinator to worker, and the
 //! report, worker to coordinator: per run, where one call carries many),
 //! and HTTP headers (to providers and systems under test, and into the
-//! judge proxy's HTTP face). Without trace export the global propagator is
-//! the no-op one: nothing is written, nothing is read.
-
-use std::collections::HashMap;
+//! judge proxy's HTTP face). Without trace export nothing is written (the
+//! global propagator is the no-op one, a span has no context). The string
+//! field is written and read by the one rule `DirectSpan` uses
+//! (`direct::format_traceparent`, `direct::parse_traceparent`).
 
 use opentelemetry::propagation::{Extractor, Injector};
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 
-/// The `traceparent` of `span`, or an empty string when traces are off.
+/// The `traceparent` of `span`, or an empty string when traces are off
+/// (written as [`crate::DirectSpan::traceparent`] writes it).
 pub fn traceparent(span: &tracing::Span) -> String {
+    use opentelemetry::trace::TraceContextExt as _;
     let cx = span.context();
-    let mut carrier = HashMap::new();
-    opentelemetry::global::get_text_map_propagator(|p| p.inject_context(&cx, &mut carrier));
-    carrier.remove("traceparent").unwrap_or_default()
+    let current = cx.span();
+    let context = current.span_context();
+    if context.is_valid() { crate::direct::format_traceparent(context) } else { String::new() }
 }
 
 /// Makes `span` a child of the context a `traceparent` names (a string
-/// carried in a message); an empty or malformed one leaves it as it is.
+/// carried in a message, read as [`crate::DirectSpan::under_traceparent`]
+/// reads it); an empty or malformed one leaves it as it is.
 pub fn set_parent_from_traceparent(span: &tracing::Span, traceparent: &str) {
-    if traceparent.is_empty() {
-        return;
+    use opentelemetry::trace::TraceContextExt as _;
+    if let Some(parent) = crate::direct::parse_traceparent(traceparent) {
+        let _ = span.set_parent(opentelemetry::Context::new().with_remote_span_context(parent));
     }
-    let carrier = HashMap::from([("traceparent".to_owned(), traceparent.to_owned())]);
-    set_parent(span, &carrier);
 }
 
 /// Writes `span`'s context into gRPC request metadata.
