@@ -47,6 +47,7 @@
 //! within 1.3x; printed, never asserted).
 //!
 //!     COHORT_BENCH_CONFIGS=tracing ...   # only the untraced and traced runs
+//!     COHORT_BENCH_ROUNDS=5 ...          # alternate them 5 times, print the medians
 //!
 //! Beside BullMQ (issue 24), `COHORT_BENCH_CONFIGS=bullmq`: per size, with
 //! durability off and then on, BullMQ (npm `bullmq`, pinned in
@@ -114,19 +115,47 @@ fn main() {
         return;
     }
     let only_tracing = configs == "tracing";
+    // Tracing's cost is a ratio of two noisy figures on a shared machine:
+    // with `COHORT_BENCH_ROUNDS=N` the untraced run and the traced ones
+    // alternate N times, and a last line gives the median of each ratio.
+    let rounds: usize = std::env::var("COHORT_BENCH_ROUNDS").ok().and_then(|n| n.parse().ok()).unwrap_or(1).max(1);
     for runs in sizes {
-        let untraced = runtime.block_on(bench(runs, Store::Single, None));
-        for protocol in [Protocol::Grpc, Protocol::HttpProtobuf] {
-            let traced = runtime.block_on(bench(runs, Store::Single, Some(Traced { receiver: &receiver, protocol })));
-            println!(
-                "  traced over {} / untraced at {runs} runs (durability off): p99 of a call {:.2}x (target <= 2x), \
-                 coordinator CPU per lifecycle {:.2}x (target <= 1.3x), lifecycles/s {:.2}x, p50 of a call {:.2}x",
-                protocol.label(),
-                traced.call_p99.as_secs_f64() / untraced.call_p99.as_secs_f64(),
-                traced.cpu_per_lifecycle().as_secs_f64() / untraced.cpu_per_lifecycle().as_secs_f64(),
-                traced.rate() / untraced.rate(),
-                traced.call_p50.as_secs_f64() / untraced.call_p50.as_secs_f64(),
-            );
+        let mut ratios: Vec<(Protocol, f64, f64)> = Vec::new();
+        for round in 1..=rounds {
+            if rounds > 1 {
+                println!("tracing round {round} of {rounds}");
+            }
+            let untraced = runtime.block_on(bench(runs, Store::Single, None));
+            for protocol in [Protocol::Grpc, Protocol::HttpProtobuf] {
+                let traced =
+                    runtime.block_on(bench(runs, Store::Single, Some(Traced { receiver: &receiver, protocol })));
+                let p99 = traced.call_p99.as_secs_f64() / untraced.call_p99.as_secs_f64();
+                let cpu = traced.cpu_per_lifecycle().as_secs_f64() / untraced.cpu_per_lifecycle().as_secs_f64();
+                ratios.push((protocol, p99, cpu));
+                println!(
+                    "  traced over {} / untraced at {runs} runs (durability off): p99 of a call {p99:.2}x (target <= 2x), \
+                     coordinator CPU per lifecycle {cpu:.2}x (target <= 1.3x), lifecycles/s {:.2}x, p50 of a call {:.2}x",
+                    protocol.label(),
+                    traced.rate() / untraced.rate(),
+                    traced.call_p50.as_secs_f64() / untraced.call_p50.as_secs_f64(),
+                );
+            }
+        }
+        if rounds > 1 {
+            for protocol in [Protocol::Grpc, Protocol::HttpProtobuf] {
+                let median = |pick: fn(&(Protocol, f64, f64)) -> f64| {
+                    let mut v: Vec<f64> = ratios.iter().filter(|r| r.0.label() == protocol.label()).map(pick).collect();
+                    v.sort_by(f64::total_cmp);
+                    v[v.len() / 2]
+                };
+                println!(
+                    "  median of {rounds} rounds, traced over {} / untraced at {runs} runs: p99 of a call {:.2}x \
+                     (target <= 2x), coordinator CPU per lifecycle {:.2}x (target <= 1.3x)",
+                    protocol.label(),
+                    median(|r| r.1),
+                    median(|r| r.2),
+                );
+            }
         }
         if only_tracing {
             continue;

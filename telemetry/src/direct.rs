@@ -7,11 +7,17 @@
 //! layer's lock, a span builder and the SDK's tracer on top of the export
 //! itself; with three such spans a lifecycle the coordinator spent 2.3x the
 //! CPU of an untraced one (issue 24; `cargo bench -p cohort-cli --bench
-//! lifecycle`, `COHORT_BENCH_CONFIGS=tracing`). A [`DirectSpan`] is the
-//! span's exported form itself (the SDK's `SpanData`), filled in place and
-//! handed to the same batch processor the SDK's spans go to when it is
-//! dropped: the same exporter, queue, resource and scope (`cohort`), so
-//! a collector sees no difference.
+//! lifecycle`, `COHORT_BENCH_CONFIGS=tracing`). Going through the SDK's
+//! `SpanData` and batch processor instead still cost about 2x: each span's
+//! allocations made on the request's thread and freed on the export
+//! thread, the whole span moved through a channel, then converted and
+//! encoded. A [`DirectSpan`] writes its attributes and links as OTLP
+//! protobuf fields as they are set, and the whole span into the open
+//! batch of the direct spans' queue when it is dropped
+//! (`crate::otlp_trace::queue`): the same exporter, resource and scope
+//! (`cohort`) as the SDK's spans, so a collector sees no difference (the
+//! encoding is tested against the protocol crate's own conversion of the
+//! `SpanData` it stands for).
 //!
 //! Sampling is the parent's: a child of a run's root is kept when the root
 //! is ([`crate::RunRoot`] carries the sampler's decision for the run's
@@ -22,89 +28,70 @@
 //! id alone and so keep or drop a trace whole). Without export every call
 //! does nothing and nothing is allocated.
 
-use std::borrow::Cow;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::SystemTime;
 
-use opentelemetry::trace::{Link, SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState};
-use opentelemetry::{InstrumentationScope, KeyValue};
-use opentelemetry_sdk::trace::{BatchSpanProcessor, IdGenerator as _, RandomIdGenerator, SpanData, SpanLinks};
-use opentelemetry_sdk::trace::{SpanEvents, SpanProcessor};
+use opentelemetry::InstrumentationScope;
+use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState};
+use opentelemetry_sdk::trace::{IdGenerator as _, RandomIdGenerator};
 
+use crate::otlp_trace::encode::{self, DirectFields, Scalar};
+use crate::otlp_trace::queue;
 use crate::{LinkTarget, RunRoot, export};
-
-/// The batch processor the provider exports through, shared with direct
-/// spans; set once, by the exporting [`crate::init`].
-static PROCESSOR: OnceLock<Arc<BatchSpanProcessor>> = OnceLock::new();
 
 /// The instrumentation scope of every span cohort makes (the tracer
 /// `tracing-opentelemetry` uses is `provider.tracer("cohort")`).
-fn scope() -> &'static InstrumentationScope {
+pub(crate) fn scope() -> &'static InstrumentationScope {
     static SCOPE: OnceLock<InstrumentationScope> = OnceLock::new();
     SCOPE.get_or_init(|| InstrumentationScope::builder("cohort").build())
-}
-
-/// Shares `processor` between the provider (which it returns for
-/// `with_span_processor`) and direct spans.
-pub(crate) fn share(processor: BatchSpanProcessor) -> Shared {
-    let processor = Arc::new(processor);
-    let _ = PROCESSOR.set(Arc::clone(&processor));
-    Shared(processor)
-}
-
-/// The provider's handle on the shared batch processor. Its resource is
-/// set before it is shared (`set_resource` needs the processor alone).
-#[derive(Debug)]
-pub(crate) struct Shared(Arc<BatchSpanProcessor>);
-
-impl SpanProcessor for Shared {
-    fn on_start(&self, span: &mut opentelemetry_sdk::trace::Span, cx: &opentelemetry::Context) {
-        self.0.on_start(span, cx);
-    }
-
-    fn on_end(&self, span: SpanData) {
-        self.0.on_end(span);
-    }
-
-    fn force_flush(&self) -> opentelemetry_sdk::error::OTelSdkResult {
-        self.0.force_flush()
-    }
-
-    fn shutdown_with_timeout(&self, timeout: std::time::Duration) -> opentelemetry_sdk::error::OTelSdkResult {
-        self.0.shutdown_with_timeout(timeout)
-    }
 }
 
 /// One span, exported when dropped (its end time then). Nothing when
 /// spans are not exported or its trace is not sampled.
 #[derive(Debug)]
 #[must_use = "a span is exported when dropped: keep it until the work it times ends"]
-pub struct DirectSpan(Option<SpanData>);
+pub struct DirectSpan(Option<Recording>);
+
+/// A recorded span: its ids and times, its attributes and links already
+/// written as OTLP fields.
+#[derive(Debug)]
+struct Recording {
+    context: SpanContext,
+    parent: SpanId,
+    parent_is_remote: bool,
+    name: &'static str,
+    start: SystemTime,
+    /// Set by `end_at`, else by the drop.
+    end: Option<SystemTime>,
+    /// `Span.attributes` and `Span.links` fields (`encode::span_attribute`,
+    /// `encode::span_link`): a few hundred bytes, one allocation, freed
+    /// on the thread that made it.
+    body: Vec<u8>,
+}
+
+impl Recording {
+    fn fields(&self, end: SystemTime) -> DirectFields<'_> {
+        DirectFields {
+            context: &self.context,
+            parent: self.parent,
+            parent_is_remote: self.parent_is_remote,
+            name: self.name,
+            start: self.start,
+            end,
+            body: &self.body,
+        }
+    }
+}
 
 impl DirectSpan {
     /// A span with the ids `context` gives and the parent `parent`
     /// (`SpanId::INVALID` for a trace's root), or nothing when spans are
     /// not exported or `context` is not sampled.
     fn new(name: &'static str, start: SystemTime, context: SpanContext, parent: SpanId, remote: bool) -> DirectSpan {
-        if PROCESSOR.get().is_none() || !context.is_sampled() {
+        if !queue::active() || !context.is_sampled() {
             return DirectSpan(None);
         }
-        DirectSpan(Some(SpanData {
-            span_context: context,
-            parent_span_id: parent,
-            parent_span_is_remote: remote,
-            span_kind: SpanKind::Internal,
-            name: Cow::Borrowed(name),
-            start_time: start,
-            // Not ended yet: set by `end_at`, else by the drop.
-            end_time: SystemTime::UNIX_EPOCH,
-            attributes: Vec::with_capacity(8),
-            dropped_attributes_count: 0,
-            events: SpanEvents::default(),
-            links: SpanLinks::default(),
-            status: Status::Unset,
-            instrumentation_scope: scope().clone(),
-        }))
+        DirectSpan(Some(Recording::new(name, start, context, parent, remote)))
     }
 
     /// The root span of a run's trace, with the ids `root` derived.
@@ -136,7 +123,7 @@ impl DirectSpan {
     /// A child of the span a W3C `traceparent` names (the worker's, from a
     /// report); without a valid one, the root of a new trace.
     pub fn under_traceparent(traceparent: &str, name: &'static str, start: SystemTime) -> DirectSpan {
-        if PROCESSOR.get().is_none() {
+        if !queue::active() {
             return DirectSpan(None);
         }
         match parse_traceparent(traceparent) {
@@ -156,47 +143,39 @@ impl DirectSpan {
         self.0.is_some()
     }
 
-    /// Sets a string attribute (copied only when the span is recorded,
-    /// into a shared string: the OTLP exporter copies every span it exports
-    /// once more, to keep it for a retry, and a shared string is copied by
-    /// a count, not by its bytes).
-    pub fn str(&mut self, key: &'static str, value: &str) -> &mut DirectSpan {
-        if let Some(data) = &mut self.0 {
-            data.attributes.push(KeyValue::new(key, Arc::<str>::from(value)));
+    fn attribute(&mut self, key: &str, value: Scalar<'_>) -> &mut DirectSpan {
+        if let Some(r) = &mut self.0 {
+            encode::span_attribute(&mut r.body, key, value);
         }
         self
     }
 
-    /// Sets a string attribute whose value is a constant (never copied).
+    /// Sets a string attribute (written only when the span is recorded).
+    pub fn str(&mut self, key: &'static str, value: &str) -> &mut DirectSpan {
+        self.attribute(key, Scalar::Str(value))
+    }
+
+    /// Sets a string attribute whose value is a constant.
     pub fn static_str(&mut self, key: &'static str, value: &'static str) -> &mut DirectSpan {
-        if let Some(data) = &mut self.0 {
-            data.attributes.push(KeyValue::new(key, value));
-        }
-        self
+        self.attribute(key, Scalar::Str(value))
     }
 
     /// Sets an integer attribute.
     pub fn int(&mut self, key: &'static str, value: i64) -> &mut DirectSpan {
-        if let Some(data) = &mut self.0 {
-            data.attributes.push(KeyValue::new(key, value));
-        }
-        self
+        self.attribute(key, Scalar::I64(value))
     }
 
     /// Sets a boolean attribute.
     pub fn bool(&mut self, key: &'static str, value: bool) -> &mut DirectSpan {
-        if let Some(data) = &mut self.0 {
-            data.attributes.push(KeyValue::new(key, value));
-        }
-        self
+        self.attribute(key, Scalar::Bool(value))
     }
 
     /// Links the span to `to` (a span of another trace it belongs with).
     pub fn link(&mut self, to: &LinkTarget) -> &mut DirectSpan {
-        if let Some(data) = &mut self.0
+        if let Some(r) = &mut self.0
             && to.0.is_valid()
         {
-            data.links.links.push(Link::with_context(to.0.clone()));
+            encode::span_link(&mut r.body, &to.0);
         }
         self
     }
@@ -205,7 +184,7 @@ impl DirectSpan {
     /// children of it; empty when the span is not recorded (as the
     /// no-op propagator writes nothing).
     pub fn traceparent(&self) -> String {
-        self.0.as_ref().map(|data| format_traceparent(&data.span_context)).unwrap_or_default()
+        self.0.as_ref().map(|r| format_traceparent(&r.context)).unwrap_or_default()
     }
 
     /// Ends the span now and exports it (as dropping it does).
@@ -213,21 +192,60 @@ impl DirectSpan {
 
     /// Ends the span at `end` and exports it.
     pub fn end_at(mut self, end: SystemTime) {
-        if let Some(data) = &mut self.0 {
-            data.end_time = end;
+        if let Some(r) = &mut self.0 {
+            r.end = Some(end);
         }
+    }
+}
+
+impl Recording {
+    fn new(name: &'static str, start: SystemTime, context: SpanContext, parent: SpanId, remote: bool) -> Recording {
+        Recording { context, parent, parent_is_remote: remote, name, start, end: None, body: bodies::take() }
+    }
+}
+
+/// Each thread's spare span bodies: a body goes back when its span has
+/// been written, and the next span takes it. The coordinator holds a
+/// report's worth of spans at once (dozens), more than the allocator's
+/// per-thread cache keeps of one size, and without this every third
+/// allocation of a traced lifecycle went to the allocator's slow paths.
+mod bodies {
+    use std::cell::RefCell;
+
+    /// Room for a lease span's six attributes and its link.
+    const ROOM: usize = 384;
+    /// The most spare bodies a thread keeps, and the largest one kept.
+    const KEPT: usize = 256;
+    const LARGEST: usize = 4 * ROOM;
+
+    thread_local! {
+        static SPARE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+    }
+
+    pub(super) fn take() -> Vec<u8> {
+        SPARE.with(|spare| spare.borrow_mut().pop()).unwrap_or_else(|| Vec::with_capacity(ROOM))
+    }
+
+    pub(super) fn give_back(mut body: Vec<u8>) {
+        if body.capacity() > LARGEST {
+            return;
+        }
+        body.clear();
+        SPARE.with(|spare| {
+            let mut spare = spare.borrow_mut();
+            if spare.len() < KEPT {
+                spare.push(body);
+            }
+        });
     }
 }
 
 impl Drop for DirectSpan {
     fn drop(&mut self) {
-        let Some(mut data) = self.0.take() else { return };
-        if data.end_time == SystemTime::UNIX_EPOCH {
-            data.end_time = SystemTime::now().max(data.start_time);
-        }
-        if let Some(processor) = PROCESSOR.get() {
-            processor.on_end(data);
-        }
+        let Some(r) = self.0.take() else { return };
+        let end = r.end.unwrap_or_else(|| SystemTime::now().max(r.start));
+        queue::record(|buf| encode::direct_span(buf, &r.fields(end)));
+        bodies::give_back(r.body);
     }
 }
 
@@ -238,9 +256,25 @@ fn child_of(parent: &SpanContext) -> SpanContext {
     SpanContext::new(parent.trace_id(), RandomIdGenerator::default().new_span_id(), flags, false, TraceState::NONE)
 }
 
-/// `00-TRACE-SPAN-FLAGS`, as the W3C trace-context propagator writes it.
+/// `00-TRACE-SPAN-FLAGS`, as the W3C trace-context propagator writes it
+/// (lowercase hex; written byte by byte, as it is once per lease).
 pub(crate) fn format_traceparent(context: &SpanContext) -> String {
-    format!("00-{}-{}-{:02x}", context.trace_id(), context.span_id(), context.trace_flags().to_u8())
+    fn hex(out: &mut Vec<u8>, bytes: &[u8]) {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        for b in bytes {
+            out.push(DIGITS[usize::from(b >> 4)]);
+            out.push(DIGITS[usize::from(b & 0xf)]);
+        }
+    }
+    let mut out = Vec::with_capacity(55);
+    out.extend_from_slice(b"00-");
+    hex(&mut out, &context.trace_id().to_bytes());
+    out.push(b'-');
+    hex(&mut out, &context.span_id().to_bytes());
+    out.push(b'-');
+    hex(&mut out, &[context.trace_flags().to_u8()]);
+    // Only ASCII hex digits and hyphens were written.
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// The span context a W3C `traceparent` names, or None when it is empty
@@ -252,14 +286,25 @@ pub(crate) fn format_traceparent(context: &SpanContext) -> String {
 /// propagator reads the same fields by the same rules (a test compares
 /// the two), without building a map for a carrier.
 pub(crate) fn parse_traceparent(value: &str) -> Option<SpanContext> {
-    fn hex(s: &str, len: usize) -> Option<&str> {
-        (s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))).then_some(s)
+    /// The value of `s`, exactly `len` lowercase hex digits (at most 32).
+    fn hex(s: &str, len: usize) -> Option<u128> {
+        if s.len() != len {
+            return None;
+        }
+        s.bytes().try_fold(0u128, |n, b| {
+            let digit = match b {
+                b'0'..=b'9' => b - b'0',
+                b'a'..=b'f' => b - b'a' + 10,
+                _ => return None,
+            };
+            Some(n << 4 | u128::from(digit))
+        })
     }
     let mut fields = value.trim().split('-');
-    let version = u8::from_str_radix(hex(fields.next()?, 2)?, 16).ok()?;
-    let trace_id = TraceId::from_hex(hex(fields.next()?, 32)?).ok()?;
-    let span_id = SpanId::from_hex(hex(fields.next()?, 16)?).ok()?;
-    let flags = u8::from_str_radix(hex(fields.next()?, 2)?, 16).ok()?;
+    let version = hex(fields.next()?, 2)?;
+    let trace_id = TraceId::from(hex(fields.next()?, 32)?);
+    let span_id = SpanId::from(u64::try_from(hex(fields.next()?, 16)?).ok()?);
+    let flags = u8::try_from(hex(fields.next()?, 2)?).ok()?;
     if version == 0xff || (version == 0 && fields.next().is_some()) {
         return None;
     }
@@ -348,6 +393,102 @@ mod tests {
                 (back.trace_id(), back.span_id(), back.trace_flags()),
                 (context.trace_id(), context.span_id(), flags)
             );
+        }
+    }
+
+    /// A direct span's bytes decode to exactly what the protocol crate's
+    /// own conversion makes of the `SpanData` it stands for: ids, parent
+    /// and its remoteness, flags, times, attributes of each type, a link.
+    #[test]
+    fn a_direct_span_is_the_message_the_protocol_crate_makes_of_its_span_data() {
+        use std::borrow::Cow;
+        use std::time::Duration;
+
+        use opentelemetry::KeyValue;
+        use opentelemetry::trace::{Link, SpanKind, Status};
+        use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+        use opentelemetry_proto::transform::common::tonic::ResourceAttributesWithSchema;
+        use opentelemetry_proto::transform::trace::tonic::group_spans_by_resource_and_scope;
+        use opentelemetry_sdk::Resource;
+        use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanLinks};
+        use prost::Message as _;
+
+        let resource =
+            Resource::builder_empty().with_attributes([KeyValue::new("service.name", "cohort-coordinator")]).build();
+        let start = SystemTime::UNIX_EPOCH + Duration::from_nanos(1_765_000_000_123_456_789);
+        let end = start + Duration::from_micros(250);
+        let cohort_span =
+            SpanContext::new(TraceId::from(7u128), SpanId::from(9u64), TraceFlags::SAMPLED, false, TraceState::NONE);
+        let cases = [
+            // A root (no parent), not remote; a child of a remote parent,
+            // sampled or not (an unsampled one is never recorded, but its
+            // bytes are still checked).
+            (SpanId::INVALID, false, TraceFlags::SAMPLED),
+            (SpanId::from(0x00f0_67aa_0ba9_02b7u64), true, TraceFlags::SAMPLED),
+            (SpanId::from(3u64), true, TraceFlags::default()),
+        ];
+        for (parent, remote, flags) in cases {
+            let context = SpanContext::new(
+                TraceId::from(0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_4736u128),
+                SpanId::from(0xb7ad_6b71_6920_3331u64),
+                flags,
+                false,
+                TraceState::NONE,
+            );
+            let mut r = Recording::new("lease run", start, context.clone(), parent, remote);
+            for (key, value) in [
+                ("cohort.run.id", Scalar::Str("q1:a:1")),
+                ("cohort.empty", Scalar::Str("")),
+                ("cohort.attempt", Scalar::I64(2)),
+                ("cohort.negative", Scalar::I64(-5)),
+                ("cohort.accepted", Scalar::Bool(true)),
+                ("cohort.refused", Scalar::Bool(false)),
+            ] {
+                encode::span_attribute(&mut r.body, key, value);
+            }
+            encode::span_link(&mut r.body, &cohort_span);
+            let mut bytes = Vec::new();
+            encode::message(&mut bytes, 2, |buf| encode::direct_span(buf, &r.fields(end)));
+            let ours = ExportTraceServiceRequest::decode(
+                crate::otlp_trace::encode::wrap(
+                    &crate::otlp_trace::encode::EncodedResource::new(&resource),
+                    &[(scope(), &bytes)],
+                )
+                .as_slice(),
+            )
+            .unwrap();
+
+            let mut links = SpanLinks::default();
+            links.links.push(Link::with_context(cohort_span.clone()));
+            let data = SpanData {
+                span_context: context,
+                parent_span_id: parent,
+                parent_span_is_remote: remote,
+                span_kind: SpanKind::Internal,
+                name: Cow::Borrowed("lease run"),
+                start_time: start,
+                end_time: end,
+                attributes: vec![
+                    KeyValue::new("cohort.run.id", "q1:a:1"),
+                    KeyValue::new("cohort.empty", ""),
+                    KeyValue::new("cohort.attempt", 2),
+                    KeyValue::new("cohort.negative", -5),
+                    KeyValue::new("cohort.accepted", true),
+                    KeyValue::new("cohort.refused", false),
+                ],
+                dropped_attributes_count: 0,
+                events: SpanEvents::default(),
+                links,
+                status: Status::Unset,
+                instrumentation_scope: scope().clone(),
+            };
+            let official = ExportTraceServiceRequest {
+                resource_spans: group_spans_by_resource_and_scope(
+                    vec![data],
+                    &ResourceAttributesWithSchema::from(&resource),
+                ),
+            };
+            assert_eq!(ours, official, "parent {parent:?}, remote {remote}");
         }
     }
 

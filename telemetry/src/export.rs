@@ -20,7 +20,8 @@
 //!
 //! The queue is [`QUEUE_SIZE`] spans and an export carries up to
 //! [`EXPORT_BATCH_SIZE`], unless `OTEL_BSP_MAX_QUEUE_SIZE` and
-//! `OTEL_BSP_MAX_EXPORT_BATCH_SIZE` say otherwise. The SDK's 2,048 and 512
+//! `OTEL_BSP_MAX_EXPORT_BATCH_SIZE` say otherwise ([`BatchSettings`], for
+//! the SDK's processor and the direct spans' queue alike). The SDK's 2,048 and 512
 //! lose spans at cohort's rates: the queue is 0.2 s of the judge proxy's
 //! spans at 5,000 requests/s (two spans each), and the coordinator at
 //! 17,000 lifecycles/s (2.5 spans each) dropped 17% of its spans in
@@ -31,10 +32,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use opentelemetry::trace::{SpanId, TraceId, TracerProvider as _};
-use opentelemetry_otlp::WithExportConfig as _;
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{
-    BatchConfigBuilder, BatchSpanProcessor, SdkTracer, SdkTracerProvider, SpanData, SpanExporter, SpanProcessor as _,
+    BatchConfigBuilder, BatchSpanProcessor, SdkTracer, SdkTracerProvider, SpanData, SpanExporter,
 };
 use sha2::{Digest as _, Sha256};
 
@@ -134,25 +134,43 @@ pub const QUEUE_SIZE: usize = 16_384;
 /// smaller.
 pub const EXPORT_BATCH_SIZE: usize = 2_048;
 
-/// The batch processor's settings: the SDK's (which read `OTEL_BSP_*`),
-/// with [`QUEUE_SIZE`] and [`EXPORT_BATCH_SIZE`] where the operator set
-/// neither.
-fn batch_config() -> opentelemetry_sdk::trace::BatchConfig {
-    let mut builder = BatchConfigBuilder::default();
-    if env("OTEL_BSP_MAX_QUEUE_SIZE").is_none() {
-        builder = builder.with_max_queue_size(QUEUE_SIZE);
-    }
-    if env("OTEL_BSP_MAX_EXPORT_BATCH_SIZE").is_none() {
-        builder = builder.with_max_export_batch_size(EXPORT_BATCH_SIZE);
-    }
-    builder.build()
+/// How spans are batched, for the SDK's batch processor and the direct
+/// spans' queue alike: `OTEL_BSP_MAX_QUEUE_SIZE` (else [`QUEUE_SIZE`]),
+/// `OTEL_BSP_MAX_EXPORT_BATCH_SIZE` (else [`EXPORT_BATCH_SIZE`], and never
+/// more than the queue, as the SDK rules) and `OTEL_BSP_SCHEDULE_DELAY`
+/// in milliseconds (else the specification's 5,000). A value that is not
+/// a positive number is ignored, as the SDK ignores it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BatchSettings {
+    pub(crate) max_queue: usize,
+    pub(crate) max_batch: usize,
+    pub(crate) delay: Duration,
 }
 
-/// The running export: the SDK's provider and the runtime its exporter
-/// runs on.
+impl BatchSettings {
+    pub(crate) fn from_env() -> BatchSettings {
+        let read = |name: &str| env(name).and_then(|v| v.parse::<u64>().ok()).filter(|n| *n > 0);
+        let max_queue = read("OTEL_BSP_MAX_QUEUE_SIZE").map_or(QUEUE_SIZE, |n| n as usize);
+        let max_batch = read("OTEL_BSP_MAX_EXPORT_BATCH_SIZE").map_or(EXPORT_BATCH_SIZE, |n| n as usize).min(max_queue);
+        let delay = Duration::from_millis(read("OTEL_BSP_SCHEDULE_DELAY").unwrap_or(5_000));
+        BatchSettings { max_queue, max_batch, delay }
+    }
+
+    fn sdk(self) -> opentelemetry_sdk::trace::BatchConfig {
+        BatchConfigBuilder::default()
+            .with_max_queue_size(self.max_queue)
+            .with_max_export_batch_size(self.max_batch)
+            .with_scheduled_delay(self.delay)
+            .build()
+    }
+}
+
+/// The running export: the SDK's provider, the direct spans' queue and
+/// the runtime their exporter runs on.
 #[derive(Debug)]
 pub struct TraceExport {
     provider: SdkTracerProvider,
+    direct: Option<crate::otlp_trace::queue::Running>,
     runtime: tokio::runtime::Runtime,
 }
 
@@ -163,35 +181,33 @@ impl TraceExport {
             return Ok(None);
         }
         let protocol = protocol_for("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")?;
+        let config = crate::otlp_trace::Config::from_env(protocol)?;
+        let settings = BatchSettings::from_env();
         let runtime = exporter_runtime("otlp-export")?;
+        let resource = resource(service_name);
+        // One exporter (its resource set here) for both paths: the SDK's
+        // batch processor, which the provider's `tracing` spans go
+        // through, and the direct spans' queue (`crate::direct`).
         // tonic's lazy channel starts its worker on the current runtime.
         let exporter = {
             let _entered = runtime.enter();
-            let built = match protocol {
-                Protocol::Grpc => opentelemetry_otlp::SpanExporter::builder().with_tonic().build(),
-                Protocol::HttpProtobuf => opentelemetry_otlp::SpanExporter::builder()
-                    .with_http()
-                    .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
-                    .build(),
-            };
-            built.map_err(|e| TelemetryError::Exporter { protocol: protocol.name(), message: e.to_string() })?
+            Arc::new(crate::otlp_trace::OtlpTraceExporter::new(config, &resource)?)
         };
-        // One batch processor, shared by the provider (the `tracing` spans)
-        // and the direct spans (`crate::direct`); its resource is set here,
-        // before it is shared, as the provider would set it.
-        let resource = resource(service_name);
-        let mut processor =
-            BatchSpanProcessor::builder(OnRuntime { inner: Arc::new(exporter), handle: runtime.handle().clone() })
-                .with_batch_config(batch_config())
+        let processor =
+            BatchSpanProcessor::builder(OnRuntime { inner: Arc::clone(&exporter), handle: runtime.handle().clone() })
+                .with_batch_config(settings.sdk())
                 .build();
-        processor.set_resource(&resource);
-        let provider = SdkTracerProvider::builder()
-            .with_span_processor(crate::direct::share(processor))
-            .with_resource(resource)
-            .build();
+        let direct = crate::otlp_trace::queue::start(
+            runtime.handle(),
+            exporter,
+            settings.max_queue,
+            settings.max_batch,
+            settings.delay,
+        );
+        let provider = SdkTracerProvider::builder().with_span_processor(processor).with_resource(resource).build();
         opentelemetry::global::set_text_map_propagator(opentelemetry_sdk::propagation::TraceContextPropagator::new());
         opentelemetry::global::set_tracer_provider(provider.clone());
-        Ok(Some(TraceExport { provider, runtime }))
+        Ok(Some(TraceExport { provider, direct, runtime }))
     }
 
     pub fn tracer(&self) -> SdkTracer {
@@ -201,7 +217,10 @@ impl TraceExport {
     /// Exports what is still batched, then stops. Safe inside or outside
     /// an async runtime.
     pub fn shutdown(self) {
-        let TraceExport { provider, runtime } = self;
+        let TraceExport { provider, direct, runtime } = self;
+        if let Some(direct) = direct {
+            direct.shutdown(Duration::from_secs(5));
+        }
         if let Err(e) = provider.shutdown_with_timeout(Duration::from_secs(5)) {
             eprintln!("warning: trace export did not finish: {e}");
         }

@@ -21,6 +21,7 @@ pub mod genai;
 pub mod metrics;
 pub mod ops;
 mod otlp_metrics;
+mod otlp_trace;
 pub mod propagation;
 
 use std::sync::OnceLock;

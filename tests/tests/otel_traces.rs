@@ -279,3 +279,41 @@ fn a_runs_spans_form_one_trace_across_coordinator_worker_and_judge_proxy() {
         points.len()
     );
 }
+
+/// An export the build cannot carry out is refused at start, naming the
+/// variable, with exit 2 (a script can tell a setting from a failure), and
+/// the refusal never prints a header's value: compression (this build has
+/// none), OTLP/gRPC over TLS, a header entry that is not `key=value`.
+#[test]
+fn an_export_this_build_cannot_do_is_refused_at_start_without_printing_a_header() {
+    let secret = "Bearer%20otlp-secret-77e1";
+    let cases: [(&[(&str, &str)], &str); 3] = [
+        (&[("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")], "compression \"gzip\""),
+        (
+            &[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "https://collector.invalid:4317"),
+                ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+            ],
+            "TLS",
+        ),
+        (
+            &[("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "x-team=a,otlp-secret-77e1")],
+            "OTEL_EXPORTER_OTLP_TRACES_HEADERS: entry 2",
+        ),
+    ];
+    for (vars, expected) in cases {
+        let mut command = Command::new(cargo_bin("cohort-cli", "cohort"));
+        command
+            .args(["freeze", "does-not-exist"])
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")
+            .env("OTEL_EXPORTER_OTLP_HEADERS", format!("authorization={secret}"));
+        for (k, v) in vars {
+            command.env(k, v);
+        }
+        let out = command.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{vars:?}: {stderr}");
+        assert!(stderr.contains(expected), "{vars:?}: {stderr}");
+        assert!(!stderr.contains("otlp-secret-77e1"), "a header's value was printed: {stderr}");
+    }
+}
