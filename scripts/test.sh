@@ -21,7 +21,8 @@
 #     port and runs a cohort against `--artifacts s3://...`;
 #   - chromium (Debian package `chromium`): the report's index.html is loaded
 #     in headless Chromium, which must fetch nothing.
-#   - the `label-studio` Python package (PyPI, about 1 GB): cli/tests/label_studio.rs
+#   - the `label-studio` Python package (PyPI, about 1 GB; with sentry-sdk
+#     held below 3, which it does not start with): cli/tests/label_studio.rs
 #     runs a review round through a real Label Studio server. It goes into a
 #     venv of its own under the user's cache (its pinned dependencies would
 #     clash with the packages above), found by the test through
@@ -102,12 +103,19 @@ if ! have kubernetes-validate; then
 fi
 if [ -z "${LABEL_STUDIO_BIN:-}" ]; then
   ls_venv="${XDG_CACHE_HOME:-$HOME/.cache}/cohort/label-studio-venv"
+  # sentry-sdk 3 (December 2026) refuses an option label-studio 1.23 passes
+  # it at start (`Unknown option 'send_default_pii'`), and label-studio
+  # asks only for sentry-sdk >= 2.16: it is held below 3.
   if [ ! -x "$ls_venv/bin/label-studio" ]; then
     python3 -c 'import ensurepip' >/dev/null 2>&1 || apt_install python3-venv
     echo "test.sh: installing the label-studio Python package (PyPI) in $ls_venv"
     { python3 -m venv "$ls_venv" \
-      && "$ls_venv/bin/python" -m pip install --quiet --disable-pip-version-check label-studio; } \
+      && "$ls_venv/bin/python" -m pip install --quiet --disable-pip-version-check label-studio 'sentry-sdk<3'; } \
       || echo "test.sh: could not install label-studio in $ls_venv; cli/tests/label_studio.rs will skip (it fails under CI)" >&2
+  elif ! "$ls_venv/bin/python" -c 'import sentry_sdk; assert int(sentry_sdk.VERSION.split(".")[0]) < 3' >/dev/null 2>&1; then
+    echo "test.sh: holding sentry-sdk below 3 in $ls_venv (label-studio does not start with 3)"
+    "$ls_venv/bin/python" -m pip install --quiet --disable-pip-version-check 'sentry-sdk<3' \
+      || echo "test.sh: could not install sentry-sdk<3 in $ls_venv" >&2
   fi
   if [ -x "$ls_venv/bin/label-studio" ]; then
     export LABEL_STUDIO_BIN="$ls_venv/bin/label-studio"
