@@ -98,6 +98,12 @@ pub(crate) struct LinkSpan {
     /// canonicalised it again. Shared by the links to it, which each had a
     /// copy of it before.
     pub(crate) canonical: Option<Rc<str>>,
+    /// Which of the document's distinct canonical URLs `canonical` is:
+    /// `k` for the `k`-th to appear (from 0), in link order. Links with
+    /// one canonical URL share one id, so the normaliser finds a URL's
+    /// reference by indexing a table instead of hashing the URL at every
+    /// link.
+    pub(crate) canonical_id: Option<usize>,
     pub(crate) title: String,
     /// The leaf the link is in.
     pub(crate) leaf: usize,
@@ -181,24 +187,36 @@ pub(crate) fn parse(source: &str) -> Parsed {
     w.parsed
 }
 
-/// Fills in [`LinkSpan::canonical`], canonicalising each distinct
-/// destination once.
+/// Fills in [`LinkSpan::canonical`] and [`LinkSpan::canonical_id`],
+/// canonicalising each distinct destination once. Both maps are sized for
+/// every link up front: growing them rehashed every URL again.
 fn canonicalise_links(links: &mut [LinkSpan]) {
-    let canonical: Vec<Option<Rc<str>>> = {
-        let mut seen: HashMap<&str, Option<Rc<str>>> = HashMap::new();
+    let canonical: Vec<Option<(Rc<str>, usize)>> = {
+        let mut seen: HashMap<&str, Option<(Rc<str>, usize)>> = HashMap::with_capacity(links.len());
+        let mut ids: HashMap<Rc<str>, usize> = HashMap::with_capacity(links.len());
         links
             .iter()
             .map(|link| match link.kind {
                 LinkKind::Email => None,
                 _ => seen
                     .entry(link.dest.as_str())
-                    .or_insert_with(|| canonicalise(&link.dest).ok().map(Rc::from))
+                    .or_insert_with(|| {
+                        let url: Rc<str> = canonicalise(&link.dest).ok()?.into();
+                        // Destinations that differ only in what
+                        // canonicalisation drops share the first one's URL.
+                        if let Some((shared, &id)) = ids.get_key_value(&*url) {
+                            return Some((Rc::clone(shared), id));
+                        }
+                        let id = ids.len();
+                        ids.insert(Rc::clone(&url), id);
+                        Some((url, id))
+                    })
                     .clone(),
             })
             .collect()
     };
     for (link, canonical) in links.iter_mut().zip(canonical) {
-        link.canonical = canonical;
+        (link.canonical, link.canonical_id) = canonical.map_or((None, None), |(url, id)| (Some(url), Some(id)));
     }
 }
 
@@ -315,9 +333,11 @@ impl Walker {
                     kind,
                     range,
                     inner: None,
-                    dest: dest_url.to_string(),
+                    // Not `to_string`: that goes through `Display`.
+                    dest: dest_url.into_string(),
                     canonical: None,
-                    title: title.to_string(),
+                    canonical_id: None,
+                    title: title.into_string(),
                     leaf: self.parsed.leaves.len(),
                 });
                 self.open_links.push((self.parsed.links.len() - 1, None));
