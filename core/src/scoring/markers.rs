@@ -252,6 +252,18 @@ pub fn scan(text: &str) -> Vec<Span> {
     spans
 }
 
+/// The marker that opens `text`, as [`scan`] reads it: its end and its
+/// indices, when the first span of `text` is a marker starting at byte 0.
+/// (The scan reads a `[` at byte 0 as a marker when it can, before
+/// anything else; `marker_start_is_the_scans_first_span` checks this.)
+pub(crate) fn marker_start(text: &str) -> Option<(usize, Indices)> {
+    let bytes = text.as_bytes();
+    if bytes.first() != Some(&b'[') {
+        return None;
+    }
+    marker_at(bytes, 0)
+}
+
 /// The bytes where a span can start or be recognised; the scan skips all
 /// others in a tight loop.
 const INTERESTING: [bool; 256] = {
@@ -656,6 +668,18 @@ mod tests {
             let heap = Indices(IndicesRepr::Heap(pushed.clone()));
             proptest::prop_assert_eq!(&indices, &heap);
             proptest::prop_assert_eq!(Vec::from(indices), pushed);
+        }
+    }
+
+    proptest::proptest! {
+        /// [`marker_start`] reads the marker the scan reads first, exactly
+        /// when the scan's first span is a marker at byte 0.
+        #[test]
+        fn marker_start_is_the_scans_first_span(
+            text in proptest::string::string_regex(r"(\[|\]|\^|1|2|, |-|–|`|<|\(|https://x\.org|a| |:){0,10}").unwrap()
+        ) {
+            let first = scan(&text).into_iter().next().filter(|s| s.kind == SpanKind::Marker && s.range.start == 0);
+            proptest::prop_assert_eq!(marker_start(&text), first.map(|s| (s.range.end, s.indices)));
         }
     }
 

@@ -38,13 +38,13 @@ struct Entry {
 /// The written index at the start of a reference line, and the byte length
 /// of that prefix.
 fn index_prefix(line: &str) -> Option<(u32, usize)> {
-    if let Some(first) = markers::scan(line).into_iter().next()
-        && first.kind == SpanKind::Marker
-        && first.range.start == 0
-        && first.indices.len() == 1
+    // The line's first span is a marker at its start exactly when the scan
+    // reads one at byte 0: read just that one, not the whole line.
+    if let Some((end, indices)) = markers::marker_start(line)
+        && let [index] = *indices
     {
-        let after = line[first.range.end..].strip_prefix(':').map_or(first.range.end, |_| first.range.end + 1);
-        return Some((first.indices[0], after));
+        let after = line[end..].strip_prefix(':').map_or(end, |_| end + 1);
+        return Some((index, after));
     }
     let (open, rest) = match line.strip_prefix('(') {
         Some(rest) => (1, rest),
