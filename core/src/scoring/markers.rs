@@ -195,13 +195,21 @@ pub fn judge_sentence_into(text: &str, out: &mut String) {
 /// Classifies `text` into markers, code spans and URLs, in order and
 /// without overlap.
 pub fn scan(text: &str) -> Vec<Span> {
+    let mut spans = Vec::new();
+    scan_into(text, &mut spans);
+    spans
+}
+
+/// [`scan`] appending to `spans`, so that the spans of many texts can
+/// share one buffer.
+pub(crate) fn scan_into(text: &str, spans: &mut Vec<Span>) {
     let bytes = text.as_bytes();
     // Most text has no backticks: skip building the run index then.
     let backticks =
         if memchr::memchr(b'`', bytes).is_some() { BacktickRuns::new(bytes) } else { BacktickRuns::default() };
     // A span every few dozen bytes is usual in report prose: reserving for
     // that spares the vector's first growths (capped for huge leaves).
-    let mut spans = Vec::with_capacity((bytes.len() / 48).min(1024));
+    spans.reserve((bytes.len() / 48).min(1024));
     let mut i = 0;
     // The end of the last span: a bare URL found late may start no earlier.
     let mut floor = 0;
@@ -249,7 +257,6 @@ pub fn scan(text: &str) -> Vec<Span> {
             None => i = next_interesting(bytes, i + 1),
         }
     }
-    spans
 }
 
 /// The marker that opens `text`, as [`scan`] reads it: its end and its
