@@ -55,7 +55,7 @@ pub(crate) struct Leaf {
     /// Heading level 1-6 for headings.
     pub(crate) heading_level: Option<u8>,
     /// Source ranges, one per line (or per table cell), in order.
-    pub(crate) segments: Vec<Range<usize>>,
+    pub(crate) segments: Segments,
     /// Id of the outermost block quote holding the leaf.
     pub(crate) blockquote: Option<usize>,
     /// Id of the outermost list item holding the leaf.
@@ -68,6 +68,53 @@ pub(crate) struct Leaf {
     /// The label of the footnote definition holding the leaf.
     pub(crate) footnote: Option<String>,
     pub(crate) in_table: bool,
+}
+
+/// A leaf's source ranges, read as a slice. Most leaves are one line (a
+/// paragraph of one line, a heading, a list item), and a vector each was
+/// an allocation per leaf: one range is kept in place, and only a leaf of
+/// several lines has a vector.
+#[derive(Debug, Clone)]
+pub(crate) enum Segments {
+    One(Range<usize>),
+    /// None (a new leaf, with no allocation yet) or several.
+    Many(Vec<Range<usize>>),
+}
+
+impl Segments {
+    pub(crate) fn push(&mut self, segment: Range<usize>) {
+        match self {
+            Segments::Many(many) if many.is_empty() => *self = Segments::One(segment),
+            Segments::Many(many) => many.push(segment),
+            Segments::One(one) => *self = Segments::Many(vec![one.clone(), segment]),
+        }
+    }
+}
+
+impl Default for Segments {
+    fn default() -> Self {
+        Segments::Many(Vec::new())
+    }
+}
+
+impl std::ops::Deref for Segments {
+    type Target = [Range<usize>];
+
+    fn deref(&self) -> &[Range<usize>] {
+        match self {
+            Segments::One(one) => std::slice::from_ref(one),
+            Segments::Many(many) => many,
+        }
+    }
+}
+
+impl From<Vec<Range<usize>>> for Segments {
+    fn from(segments: Vec<Range<usize>>) -> Self {
+        match <[Range<usize>; 1]>::try_from(segments) {
+            Ok([one]) => Segments::One(one),
+            Err(many) => Segments::Many(many),
+        }
+    }
 }
 
 /// How a link was written.
@@ -256,7 +303,7 @@ fn split_reference_headings(source: &str, parsed: &mut Parsed) {
         let mut mine = Vec::new();
         match split_at(&leaf) {
             Some(k) => {
-                let mut rest = leaf.segments.clone();
+                let mut rest = leaf.segments.to_vec();
                 let entries = rest.split_off(k + 1);
                 let heading = rest.split_off(k);
                 for segments in [rest, heading, entries] {
@@ -265,7 +312,7 @@ fn split_reference_headings(source: &str, parsed: &mut Parsed) {
                     }
                     mine.push((parsed.leaves.len(), segments[0].start));
                     let mut part = leaf.clone();
-                    part.segments = segments;
+                    part.segments = segments.into();
                     parsed.leaves.push(part);
                 }
             }
@@ -472,7 +519,7 @@ impl Walker {
             self.current = Some(Leaf {
                 role: if self.heading.is_some() { Role::Heading } else { Role::Prose },
                 heading_level: self.heading,
-                segments: Vec::new(),
+                segments: Segments::default(),
                 blockquote: self.blockquote_id,
                 top_item: self.items.first().copied(),
                 item: self.items.last().copied(),
@@ -530,7 +577,7 @@ impl Walker {
 /// The text of a leaf in `source`: its segments joined by single spaces.
 /// A leaf of one line is a slice of the source, borrowed, not copied.
 pub(crate) fn leaf_text<'a>(source: &'a str, leaf: &Leaf) -> Cow<'a, str> {
-    if let [only] = leaf.segments.as_slice() {
+    if let [only] = &*leaf.segments {
         return Cow::Borrowed(source.get(only.clone()).unwrap_or_default());
     }
     let mut out = String::new();
@@ -873,6 +920,21 @@ mod tests {
         // indexed after it, splits nothing.
         assert_eq!(leaves("The sources\n[1] agree.\n").len(), 1);
         assert_eq!(leaves("References\nare listed below [1].\n").len(), 1);
+    }
+
+    proptest::proptest! {
+        /// Segments pushed one by one, or made from a vector, read as the
+        /// vector of them, in place or on the heap.
+        #[test]
+        fn segments_read_as_the_vec_they_replace(starts in proptest::collection::vec(0usize..100, 0..6)) {
+            let ranges: Vec<Range<usize>> = starts.iter().map(|&s| s..s + 1).collect();
+            let mut pushed = Segments::default();
+            for range in &ranges {
+                pushed.push(range.clone());
+            }
+            proptest::prop_assert_eq!(&*pushed, ranges.as_slice());
+            proptest::prop_assert_eq!(&*Segments::from(ranges.clone()), ranges.as_slice());
+        }
     }
 
     /// Ordered list items carry the number written in the source.

@@ -363,7 +363,8 @@ struct BacktickRuns {
 
 impl BacktickRuns {
     fn new(bytes: &[u8]) -> Self {
-        let mut runs: Vec<(usize, usize)> = Vec::new();
+        // Sized by a count of the backticks (a SIMD pass), not grown.
+        let mut runs: Vec<(usize, usize)> = Vec::with_capacity(memchr::memchr_iter(b'`', bytes).count());
         for at in memchr::memchr_iter(b'`', bytes) {
             match runs.last_mut() {
                 Some((start, len)) if *start + *len == at => *len += 1,

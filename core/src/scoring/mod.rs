@@ -327,7 +327,7 @@ fn analyse_prepared(prepared: &wire::Prepared, format: Option<ReportFormat>) -> 
         } else {
             segment_starts.clear();
             let mut at = 0;
-            for segment in &leaf.segments {
+            for segment in leaf.segments.iter() {
                 segment_starts.push((at, offsets.map(segment.start)));
                 at += segment.len() + 1;
             }

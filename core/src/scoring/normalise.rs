@@ -254,7 +254,7 @@ fn insertion_point(source: &str, parsed: &Parsed, roles: &[Role], span: Range<us
     let body = |i: usize| roles.get(i).is_some_and(|r| r.counts_citations());
     let mut fallback: Option<(usize, usize)> = None;
     for (i, leaf) in parsed.leaves.iter().enumerate().filter(|(i, _)| body(*i)) {
-        for segment in &leaf.segments {
+        for segment in leaf.segments.iter() {
             if segment.start < at && at <= segment.end {
                 return Some((at, i));
             }

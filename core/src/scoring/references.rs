@@ -134,7 +134,7 @@ fn read_leaf(source: &str, i: usize, leaf: &Leaf, text: &str, entries: &mut Vec<
             }
             None => entries.push(Entry {
                 index,
-                ranges: leaf.segments.clone(),
+                ranges: leaf.segments.to_vec(),
                 text: text.to_owned(),
                 leaf: i,
                 item: None,
