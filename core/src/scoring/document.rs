@@ -674,10 +674,11 @@ const METADATA_KEYS: &[&str] = &[
 ];
 
 fn is_metadata_line(line: &str) -> bool {
-    let Some((key, value)) = line.split_once(':') else { return false };
-    if key.len() > 40 {
-        return false;
-    }
+    // A key is at most 40 bytes: the colon is looked for in the first 41
+    // bytes only, not along every line of prose.
+    let head = &line.as_bytes()[..line.len().min(41)];
+    let Some(colon) = head.iter().position(|&b| b == b':') else { return false };
+    let (key, value) = (&line[..colon], &line[colon + 1..]);
     let value = value.trim_matches(|c: char| c.is_whitespace() || c == '*' || c == '_');
     !value.is_empty() && METADATA_KEYS.contains(&heading_key(key).as_str())
 }

@@ -241,7 +241,12 @@ pub(crate) fn clean_title(text: &str) -> Option<String> {
         if start > 0 {
             out.push(' ');
         }
-        out.extend(word.chars().filter(|&c| c != '*'));
+        // Most words have no asterisk: copied whole, not char by char.
+        if word.contains('*') {
+            out.extend(word.chars().filter(|&c| c != '*'));
+        } else {
+            out.push_str(word);
+        }
         if out.len() == start + usize::from(start > 0) {
             out.truncate(start);
         }

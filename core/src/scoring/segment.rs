@@ -395,15 +395,26 @@ fn keeps_going_ascii(masked: &[u8], at: usize) -> bool {
     while start < end && matches!(masked[start], b'(' | b'[' | b'"' | b'\'' | b'*' | b'_') {
         start += 1;
     }
-    let Ok(token) = std::str::from_utf8(&masked[start..end]) else { return false };
-    if !token.ends_with('.') {
+    let token = &masked[start..end];
+    if token.last() != Some(&b'.') {
         return false;
     }
-    if is_listed(token, ABBREVIATIONS, &ABBREVIATION_SHAPES) || is_initials(token) {
+    if is_listed_ascii(token, ABBREVIATIONS, &ABBREVIATION_SHAPES) || is_initials_ascii(token) {
         return true;
     }
     let next = masked[at..].iter().find(|&&b| !is_ascii_space(b));
-    next.is_some_and(u8::is_ascii_digit) && is_listed(token, ABBREVIATIONS_BEFORE_NUMBER, &BEFORE_NUMBER_SHAPES)
+    next.is_some_and(u8::is_ascii_digit) && is_listed_ascii(token, ABBREVIATIONS_BEFORE_NUMBER, &BEFORE_NUMBER_SHAPES)
+}
+
+/// [`is_initials`] for an ASCII token.
+fn is_initials_ascii(token: &[u8]) -> bool {
+    let Some((b'.', letters)) = token.split_last() else { return false };
+    let short = |p: &[u8]| (1..=2).contains(&p.len()) && p.iter().all(u8::is_ascii_alphabetic);
+    if letters.contains(&b'.') {
+        letters.split(|&b| b == b'.').all(short)
+    } else {
+        letters.len() == 1 && letters[0].is_ascii_uppercase()
+    }
 }
 
 /// For each letter `a`..`z`, bit `n` set when some entry of `list` is `n`
@@ -430,19 +441,25 @@ const BEFORE_NUMBER_SHAPES: [u16; 26] = shapes(ABBREVIATIONS_BEFORE_NUMBER);
 /// `shapes` is [`shapes`] of `list`.
 fn is_listed(token: &str, list: &[&str], shapes: &[u16; 26]) -> bool {
     if token.is_ascii() {
-        // Most tokens before a full stop are words no entry has the first
-        // letter and the length of.
-        let possible = match token.as_bytes().first() {
-            Some(first) if first.is_ascii_alphabetic() && token.len() < 16 => {
-                shapes[usize::from(first.to_ascii_lowercase() - b'a')] & (1 << token.len()) != 0
-            }
-            _ => false,
-        };
-        possible && list.iter().any(|entry| entry.eq_ignore_ascii_case(token))
+        is_listed_ascii(token.as_bytes(), list, shapes)
     } else {
         let lower = token.to_lowercase();
         list.contains(&lower.as_str())
     }
+}
+
+/// [`is_listed`] for an ASCII token: compared ignoring ASCII case, which
+/// is the same test without lowercasing it into a new string.
+fn is_listed_ascii(token: &[u8], list: &[&str], shapes: &[u16; 26]) -> bool {
+    // Most tokens before a full stop are words no entry has the first
+    // letter and the length of.
+    let possible = match token.first() {
+        Some(first) if first.is_ascii_alphabetic() && token.len() < 16 => {
+            shapes[usize::from(first.to_ascii_lowercase() - b'a')] & (1 << token.len()) != 0
+        }
+        _ => false,
+    };
+    possible && list.iter().any(|entry| entry.as_bytes().eq_ignore_ascii_case(token))
 }
 
 /// `J.` (a capital initial) or `U.S.`, `e.g.`, `Ph.D.`: letters each
@@ -612,6 +629,13 @@ mod tests {
                 let plain = list.iter().any(|entry| entry.eq_ignore_ascii_case(&token));
                 proptest::prop_assert_eq!(is_listed(&token, list, shapes), plain);
             }
+        }
+
+        /// The byte reading of initials is the character reading, on ASCII
+        /// tokens.
+        #[test]
+        fn ascii_initials_equal_the_character_reading(token in "[aBc.]{0,7}") {
+            proptest::prop_assert_eq!(is_initials_ascii(token.as_bytes()), is_initials(&token));
         }
     }
 
