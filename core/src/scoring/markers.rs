@@ -475,9 +475,17 @@ fn bare_url_at(text: &str, i: usize) -> Option<usize> {
     // Trailing punctuation belongs to the sentence, and a closing bracket
     // without its opening one belongs to the text around the URL. Bracket
     // counts are kept up to date while trimming, so this stays linear.
-    let count = |b: u8| rest[..end].iter().filter(|&&c| c == b).count();
-    let (mut parens, mut squares) =
-        (count(b')') as isize - count(b'(') as isize, count(b']') as isize - count(b'[') as isize);
+    // (Counted in one pass over the URL, not one per bracket.)
+    let (mut parens, mut squares) = (0isize, 0isize);
+    for &b in &rest[..end] {
+        match b {
+            b')' => parens += 1,
+            b'(' => parens -= 1,
+            b']' => squares += 1,
+            b'[' => squares -= 1,
+            _ => {}
+        }
+    }
     while end > prefix {
         match rest[end - 1] {
             b'.' | b',' | b':' | b';' | b'!' | b'?' | b'\'' | b'*' | b'_' | b'~' => {}
