@@ -97,7 +97,8 @@ pub(crate) fn normalise_links(source: &str, parsed: &Parsed, roles: &[Role]) -> 
     // Title candidates per reference: (from a link title, from a reference
     // list anchor, from a body anchor).
     let mut titles: Vec<[Option<String>; 3]> = Vec::new();
-    let mut edits = Vec::new();
+    // Two edits for most links (the syntax before and after the anchor).
+    let mut edits = Vec::with_capacity(2 * parsed.links.len());
     for link in &parsed.links {
         let anchor = link.inner.clone().and_then(|r| source.get(r)).unwrap_or_default();
         if link.kind == LinkKind::Email {
@@ -131,11 +132,13 @@ pub(crate) fn normalise_links(source: &str, parsed: &Parsed, roles: &[Role]) -> 
         if !link.title.trim().is_empty() && candidates[0].is_none() {
             candidates[0] = clean_title(&link.title);
         }
-        let usable_anchor = link.kind == LinkKind::Bracketed && !anchor.trim().is_empty() && !is_numeric_anchor(anchor);
+        let trimmed_anchor = anchor.trim();
+        let usable_anchor =
+            link.kind == LinkKind::Bracketed && !trimmed_anchor.is_empty() && !is_numeric_anchor(trimmed_anchor);
         if usable_anchor {
             let in_references = roles.get(link.leaf) == Some(&Role::Reference);
             let at = if in_references { 1 } else { 2 };
-            if candidates[at].is_none() && anchor.trim() != link.dest {
+            if candidates[at].is_none() && trimmed_anchor != link.dest {
                 candidates[at] = clean_title(anchor);
             }
         }
@@ -148,7 +151,11 @@ pub(crate) fn normalise_links(source: &str, parsed: &Parsed, roles: &[Role]) -> 
     for (reference, [from_title, from_list, from_body]) in references.iter_mut().zip(titles) {
         reference.title = from_title.or(from_list).or(from_body);
     }
-    edits.sort_by_key(|e| (e.range.start, e.range.end));
+    // Links come in document order, so the edits nearly always do too:
+    // the sort (which allocates its scratch) is for the rest.
+    if !edits.is_sorted_by_key(|e| (e.range.start, e.range.end)) {
+        edits.sort_by_key(|e| (e.range.start, e.range.end));
+    }
     LinkNormalisation { edits, references }
 }
 
