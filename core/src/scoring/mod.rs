@@ -628,15 +628,31 @@ fn normalised_leaf_text(
 /// Line starts of a text, for turning offsets into 1-based line numbers.
 struct LineIndex {
     newlines: Vec<usize>,
+    /// The newlines before the last offset asked about. Claims are asked
+    /// about in document order, so the next answer is found by stepping
+    /// forward from there: a binary search per claim, each step waiting on
+    /// a load, was a tenth of the claim loop's time.
+    /// `line_cursor_answers_as_the_binary_search` checks both ways.
+    before: std::cell::Cell<usize>,
 }
 
 impl LineIndex {
     fn new(text: &str) -> Self {
-        LineIndex { newlines: memchr::memchr_iter(b'\n', text.as_bytes()).collect() }
+        LineIndex { newlines: memchr::memchr_iter(b'\n', text.as_bytes()).collect(), before: std::cell::Cell::new(0) }
     }
 
     fn line_of(&self, offset: usize) -> u32 {
-        u32::try_from(self.newlines.partition_point(|&nl| nl < offset) + 1).unwrap_or(u32::MAX)
+        let mut k = self.before.get();
+        if k > 0 && self.newlines[k - 1] >= offset {
+            // Asked about an earlier offset: search from the start.
+            k = self.newlines.partition_point(|&nl| nl < offset);
+        } else {
+            while self.newlines.get(k).is_some_and(|&nl| nl < offset) {
+                k += 1;
+            }
+        }
+        self.before.set(k);
+        u32::try_from(k + 1).unwrap_or(u32::MAX)
     }
 }
 
@@ -819,6 +835,22 @@ pub fn normalise_markdown_links(text: &str) -> Result<NormalisedReport, ScoringE
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// Line numbers read with the forward cursor, for offsets asked in
+        /// any order, are those of a binary search over the newlines.
+        #[test]
+        fn line_cursor_answers_as_the_binary_search(
+            text in "[a\n]{0,40}",
+            offsets in proptest::collection::vec(0usize..45, 0..20),
+        ) {
+            let lines = LineIndex::new(&text);
+            for offset in offsets {
+                let searched = lines.newlines.partition_point(|&nl| nl < offset) + 1;
+                proptest::prop_assert_eq!(lines.line_of(offset) as usize, searched);
+            }
+        }
+    }
 
     proptest::proptest! {
         /// Detecting the format with the leaves that hold links scanned
