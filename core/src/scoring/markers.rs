@@ -196,17 +196,29 @@ pub fn judge_sentence_into(text: &str, out: &mut String) {
 /// without overlap.
 pub fn scan(text: &str) -> Vec<Span> {
     let mut spans = Vec::new();
-    scan_into(text, &mut spans);
+    scan_into(text, &mut spans, &mut ScanScratch::default());
     spans
+}
+
+/// The buffers of the scan (the code-span index), reused from one text to
+/// the next: built afresh, they were two allocations for every leaf with a
+/// backtick.
+#[derive(Default)]
+pub(crate) struct ScanScratch {
+    backticks: BacktickRuns,
 }
 
 /// [`scan`] appending to `spans`, so that the spans of many texts can
 /// share one buffer.
-pub(crate) fn scan_into(text: &str, spans: &mut Vec<Span>) {
+pub(crate) fn scan_into(text: &str, spans: &mut Vec<Span>, scratch: &mut ScanScratch) {
     let bytes = text.as_bytes();
-    // Most text has no backticks: skip building the run index then.
-    let backticks =
-        if memchr::memchr(b'`', bytes).is_some() { BacktickRuns::new(bytes) } else { BacktickRuns::default() };
+    // Most text has no backticks: the run index is only read at a
+    // backtick, so it is only built when there is one.
+    let backticks = &mut scratch.backticks;
+    if memchr::memchr(b'`', bytes).is_some() {
+        backticks.fill(bytes);
+    }
+    let backticks = &*backticks;
     // A span every few dozen bytes is usual in report prose: reserving for
     // that spares the vector's first growths (capped for huge leaves).
     spans.reserve((bytes.len() / 48).min(1024));
@@ -362,18 +374,20 @@ struct BacktickRuns {
 }
 
 impl BacktickRuns {
-    fn new(bytes: &[u8]) -> Self {
-        // Sized by a count of the backticks (a SIMD pass), not grown.
-        let mut runs: Vec<(usize, usize)> = Vec::with_capacity(memchr::memchr_iter(b'`', bytes).count());
+    /// The index of the runs of `bytes`, replacing what was there (the
+    /// vectors are kept for the next text).
+    fn fill(&mut self, bytes: &[u8]) {
+        let BacktickRuns { runs, by_len } = self;
+        runs.clear();
         for at in memchr::memchr_iter(b'`', bytes) {
             match runs.last_mut() {
                 Some((start, len)) if *start + *len == at => *len += 1,
                 _ => runs.push((at, 1)),
             }
         }
-        let mut by_len: Vec<(usize, usize)> = runs.iter().map(|&(start, len)| (len, start)).collect();
+        by_len.clear();
+        by_len.extend(runs.iter().map(|&(start, len)| (len, start)));
         by_len.sort_unstable();
-        BacktickRuns { runs, by_len }
     }
 
     fn run_index(&self, start: usize) -> Option<usize> {
@@ -696,6 +710,27 @@ mod tests {
         ) {
             let first = scan(&text).into_iter().next().filter(|s| s.kind == SpanKind::Marker && s.range.start == 0);
             proptest::prop_assert_eq!(marker_start(&text), first.map(|s| (s.range.end, s.indices)));
+        }
+    }
+
+    proptest::proptest! {
+        /// Texts scanned one after another into one buffer with one
+        /// scratch give each the spans of a scan of its own: nothing of one
+        /// text's backtick runs is read for the next.
+        #[test]
+        fn scans_sharing_a_scratch_equal_scans_of_their_own(
+            texts in proptest::collection::vec(
+                proptest::string::string_regex(r"(`|``|\[1\]|a| |https://x\.org){0,8}").unwrap(),
+                0..6,
+            )
+        ) {
+            let (mut store, mut scratch) = (Vec::new(), ScanScratch::default());
+            for text in &texts {
+                let start = store.len();
+                scan_into(text, &mut store, &mut scratch);
+                let alone = scan(text);
+                proptest::prop_assert_eq!(&store[start..], alone.as_slice(), "{:?}", text);
+            }
         }
     }
 

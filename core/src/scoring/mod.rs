@@ -322,7 +322,7 @@ fn analyse_prepared(prepared: &wire::Prepared, format: Option<ReportFormat>) -> 
         let (leaf_text, spans) = if rewritten[i] {
             normalised_leaf_text(text, leaf, &edits, &offsets, &mut rewritten_text, &mut segment_starts);
             rescanned.clear();
-            markers::scan_into(&rewritten_text, &mut rescanned);
+            markers::scan_into(&rewritten_text, &mut rescanned, &mut original_spans.scratch);
             (rewritten_text.as_str(), rescanned.as_slice())
         } else {
             segment_starts.clear();
@@ -488,6 +488,8 @@ fn detect_format(marker_spans: usize, stray_links: usize, has_reference_list: bo
 struct LeafSpans {
     slots: Vec<LeafSlot>,
     store: Vec<markers::Span>,
+    /// The scan's buffers, shared by every scan of the report.
+    scratch: markers::ScanScratch,
 }
 
 /// Where one leaf's spans are.
@@ -505,7 +507,11 @@ impl LeafSpans {
     /// (`defer(i)`).
     fn new(texts: &[std::borrow::Cow<str>], read: impl Fn(usize) -> bool, defer: impl Fn(usize) -> bool) -> Self {
         let bytes: usize = texts.iter().map(|t| t.len()).sum();
-        let mut spans = LeafSpans { slots: Vec::with_capacity(texts.len()), store: Vec::with_capacity(bytes / 48) };
+        let mut spans = LeafSpans {
+            slots: Vec::with_capacity(texts.len()),
+            store: Vec::with_capacity(bytes / 48),
+            scratch: markers::ScanScratch::default(),
+        };
         for (i, text) in texts.iter().enumerate() {
             let slot = match read(i) {
                 false => LeafSlot::NotRead,
@@ -519,7 +525,7 @@ impl LeafSpans {
 
     fn scan(&mut self, text: &str) -> LeafSlot {
         let start = self.store.len();
-        markers::scan_into(text, &mut self.store);
+        markers::scan_into(text, &mut self.store, &mut self.scratch);
         LeafSlot::Scanned(start..self.store.len())
     }
 
