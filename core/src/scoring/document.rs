@@ -13,9 +13,8 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ops::Range;
-use std::rc::Rc;
 
-use pulldown_cmark::{Event, LinkType, Options, Parser, Tag, TagEnd};
+use pulldown_cmark::{CowStr, Event, LinkType, Options, Parser, Tag, TagEnd};
 
 use super::markers::{self, SpanKind};
 use super::url::canonicalise;
@@ -130,28 +129,27 @@ pub(crate) enum LinkKind {
 
 /// One link, with the offsets the normaliser rewrites.
 #[derive(Debug, Clone)]
-pub(crate) struct LinkSpan {
+pub(crate) struct LinkSpan<'a> {
     pub(crate) kind: LinkKind,
     /// The whole link syntax.
     pub(crate) range: Range<usize>,
     /// The anchor text, when there is any.
     pub(crate) inner: Option<Range<usize>>,
-    pub(crate) dest: String,
-    /// The canonical URL of `dest` ([`canonicalise`]) when the link is a web
-    /// source; `None` for an email autolink and for a destination that is
-    /// not an http(s) URL. Computed once per distinct destination of the
-    /// document, since a report cites the same URL many times and URL
-    /// parsing was a sixth of the scorer's time when every reader of a link
-    /// canonicalised it again. Shared by the links to it, which each had a
-    /// copy of it before.
-    pub(crate) canonical: Option<Rc<str>>,
-    /// Which of the document's distinct canonical URLs `canonical` is:
-    /// `k` for the `k`-th to appear (from 0), in link order. Links with
-    /// one canonical URL share one id, so the normaliser finds a URL's
-    /// reference by indexing a table instead of hashing the URL at every
-    /// link.
+    /// As written: borrowed from the source unless Markdown escapes or
+    /// entities made pulldown-cmark write it out (a `String` per link was
+    /// an allocation and a copy per link).
+    pub(crate) dest: Cow<'a, str>,
+    /// The link's web source: its destination's canonical URL
+    /// ([`canonicalise`]) is [`Parsed::canonical_urls`]`[id]`. `None` for
+    /// an email autolink and for a destination that is not an http(s) URL.
+    /// Computed once per distinct destination of the document, since a
+    /// report cites the same URL many times and URL parsing was a sixth of
+    /// the scorer's time when every reader of a link canonicalised it
+    /// again; links to one URL share one id (the `k`-th URL to appear has
+    /// id `k`), so the normaliser finds a URL's reference by indexing a
+    /// table, and the URL is kept once, not with each link.
     pub(crate) canonical_id: Option<usize>,
-    pub(crate) title: String,
+    pub(crate) title: Cow<'a, str>,
     /// The leaf the link is in.
     pub(crate) leaf: usize,
 }
@@ -166,10 +164,20 @@ pub(crate) struct Definition {
 }
 
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Parsed {
+pub(crate) struct Parsed<'a> {
     pub(crate) leaves: Vec<Leaf>,
-    pub(crate) links: Vec<LinkSpan>,
+    pub(crate) links: Vec<LinkSpan<'a>>,
+    /// The distinct canonical URLs of the links, by
+    /// [`LinkSpan::canonical_id`].
+    pub(crate) canonical_urls: Vec<String>,
     pub(crate) definitions: Vec<Definition>,
+}
+
+impl Parsed<'_> {
+    /// The canonical URL of `link`, when it is a web source.
+    pub(crate) fn canonical(&self, link: &LinkSpan<'_>) -> Option<&str> {
+        link.canonical_id.and_then(|id| self.canonical_urls.get(id)).map(String::as_str)
+    }
 }
 
 /// The Markdown dialect read: CommonMark plus GFM tables, strikethrough,
@@ -188,8 +196,8 @@ pub fn options() -> Options {
 
 /// Collects leaves while walking the events.
 #[derive(Default)]
-struct Walker {
-    parsed: Parsed,
+struct Walker<'a> {
+    parsed: Parsed<'a>,
     current: Option<Leaf>,
     segment: Option<Range<usize>>,
     heading: Option<u8>,
@@ -210,7 +218,7 @@ struct Walker {
 
 /// Walks `source` once. Never fails: every byte sequence that is valid
 /// UTF-8 is some Markdown document.
-pub(crate) fn parse(source: &str) -> Parsed {
+pub(crate) fn parse(source: &str) -> Parsed<'_> {
     let parser = Parser::new_ext(source, options()).into_offset_iter();
     let mut definitions: Vec<Definition> = parser
         .reference_definitions()
@@ -229,42 +237,49 @@ pub(crate) fn parse(source: &str) -> Parsed {
     }
     w.flush();
     w.parsed.definitions = definitions;
-    canonicalise_links(&mut w.parsed.links);
+    w.parsed.canonical_urls = canonicalise_links(&mut w.parsed.links);
     split_reference_headings(source, &mut w.parsed);
     w.parsed
 }
 
-/// Fills in [`LinkSpan::canonical`] and [`LinkSpan::canonical_id`],
-/// canonicalising each distinct destination once. Both maps are sized for
-/// every link up front: growing them rehashed every URL again.
-fn canonicalise_links(links: &mut [LinkSpan]) {
-    let canonical: Vec<Option<(Rc<str>, usize)>> = {
-        let mut seen: HashMap<&str, Option<(Rc<str>, usize)>> = HashMap::with_capacity(links.len());
-        let mut ids: HashMap<Rc<str>, usize> = HashMap::with_capacity(links.len());
+/// A string of pulldown-cmark's as a `Cow`, borrowed when it is.
+fn borrowed(text: CowStr<'_>) -> Cow<'_, str> {
+    match text {
+        CowStr::Borrowed(text) => Cow::Borrowed(text),
+        other => Cow::Owned(other.into_string()),
+    }
+}
+
+/// Fills in [`LinkSpan::canonical_id`], canonicalising each distinct
+/// destination once, and returns the distinct canonical URLs by id. Both
+/// maps are sized for every link up front: growing them rehashed every URL
+/// again.
+fn canonicalise_links(links: &mut [LinkSpan<'_>]) -> Vec<String> {
+    let mut ids: HashMap<String, usize> = HashMap::with_capacity(links.len());
+    let assigned: Vec<Option<usize>> = {
+        let mut seen: HashMap<&str, Option<usize>> = HashMap::with_capacity(links.len());
         links
             .iter()
             .map(|link| match link.kind {
                 LinkKind::Email => None,
-                _ => seen
-                    .entry(link.dest.as_str())
-                    .or_insert_with(|| {
-                        let url: Rc<str> = canonicalise(&link.dest).ok()?.into();
-                        // Destinations that differ only in what
-                        // canonicalisation drops share the first one's URL.
-                        if let Some((shared, &id)) = ids.get_key_value(&*url) {
-                            return Some((Rc::clone(shared), id));
-                        }
-                        let id = ids.len();
-                        ids.insert(Rc::clone(&url), id);
-                        Some((url, id))
-                    })
-                    .clone(),
+                _ => *seen.entry(&*link.dest).or_insert_with(|| {
+                    // Destinations that differ only in what
+                    // canonicalisation drops share the first one's id.
+                    let url = canonicalise(&link.dest).ok()?;
+                    let next = ids.len();
+                    Some(*ids.entry(url).or_insert(next))
+                }),
             })
             .collect()
     };
-    for (link, canonical) in links.iter_mut().zip(canonical) {
-        (link.canonical, link.canonical_id) = canonical.map_or((None, None), |(url, id)| (Some(url), Some(id)));
+    for (link, id) in links.iter_mut().zip(assigned) {
+        link.canonical_id = id;
     }
+    let mut urls = vec![String::new(); ids.len()];
+    for (url, id) in ids {
+        urls[id] = url;
+    }
+    urls
 }
 
 /// Splits a paragraph in which a reference heading line is followed,
@@ -333,8 +348,8 @@ fn split_reference_headings(source: &str, parsed: &mut Parsed) {
     }
 }
 
-impl Walker {
-    fn event(&mut self, source: &str, event: Event<'_>, range: Range<usize>) {
+impl<'a> Walker<'a> {
+    fn event(&mut self, source: &str, event: Event<'a>, range: Range<usize>) {
         match event {
             Event::Start(tag) => self.start(source, tag, range),
             Event::End(tag) => self.end(tag, range),
@@ -354,7 +369,7 @@ impl Walker {
         }
     }
 
-    fn start(&mut self, source: &str, tag: Tag<'_>, range: Range<usize>) {
+    fn start(&mut self, source: &str, tag: Tag<'a>, range: Range<usize>) {
         match tag {
             Tag::Emphasis
             | Tag::Strong
@@ -380,11 +395,9 @@ impl Walker {
                     kind,
                     range,
                     inner: None,
-                    // Not `to_string`: that goes through `Display`.
-                    dest: dest_url.into_string(),
-                    canonical: None,
+                    dest: borrowed(dest_url),
                     canonical_id: None,
-                    title: title.into_string(),
+                    title: borrowed(title),
                     leaf: self.parsed.leaves.len(),
                 });
                 self.open_links.push((self.parsed.links.len() - 1, None));

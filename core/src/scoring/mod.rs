@@ -233,7 +233,7 @@ fn analyse_prepared(prepared: &wire::Prepared, format: Option<ReportFormat>) -> 
         .links
         .iter()
         .filter(|l| roles.get(l.leaf).is_some_and(|r| r.counts_citations()))
-        .filter(|l| l.canonical.is_some())
+        .filter(|l| l.canonical_id.is_some())
         .collect();
     let body_web_links = body_links.len();
     // Links whose whole syntax is a marker (`[3]` resolved by a definition

@@ -104,7 +104,7 @@ pub(crate) fn normalise_links(source: &str, parsed: &Parsed, roles: &[Role]) -> 
         if link.kind == LinkKind::Email {
             continue;
         }
-        let (Some(canonical), Some(id)) = (link.canonical.as_deref(), link.canonical_id) else {
+        let (Some(canonical), Some(id)) = (parsed.canonical(link), link.canonical_id) else {
             // Not a web source: keep the anchor text, drop the syntax.
             if link.kind == LinkKind::Bracketed {
                 push_unwrap_edits(link, None, &mut edits);
@@ -124,8 +124,8 @@ pub(crate) fn normalise_links(source: &str, parsed: &Parsed, roles: &[Role]) -> 
             references.len() - 1
         });
         let reference = &mut references[slot];
-        if !reference.as_written.contains(&link.dest) {
-            reference.as_written.push(link.dest.clone());
+        if !reference.as_written.iter().any(|written| *written == link.dest) {
+            reference.as_written.push(link.dest.clone().into_owned());
         }
         let marker = Some(reference.index);
         let candidates = &mut titles[slot];
@@ -182,7 +182,7 @@ pub(crate) fn annotate_spans(
     for span in spans {
         let url = canonical_of(&span.url);
         let covered = parsed.links.iter().any(|l| {
-            l.canonical.as_deref() == Some(url.as_str())
+            parsed.canonical(l) == Some(url.as_str())
                 && l.range.start < span.range.end
                 && l.range.end > span.range.start
         });

@@ -182,14 +182,14 @@ fn read_leaf(source: &str, i: usize, leaf: &Leaf, text: &str, entries: &mut Vec<
 /// entry text without its URLs).
 fn entry_reference(source: &str, parsed: &Parsed, entry: &Entry) -> Reference {
     let within = |r: &Range<usize>| entry.ranges.iter().any(|s| s.start <= r.start && r.end <= s.end);
-    let link = parsed.links.iter().find(|l| l.canonical.is_some() && within(&l.range));
+    let link = parsed.links.iter().find(|l| l.canonical_id.is_some() && within(&l.range));
     let spans = markers::scan(&entry.text);
     let (raw_url, url, title) = match link {
         Some(link) => {
             let anchor = link.inner.clone().and_then(|r| source.get(r)).unwrap_or_default().trim();
             let anchor_is_title = link.kind == LinkKind::Bracketed && !anchor.is_empty() && anchor != link.dest;
             let title = if anchor_is_title { clean_title(anchor) } else { text_title(&entry.text, &spans) };
-            (Some(link.dest.clone()), link.canonical.as_deref().map(str::to_owned), title)
+            (Some(link.dest.clone().into_owned()), parsed.canonical(link).map(str::to_owned), title)
         }
         None => {
             let url = spans.iter().find(|s| s.kind == SpanKind::Url && !entry.text[s.range.clone()].starts_with('('));
