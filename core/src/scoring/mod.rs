@@ -506,7 +506,8 @@ impl LeafSpans {
     /// Scans each leaf `i` that is `read(i)`, unless its scan is to wait
     /// (`defer(i)`).
     fn new(texts: &[std::borrow::Cow<str>], read: impl Fn(usize) -> bool, defer: impl Fn(usize) -> bool) -> Self {
-        let bytes: usize = texts.iter().map(|t| t.len()).sum();
+        // Sized for the leaves scanned now (a span every few dozen bytes).
+        let bytes: usize = texts.iter().enumerate().filter(|&(i, _)| read(i) && !defer(i)).map(|(_, t)| t.len()).sum();
         let mut spans = LeafSpans {
             slots: Vec::with_capacity(texts.len()),
             store: Vec::with_capacity(bytes / 48),
