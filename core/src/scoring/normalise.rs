@@ -16,7 +16,7 @@
 use std::ops::Range;
 
 use super::document::{LinkKind, LinkSpan, Parsed, Role};
-use super::references::clean_title;
+use super::references::{clean_title, has_title};
 use super::url::canonicalise;
 use super::wire::ByteSpan;
 use super::{Reference, ReferenceOrigin};
@@ -95,8 +95,10 @@ pub(crate) fn normalise_links(source: &str, parsed: &Parsed, roles: &[Role]) -> 
     let mut slot_of: Vec<Option<usize>> = vec![None; distinct];
     let mut references: Vec<Reference> = Vec::new();
     // Title candidates per reference: (from a link title, from a reference
-    // list anchor, from a body anchor).
-    let mut titles: Vec<[Option<String>; 3]> = Vec::new();
+    // list anchor, from a body anchor), each the first text of its kind
+    // that gives a title. Only the one chosen is cleaned, at the end:
+    // cleaning each candidate as it came was an allocation per candidate.
+    let mut titles: Vec<[Option<&str>; 3]> = Vec::new();
     // Two edits for most links (the syntax before and after the anchor).
     let mut edits = Vec::with_capacity(2 * parsed.links.len());
     for link in &parsed.links {
@@ -129,8 +131,8 @@ pub(crate) fn normalise_links(source: &str, parsed: &Parsed, roles: &[Role]) -> 
         }
         let marker = Some(reference.index);
         let candidates = &mut titles[slot];
-        if !link.title.trim().is_empty() && candidates[0].is_none() {
-            candidates[0] = clean_title(&link.title);
+        if candidates[0].is_none() && has_title(&link.title) {
+            candidates[0] = Some(&link.title);
         }
         let trimmed_anchor = anchor.trim();
         let usable_anchor =
@@ -138,8 +140,8 @@ pub(crate) fn normalise_links(source: &str, parsed: &Parsed, roles: &[Role]) -> 
         if usable_anchor {
             let in_references = roles.get(link.leaf) == Some(&Role::Reference);
             let at = if in_references { 1 } else { 2 };
-            if candidates[at].is_none() && trimmed_anchor != link.dest {
-                candidates[at] = clean_title(anchor);
+            if candidates[at].is_none() && trimmed_anchor != link.dest && has_title(anchor) {
+                candidates[at] = Some(anchor);
             }
         }
         match link.kind {
@@ -149,7 +151,7 @@ pub(crate) fn normalise_links(source: &str, parsed: &Parsed, roles: &[Role]) -> 
         }
     }
     for (reference, [from_title, from_list, from_body]) in references.iter_mut().zip(titles) {
-        reference.title = from_title.or(from_list).or(from_body);
+        reference.title = from_title.or(from_list).or(from_body).and_then(clean_title);
     }
     // Links come in document order, so the edits nearly always do too:
     // the sort (which allocates its scratch) is for the rest.

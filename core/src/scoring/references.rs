@@ -251,13 +251,24 @@ pub(crate) fn clean_title(text: &str) -> Option<String> {
             out.truncate(start);
         }
     }
-    let separator =
-        |c: char| c.is_whitespace() || matches!(c, '-' | '–' | '—' | ':' | '|' | ',' | ';' | '.' | '_' | '<' | '>');
-    let end = out.trim_end_matches(separator).len();
+    let end = out.trim_end_matches(is_title_separator).len();
     out.truncate(end);
-    let start = out.len() - out.trim_start_matches(separator).len();
+    let start = out.len() - out.trim_start_matches(is_title_separator).len();
     out.drain(..start);
     (!out.is_empty()).then_some(out)
+}
+
+/// What [`clean_title`] trims from both ends of a title.
+fn is_title_separator(c: char) -> bool {
+    c.is_whitespace() || matches!(c, '-' | '–' | '—' | ':' | '|' | ',' | ';' | '.' | '_' | '<' | '>')
+}
+
+/// Whether [`clean_title`] gives `text` a title, without making it: the
+/// title is the text's characters but white space and asterisks, trimmed
+/// of separators, so there is one exactly when some character is none of
+/// these.
+pub(crate) fn has_title(text: &str) -> bool {
+    text.chars().any(|c| c != '*' && !is_title_separator(c))
 }
 
 /// A link definition's title without its delimiters: `"T"`, `'T'`, `(T)`.
@@ -307,6 +318,12 @@ mod tests {
                 c.is_whitespace() || matches!(c, '-' | '–' | '—' | ':' | '|' | ',' | ';' | '.' | '_' | '<' | '>')
             });
             proptest::prop_assert_eq!(clean_title(&text), (!trimmed.is_empty()).then(|| trimmed.to_owned()));
+        }
+
+        /// [`has_title`] says whether cleaning gives a title.
+        #[test]
+        fn has_title_is_whether_cleaning_gives_one(text in proptest::string::string_regex("[a* \t.:|,–_<>é\u{a0}-]{0,12}").unwrap()) {
+            proptest::prop_assert_eq!(has_title(&text), clean_title(&text).is_some());
         }
     }
 
