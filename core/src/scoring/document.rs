@@ -13,9 +13,8 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ops::Range;
-use std::rc::Rc;
 
-use pulldown_cmark::{Event, LinkType, Options, Parser, Tag, TagEnd};
+use pulldown_cmark::{CowStr, Event, LinkType, Options, Parser, Tag, TagEnd};
 
 use super::markers::{self, SpanKind};
 use super::url::canonicalise;
@@ -55,7 +54,7 @@ pub(crate) struct Leaf {
     /// Heading level 1-6 for headings.
     pub(crate) heading_level: Option<u8>,
     /// Source ranges, one per line (or per table cell), in order.
-    pub(crate) segments: Vec<Range<usize>>,
+    pub(crate) segments: Segments,
     /// Id of the outermost block quote holding the leaf.
     pub(crate) blockquote: Option<usize>,
     /// Id of the outermost list item holding the leaf.
@@ -68,6 +67,53 @@ pub(crate) struct Leaf {
     /// The label of the footnote definition holding the leaf.
     pub(crate) footnote: Option<String>,
     pub(crate) in_table: bool,
+}
+
+/// A leaf's source ranges, read as a slice. Most leaves are one line (a
+/// paragraph of one line, a heading, a list item), and a vector each was
+/// an allocation per leaf: one range is kept in place, and only a leaf of
+/// several lines has a vector.
+#[derive(Debug, Clone)]
+pub(crate) enum Segments {
+    One(Range<usize>),
+    /// None (a new leaf, with no allocation yet) or several.
+    Many(Vec<Range<usize>>),
+}
+
+impl Segments {
+    pub(crate) fn push(&mut self, segment: Range<usize>) {
+        match self {
+            Segments::Many(many) if many.is_empty() => *self = Segments::One(segment),
+            Segments::Many(many) => many.push(segment),
+            Segments::One(one) => *self = Segments::Many(vec![one.clone(), segment]),
+        }
+    }
+}
+
+impl Default for Segments {
+    fn default() -> Self {
+        Segments::Many(Vec::new())
+    }
+}
+
+impl std::ops::Deref for Segments {
+    type Target = [Range<usize>];
+
+    fn deref(&self) -> &[Range<usize>] {
+        match self {
+            Segments::One(one) => std::slice::from_ref(one),
+            Segments::Many(many) => many,
+        }
+    }
+}
+
+impl From<Vec<Range<usize>>> for Segments {
+    fn from(segments: Vec<Range<usize>>) -> Self {
+        match <[Range<usize>; 1]>::try_from(segments) {
+            Ok([one]) => Segments::One(one),
+            Err(many) => Segments::Many(many),
+        }
+    }
 }
 
 /// How a link was written.
@@ -83,22 +129,27 @@ pub(crate) enum LinkKind {
 
 /// One link, with the offsets the normaliser rewrites.
 #[derive(Debug, Clone)]
-pub(crate) struct LinkSpan {
+pub(crate) struct LinkSpan<'a> {
     pub(crate) kind: LinkKind,
     /// The whole link syntax.
     pub(crate) range: Range<usize>,
     /// The anchor text, when there is any.
     pub(crate) inner: Option<Range<usize>>,
-    pub(crate) dest: String,
-    /// The canonical URL of `dest` ([`canonicalise`]) when the link is a web
-    /// source; `None` for an email autolink and for a destination that is
-    /// not an http(s) URL. Computed once per distinct destination of the
-    /// document, since a report cites the same URL many times and URL
-    /// parsing was a sixth of the scorer's time when every reader of a link
-    /// canonicalised it again. Shared by the links to it, which each had a
-    /// copy of it before.
-    pub(crate) canonical: Option<Rc<str>>,
-    pub(crate) title: String,
+    /// As written: borrowed from the source unless Markdown escapes or
+    /// entities made pulldown-cmark write it out (a `String` per link was
+    /// an allocation and a copy per link).
+    pub(crate) dest: Cow<'a, str>,
+    /// The link's web source: its destination's canonical URL
+    /// ([`canonicalise`]) is [`Parsed::canonical_urls`]`[id]`. `None` for
+    /// an email autolink and for a destination that is not an http(s) URL.
+    /// Computed once per distinct destination of the document, since a
+    /// report cites the same URL many times and URL parsing was a sixth of
+    /// the scorer's time when every reader of a link canonicalised it
+    /// again; links to one URL share one id (the `k`-th URL to appear has
+    /// id `k`), so the normaliser finds a URL's reference by indexing a
+    /// table, and the URL is kept once, not with each link.
+    pub(crate) canonical_id: Option<usize>,
+    pub(crate) title: Cow<'a, str>,
     /// The leaf the link is in.
     pub(crate) leaf: usize,
 }
@@ -113,10 +164,20 @@ pub(crate) struct Definition {
 }
 
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Parsed {
+pub(crate) struct Parsed<'a> {
     pub(crate) leaves: Vec<Leaf>,
-    pub(crate) links: Vec<LinkSpan>,
+    pub(crate) links: Vec<LinkSpan<'a>>,
+    /// The distinct canonical URLs of the links, by
+    /// [`LinkSpan::canonical_id`].
+    pub(crate) canonical_urls: Vec<String>,
     pub(crate) definitions: Vec<Definition>,
+}
+
+impl Parsed<'_> {
+    /// The canonical URL of `link`, when it is a web source.
+    pub(crate) fn canonical(&self, link: &LinkSpan<'_>) -> Option<&str> {
+        link.canonical_id.and_then(|id| self.canonical_urls.get(id)).map(String::as_str)
+    }
 }
 
 /// The Markdown dialect read: CommonMark plus GFM tables, strikethrough,
@@ -135,8 +196,8 @@ pub fn options() -> Options {
 
 /// Collects leaves while walking the events.
 #[derive(Default)]
-struct Walker {
-    parsed: Parsed,
+struct Walker<'a> {
+    parsed: Parsed<'a>,
     current: Option<Leaf>,
     segment: Option<Range<usize>>,
     heading: Option<u8>,
@@ -157,7 +218,7 @@ struct Walker {
 
 /// Walks `source` once. Never fails: every byte sequence that is valid
 /// UTF-8 is some Markdown document.
-pub(crate) fn parse(source: &str) -> Parsed {
+pub(crate) fn parse(source: &str) -> Parsed<'_> {
     let parser = Parser::new_ext(source, options()).into_offset_iter();
     let mut definitions: Vec<Definition> = parser
         .reference_definitions()
@@ -176,30 +237,49 @@ pub(crate) fn parse(source: &str) -> Parsed {
     }
     w.flush();
     w.parsed.definitions = definitions;
-    canonicalise_links(&mut w.parsed.links);
+    w.parsed.canonical_urls = canonicalise_links(&mut w.parsed.links);
     split_reference_headings(source, &mut w.parsed);
     w.parsed
 }
 
-/// Fills in [`LinkSpan::canonical`], canonicalising each distinct
-/// destination once.
-fn canonicalise_links(links: &mut [LinkSpan]) {
-    let canonical: Vec<Option<Rc<str>>> = {
-        let mut seen: HashMap<&str, Option<Rc<str>>> = HashMap::new();
+/// A string of pulldown-cmark's as a `Cow`, borrowed when it is.
+fn borrowed(text: CowStr<'_>) -> Cow<'_, str> {
+    match text {
+        CowStr::Borrowed(text) => Cow::Borrowed(text),
+        other => Cow::Owned(other.into_string()),
+    }
+}
+
+/// Fills in [`LinkSpan::canonical_id`], canonicalising each distinct
+/// destination once, and returns the distinct canonical URLs by id. Both
+/// maps are sized for every link up front: growing them rehashed every URL
+/// again.
+fn canonicalise_links(links: &mut [LinkSpan<'_>]) -> Vec<String> {
+    let mut ids: HashMap<String, usize> = HashMap::with_capacity(links.len());
+    let assigned: Vec<Option<usize>> = {
+        let mut seen: HashMap<&str, Option<usize>> = HashMap::with_capacity(links.len());
         links
             .iter()
             .map(|link| match link.kind {
                 LinkKind::Email => None,
-                _ => seen
-                    .entry(link.dest.as_str())
-                    .or_insert_with(|| canonicalise(&link.dest).ok().map(Rc::from))
-                    .clone(),
+                _ => *seen.entry(&*link.dest).or_insert_with(|| {
+                    // Destinations that differ only in what
+                    // canonicalisation drops share the first one's id.
+                    let url = canonicalise(&link.dest).ok()?;
+                    let next = ids.len();
+                    Some(*ids.entry(url).or_insert(next))
+                }),
             })
             .collect()
     };
-    for (link, canonical) in links.iter_mut().zip(canonical) {
-        link.canonical = canonical;
+    for (link, id) in links.iter_mut().zip(assigned) {
+        link.canonical_id = id;
     }
+    let mut urls = vec![String::new(); ids.len()];
+    for (url, id) in ids {
+        urls[id] = url;
+    }
+    urls
 }
 
 /// Splits a paragraph in which a reference heading line is followed,
@@ -238,7 +318,7 @@ fn split_reference_headings(source: &str, parsed: &mut Parsed) {
         let mut mine = Vec::new();
         match split_at(&leaf) {
             Some(k) => {
-                let mut rest = leaf.segments.clone();
+                let mut rest = leaf.segments.to_vec();
                 let entries = rest.split_off(k + 1);
                 let heading = rest.split_off(k);
                 for segments in [rest, heading, entries] {
@@ -247,7 +327,7 @@ fn split_reference_headings(source: &str, parsed: &mut Parsed) {
                     }
                     mine.push((parsed.leaves.len(), segments[0].start));
                     let mut part = leaf.clone();
-                    part.segments = segments;
+                    part.segments = segments.into();
                     parsed.leaves.push(part);
                 }
             }
@@ -268,8 +348,8 @@ fn split_reference_headings(source: &str, parsed: &mut Parsed) {
     }
 }
 
-impl Walker {
-    fn event(&mut self, source: &str, event: Event<'_>, range: Range<usize>) {
+impl<'a> Walker<'a> {
+    fn event(&mut self, source: &str, event: Event<'a>, range: Range<usize>) {
         match event {
             Event::Start(tag) => self.start(source, tag, range),
             Event::End(tag) => self.end(tag, range),
@@ -289,7 +369,7 @@ impl Walker {
         }
     }
 
-    fn start(&mut self, source: &str, tag: Tag<'_>, range: Range<usize>) {
+    fn start(&mut self, source: &str, tag: Tag<'a>, range: Range<usize>) {
         match tag {
             Tag::Emphasis
             | Tag::Strong
@@ -315,9 +395,9 @@ impl Walker {
                     kind,
                     range,
                     inner: None,
-                    dest: dest_url.to_string(),
-                    canonical: None,
-                    title: title.to_string(),
+                    dest: borrowed(dest_url),
+                    canonical_id: None,
+                    title: borrowed(title),
                     leaf: self.parsed.leaves.len(),
                 });
                 self.open_links.push((self.parsed.links.len() - 1, None));
@@ -452,7 +532,7 @@ impl Walker {
             self.current = Some(Leaf {
                 role: if self.heading.is_some() { Role::Heading } else { Role::Prose },
                 heading_level: self.heading,
-                segments: Vec::new(),
+                segments: Segments::default(),
                 blockquote: self.blockquote_id,
                 top_item: self.items.first().copied(),
                 item: self.items.last().copied(),
@@ -510,7 +590,7 @@ impl Walker {
 /// The text of a leaf in `source`: its segments joined by single spaces.
 /// A leaf of one line is a slice of the source, borrowed, not copied.
 pub(crate) fn leaf_text<'a>(source: &'a str, leaf: &Leaf) -> Cow<'a, str> {
-    if let [only] = leaf.segments.as_slice() {
+    if let [only] = &*leaf.segments {
         return Cow::Borrowed(source.get(only.clone()).unwrap_or_default());
     }
     let mut out = String::new();
@@ -607,10 +687,11 @@ const METADATA_KEYS: &[&str] = &[
 ];
 
 fn is_metadata_line(line: &str) -> bool {
-    let Some((key, value)) = line.split_once(':') else { return false };
-    if key.len() > 40 {
-        return false;
-    }
+    // A key is at most 40 bytes: the colon is looked for in the first 41
+    // bytes only, not along every line of prose.
+    let head = &line.as_bytes()[..line.len().min(41)];
+    let Some(colon) = head.iter().position(|&b| b == b':') else { return false };
+    let (key, value) = (&line[..colon], &line[colon + 1..]);
     let value = value.trim_matches(|c: char| c.is_whitespace() || c == '*' || c == '_');
     !value.is_empty() && METADATA_KEYS.contains(&heading_key(key).as_str())
 }
@@ -853,6 +934,21 @@ mod tests {
         // indexed after it, splits nothing.
         assert_eq!(leaves("The sources\n[1] agree.\n").len(), 1);
         assert_eq!(leaves("References\nare listed below [1].\n").len(), 1);
+    }
+
+    proptest::proptest! {
+        /// Segments pushed one by one, or made from a vector, read as the
+        /// vector of them, in place or on the heap.
+        #[test]
+        fn segments_read_as_the_vec_they_replace(starts in proptest::collection::vec(0usize..100, 0..6)) {
+            let ranges: Vec<Range<usize>> = starts.iter().map(|&s| s..s + 1).collect();
+            let mut pushed = Segments::default();
+            for range in &ranges {
+                pushed.push(range.clone());
+            }
+            proptest::prop_assert_eq!(&*pushed, ranges.as_slice());
+            proptest::prop_assert_eq!(&*Segments::from(ranges.clone()), ranges.as_slice());
+        }
     }
 
     /// Ordered list items carry the number written in the source.

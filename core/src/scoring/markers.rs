@@ -195,13 +195,33 @@ pub fn judge_sentence_into(text: &str, out: &mut String) {
 /// Classifies `text` into markers, code spans and URLs, in order and
 /// without overlap.
 pub fn scan(text: &str) -> Vec<Span> {
+    let mut spans = Vec::new();
+    scan_into(text, &mut spans, &mut ScanScratch::default());
+    spans
+}
+
+/// The buffers of the scan (the code-span index), reused from one text to
+/// the next: built afresh, they were two allocations for every leaf with a
+/// backtick.
+#[derive(Default)]
+pub(crate) struct ScanScratch {
+    backticks: BacktickRuns,
+}
+
+/// [`scan`] appending to `spans`, so that the spans of many texts can
+/// share one buffer.
+pub(crate) fn scan_into(text: &str, spans: &mut Vec<Span>, scratch: &mut ScanScratch) {
     let bytes = text.as_bytes();
-    // Most text has no backticks: skip building the run index then.
-    let backticks =
-        if memchr::memchr(b'`', bytes).is_some() { BacktickRuns::new(bytes) } else { BacktickRuns::default() };
+    // Most text has no backticks: the run index is only read at a
+    // backtick, so it is only built when there is one.
+    let backticks = &mut scratch.backticks;
+    if memchr::memchr(b'`', bytes).is_some() {
+        backticks.fill(bytes);
+    }
+    let backticks = &*backticks;
     // A span every few dozen bytes is usual in report prose: reserving for
     // that spares the vector's first growths (capped for huge leaves).
-    let mut spans = Vec::with_capacity((bytes.len() / 48).min(1024));
+    spans.reserve((bytes.len() / 48).min(1024));
     let mut i = 0;
     // The end of the last span: a bare URL found late may start no earlier.
     let mut floor = 0;
@@ -249,7 +269,18 @@ pub fn scan(text: &str) -> Vec<Span> {
             None => i = next_interesting(bytes, i + 1),
         }
     }
-    spans
+}
+
+/// The marker that opens `text`, as [`scan`] reads it: its end and its
+/// indices, when the first span of `text` is a marker starting at byte 0.
+/// (The scan reads a `[` at byte 0 as a marker when it can, before
+/// anything else; `marker_start_is_the_scans_first_span` checks this.)
+pub(crate) fn marker_start(text: &str) -> Option<(usize, Indices)> {
+    let bytes = text.as_bytes();
+    if bytes.first() != Some(&b'[') {
+        return None;
+    }
+    marker_at(bytes, 0)
 }
 
 /// The bytes where a span can start or be recognised; the scan skips all
@@ -343,17 +374,20 @@ struct BacktickRuns {
 }
 
 impl BacktickRuns {
-    fn new(bytes: &[u8]) -> Self {
-        let mut runs: Vec<(usize, usize)> = Vec::new();
+    /// The index of the runs of `bytes`, replacing what was there (the
+    /// vectors are kept for the next text).
+    fn fill(&mut self, bytes: &[u8]) {
+        let BacktickRuns { runs, by_len } = self;
+        runs.clear();
         for at in memchr::memchr_iter(b'`', bytes) {
             match runs.last_mut() {
                 Some((start, len)) if *start + *len == at => *len += 1,
                 _ => runs.push((at, 1)),
             }
         }
-        let mut by_len: Vec<(usize, usize)> = runs.iter().map(|&(start, len)| (len, start)).collect();
+        by_len.clear();
+        by_len.extend(runs.iter().map(|&(start, len)| (len, start)));
         by_len.sort_unstable();
-        BacktickRuns { runs, by_len }
     }
 
     fn run_index(&self, start: usize) -> Option<usize> {
@@ -455,9 +489,17 @@ fn bare_url_at(text: &str, i: usize) -> Option<usize> {
     // Trailing punctuation belongs to the sentence, and a closing bracket
     // without its opening one belongs to the text around the URL. Bracket
     // counts are kept up to date while trimming, so this stays linear.
-    let count = |b: u8| rest[..end].iter().filter(|&&c| c == b).count();
-    let (mut parens, mut squares) =
-        (count(b')') as isize - count(b'(') as isize, count(b']') as isize - count(b'[') as isize);
+    // (Counted in one pass over the URL, not one per bracket.)
+    let (mut parens, mut squares) = (0isize, 0isize);
+    for &b in &rest[..end] {
+        match b {
+            b')' => parens += 1,
+            b'(' => parens -= 1,
+            b']' => squares += 1,
+            b'[' => squares -= 1,
+            _ => {}
+        }
+    }
     while end > prefix {
         match rest[end - 1] {
             b'.' | b',' | b':' | b';' | b'!' | b'?' | b'\'' | b'*' | b'_' | b'~' => {}
@@ -656,6 +698,39 @@ mod tests {
             let heap = Indices(IndicesRepr::Heap(pushed.clone()));
             proptest::prop_assert_eq!(&indices, &heap);
             proptest::prop_assert_eq!(Vec::from(indices), pushed);
+        }
+    }
+
+    proptest::proptest! {
+        /// [`marker_start`] reads the marker the scan reads first, exactly
+        /// when the scan's first span is a marker at byte 0.
+        #[test]
+        fn marker_start_is_the_scans_first_span(
+            text in proptest::string::string_regex(r"(\[|\]|\^|1|2|, |-|–|`|<|\(|https://x\.org|a| |:){0,10}").unwrap()
+        ) {
+            let first = scan(&text).into_iter().next().filter(|s| s.kind == SpanKind::Marker && s.range.start == 0);
+            proptest::prop_assert_eq!(marker_start(&text), first.map(|s| (s.range.end, s.indices)));
+        }
+    }
+
+    proptest::proptest! {
+        /// Texts scanned one after another into one buffer with one
+        /// scratch give each the spans of a scan of its own: nothing of one
+        /// text's backtick runs is read for the next.
+        #[test]
+        fn scans_sharing_a_scratch_equal_scans_of_their_own(
+            texts in proptest::collection::vec(
+                proptest::string::string_regex(r"(`|``|\[1\]|a| |https://x\.org){0,8}").unwrap(),
+                0..6,
+            )
+        ) {
+            let (mut store, mut scratch) = (Vec::new(), ScanScratch::default());
+            for text in &texts {
+                let start = store.len();
+                scan_into(text, &mut store, &mut scratch);
+                let alone = scan(text);
+                proptest::prop_assert_eq!(&store[start..], alone.as_slice(), "{:?}", text);
+            }
         }
     }
 

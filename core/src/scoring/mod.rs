@@ -227,22 +227,13 @@ fn analyse_prepared(prepared: &wire::Prepared, format: Option<ReportFormat>) -> 
             *flag = true;
         }
     }
-    let mut original_spans: Vec<LeafSpans> = parsed
-        .leaves
-        .iter()
-        .zip(&texts)
-        .zip(&has_link)
-        .map(|((leaf, t), &link)| match leaf.role.counts_citations() || leaf.role == Role::Conflict {
-            false => LeafSpans::NotRead,
-            true if link => LeafSpans::Deferred,
-            true => LeafSpans::Scanned(markers::scan(t)),
-        })
-        .collect();
+    let mut original_spans =
+        LeafSpans::new(&texts, |i| roles[i].counts_citations() || roles[i] == Role::Conflict, |i| has_link[i]);
     let body_links: Vec<&document::LinkSpan> = parsed
         .links
         .iter()
         .filter(|l| roles.get(l.leaf).is_some_and(|r| r.counts_citations()))
-        .filter(|l| l.canonical.is_some())
+        .filter(|l| l.canonical_id.is_some())
         .collect();
     let body_web_links = body_links.len();
     // Links whose whole syntax is a marker (`[3]` resolved by a definition
@@ -265,8 +256,8 @@ fn analyse_prepared(prepared: &wire::Prepared, format: Option<ReportFormat>) -> 
         ReportFormat::Numbered => {
             let numbered_refs = reconcile_numbered(numbered_refs, &prepared.list, &mut warnings);
             // Nothing is rewritten: every body leaf's own spans are read.
-            scan_deferred(&texts, &mut original_spans, |_| true);
-            if numbered_refs.is_empty() && body_marker_spans(&parsed, &original_spans).0 > 0 {
+            original_spans.scan_deferred(&texts, |_| true);
+            if numbered_refs.is_empty() && original_spans.body_marker_spans(&parsed).0 > 0 {
                 warnings.push(
                     "the body cites with [n] markers but no reference list was found: every citation is unresolved"
                         .to_owned(),
@@ -324,22 +315,19 @@ fn analyse_prepared(prepared: &wire::Prepared, format: Option<ReportFormat>) -> 
         }
     }
     // The leaves the normalisation does not rewrite are read as written.
-    scan_deferred(&texts, &mut original_spans, |i| !rewritten[i]);
+    original_spans.scan_deferred(&texts, |i| !rewritten[i]);
+    let mut rescanned = Vec::new();
     for (i, leaf) in parsed.leaves.iter().enumerate() {
-        let original = match &original_spans[i] {
-            LeafSpans::NotRead => continue,
-            LeafSpans::Deferred => &[][..],
-            LeafSpans::Scanned(spans) => spans.as_slice(),
-        };
-        let rescanned;
+        let Some(original) = original_spans.get(i) else { continue };
         let (leaf_text, spans) = if rewritten[i] {
             normalised_leaf_text(text, leaf, &edits, &offsets, &mut rewritten_text, &mut segment_starts);
-            rescanned = markers::scan(&rewritten_text);
+            rescanned.clear();
+            markers::scan_into(&rewritten_text, &mut rescanned, &mut original_spans.scratch);
             (rewritten_text.as_str(), rescanned.as_slice())
         } else {
             segment_starts.clear();
             let mut at = 0;
-            for segment in &leaf.segments {
+            for segment in leaf.segments.iter() {
                 segment_starts.push((at, offsets.map(segment.start)));
                 at += segment.len() + 1;
             }
@@ -494,40 +482,92 @@ fn detect_format(marker_spans: usize, stray_links: usize, has_reference_list: bo
     if links { ReportFormat::MarkdownLinks } else { ReportFormat::Numbered }
 }
 
-/// The spans of one leaf's original text, as far as they were needed.
-enum LeafSpans {
+/// The spans of each leaf's original text, as far as they were needed,
+/// all in one buffer: a vector per leaf cost an allocation or more for
+/// each leaf (the scan's growths), a large share of scoring's allocations.
+struct LeafSpans {
+    slots: Vec<LeafSlot>,
+    store: Vec<markers::Span>,
+    /// The scan's buffers, shared by every scan of the report.
+    scratch: markers::ScanScratch,
+}
+
+/// Where one leaf's spans are.
+enum LeafSlot {
     /// Not a leaf whose spans are read (a reference entry, metadata).
     NotRead,
     /// A leaf with a link, not scanned yet: it may be rewritten.
     Deferred,
-    Scanned(Vec<markers::Span>),
+    /// Scanned: its spans are `store[range]`.
+    Scanned(std::ops::Range<usize>),
 }
 
-/// Scans each deferred leaf `i` for which `needed(i)`.
-fn scan_deferred(texts: &[std::borrow::Cow<str>], spans: &mut [LeafSpans], needed: impl Fn(usize) -> bool) {
-    for (i, (text, slot)) in texts.iter().zip(spans.iter_mut()).enumerate() {
-        if matches!(slot, LeafSpans::Deferred) && needed(i) {
-            *slot = LeafSpans::Scanned(markers::scan(text));
+impl LeafSpans {
+    /// Scans each leaf `i` that is `read(i)`, unless its scan is to wait
+    /// (`defer(i)`).
+    fn new(texts: &[std::borrow::Cow<str>], read: impl Fn(usize) -> bool, defer: impl Fn(usize) -> bool) -> Self {
+        // Sized for the leaves scanned now (a span every few dozen bytes).
+        let bytes: usize = texts.iter().enumerate().filter(|&(i, _)| read(i) && !defer(i)).map(|(_, t)| t.len()).sum();
+        let mut spans = LeafSpans {
+            slots: Vec::with_capacity(texts.len()),
+            store: Vec::with_capacity(bytes / 48),
+            scratch: markers::ScanScratch::default(),
+        };
+        for (i, text) in texts.iter().enumerate() {
+            let slot = match read(i) {
+                false => LeafSlot::NotRead,
+                true if defer(i) => LeafSlot::Deferred,
+                true => spans.scan(text),
+            };
+            spans.slots.push(slot);
         }
+        spans
     }
-}
 
-/// The marker spans of the body as far as scanned, and the body leaves
-/// not scanned yet.
-fn body_marker_spans(parsed: &document::Parsed, spans: &[LeafSpans]) -> (usize, Vec<usize>) {
-    let mut count = 0;
-    let mut deferred = Vec::new();
-    for (i, (leaf, spans)) in parsed.leaves.iter().zip(spans).enumerate() {
-        if !leaf.role.counts_citations() {
-            continue;
-        }
-        match spans {
-            LeafSpans::Scanned(spans) => count += spans.iter().filter(|s| s.kind == markers::SpanKind::Marker).count(),
-            LeafSpans::Deferred => deferred.push(i),
-            LeafSpans::NotRead => {}
+    fn scan(&mut self, text: &str) -> LeafSlot {
+        let start = self.store.len();
+        markers::scan_into(text, &mut self.store, &mut self.scratch);
+        LeafSlot::Scanned(start..self.store.len())
+    }
+
+    /// Leaf `i`'s spans: `None` when they are not read, none while its
+    /// scan waits.
+    fn get(&self, i: usize) -> Option<&[markers::Span]> {
+        match self.slots.get(i)? {
+            LeafSlot::NotRead => None,
+            LeafSlot::Deferred => Some(&[]),
+            LeafSlot::Scanned(range) => self.store.get(range.clone()),
         }
     }
-    (count, deferred)
+
+    /// Scans each deferred leaf `i` for which `needed(i)`.
+    fn scan_deferred(&mut self, texts: &[std::borrow::Cow<str>], needed: impl Fn(usize) -> bool) {
+        for (i, text) in texts.iter().enumerate() {
+            if matches!(self.slots.get(i), Some(LeafSlot::Deferred)) && needed(i) {
+                self.slots[i] = self.scan(text);
+            }
+        }
+    }
+
+    /// The marker spans of the body as far as scanned, and the body leaves
+    /// not scanned yet.
+    fn body_marker_spans(&self, parsed: &document::Parsed) -> (usize, Vec<usize>) {
+        let mut count = 0;
+        let mut deferred = Vec::new();
+        for (i, leaf) in parsed.leaves.iter().enumerate() {
+            if !leaf.role.counts_citations() {
+                continue;
+            }
+            match self.slots.get(i) {
+                Some(LeafSlot::Scanned(range)) => {
+                    count += self.store[range.clone()].iter().filter(|s| s.kind == markers::SpanKind::Marker).count()
+                }
+                Some(LeafSlot::Deferred) => deferred.push(i),
+                Some(LeafSlot::NotRead) | None => {}
+            }
+        }
+        (count, deferred)
+    }
 }
 
 /// [`detect_format`] for a body whose leaves with links may not be
@@ -546,18 +586,18 @@ fn body_marker_spans(parsed: &document::Parsed, spans: &[LeafSpans]) -> (usize, 
 fn detect_format_from(
     parsed: &document::Parsed,
     texts: &[std::borrow::Cow<str>],
-    spans: &mut [LeafSpans],
+    spans: &mut LeafSpans,
     stray_links: usize,
     has_list: bool,
 ) -> ReportFormat {
-    let (known, deferred) = body_marker_spans(parsed, spans);
+    let (known, deferred) = spans.body_marker_spans(parsed);
     let bound = known + deferred.iter().map(|&i| markers::marker_bound(&texts[i])).sum::<usize>();
     let (fewest, most) = (detect_format(known, stray_links, has_list), detect_format(bound, stray_links, has_list));
     if fewest == most {
         return fewest;
     }
-    scan_deferred(texts, spans, |i| deferred.binary_search(&i).is_ok());
-    detect_format(body_marker_spans(parsed, spans).0, stray_links, has_list)
+    spans.scan_deferred(texts, |i| deferred.binary_search(&i).is_ok());
+    detect_format(spans.body_marker_spans(parsed).0, stray_links, has_list)
 }
 
 /// Whether `syntax` is exactly one marker, `[3]`.
@@ -595,15 +635,31 @@ fn normalised_leaf_text(
 /// Line starts of a text, for turning offsets into 1-based line numbers.
 struct LineIndex {
     newlines: Vec<usize>,
+    /// The newlines before the last offset asked about. Claims are asked
+    /// about in document order, so the next answer is found by stepping
+    /// forward from there: a binary search per claim, each step waiting on
+    /// a load, was a tenth of the claim loop's time.
+    /// `line_cursor_answers_as_the_binary_search` checks both ways.
+    before: std::cell::Cell<usize>,
 }
 
 impl LineIndex {
     fn new(text: &str) -> Self {
-        LineIndex { newlines: memchr::memchr_iter(b'\n', text.as_bytes()).collect() }
+        LineIndex { newlines: memchr::memchr_iter(b'\n', text.as_bytes()).collect(), before: std::cell::Cell::new(0) }
     }
 
     fn line_of(&self, offset: usize) -> u32 {
-        u32::try_from(self.newlines.partition_point(|&nl| nl < offset) + 1).unwrap_or(u32::MAX)
+        let mut k = self.before.get();
+        if k > 0 && self.newlines[k - 1] >= offset {
+            // Asked about an earlier offset: search from the start.
+            k = self.newlines.partition_point(|&nl| nl < offset);
+        } else {
+            while self.newlines.get(k).is_some_and(|&nl| nl < offset) {
+                k += 1;
+            }
+        }
+        self.before.set(k);
+        u32::try_from(k + 1).unwrap_or(u32::MAX)
     }
 }
 
@@ -788,6 +844,22 @@ mod tests {
     use super::*;
 
     proptest::proptest! {
+        /// Line numbers read with the forward cursor, for offsets asked in
+        /// any order, are those of a binary search over the newlines.
+        #[test]
+        fn line_cursor_answers_as_the_binary_search(
+            text in "[a\n]{0,40}",
+            offsets in proptest::collection::vec(0usize..45, 0..20),
+        ) {
+            let lines = LineIndex::new(&text);
+            for offset in offsets {
+                let searched = lines.newlines.partition_point(|&nl| nl < offset) + 1;
+                proptest::prop_assert_eq!(lines.line_of(offset) as usize, searched);
+            }
+        }
+    }
+
+    proptest::proptest! {
         /// Detecting the format with the leaves that hold links scanned
         /// only when their count matters gives the format of counting every
         /// body leaf's markers, on reports mixing markers, links, code
@@ -813,17 +885,11 @@ mod tests {
                 .filter(|(leaf, _)| leaf.role.counts_citations())
                 .map(|(_, t)| markers::scan(t).iter().filter(|s| s.kind == markers::SpanKind::Marker).count())
                 .sum();
-            let mut spans: Vec<LeafSpans> = parsed
-                .leaves
-                .iter()
-                .zip(&texts)
-                .enumerate()
-                .map(|(i, (leaf, t))| match leaf.role.counts_citations() {
-                    false => LeafSpans::NotRead,
-                    true if parsed.links.iter().any(|l| l.leaf == i) => LeafSpans::Deferred,
-                    true => LeafSpans::Scanned(markers::scan(t)),
-                })
-                .collect();
+            let mut spans = LeafSpans::new(
+                &texts,
+                |i| parsed.leaves[i].role.counts_citations(),
+                |i| parsed.links.iter().any(|l| l.leaf == i),
+            );
             proptest::prop_assert_eq!(
                 detect_format_from(&parsed, &texts, &mut spans, stray_links, has_list),
                 detect_format(every, stray_links, has_list)

@@ -13,11 +13,10 @@
 //! marker; links that are not web sources (relative, `mailto:`) lose their
 //! syntax and get no marker.
 
-use std::collections::HashMap;
 use std::ops::Range;
 
 use super::document::{LinkKind, LinkSpan, Parsed, Role};
-use super::references::clean_title;
+use super::references::{clean_title, has_title};
 use super::url::canonicalise;
 use super::wire::ByteSpan;
 use super::{Reference, ReferenceOrigin};
@@ -27,7 +26,48 @@ use super::{Reference, ReferenceOrigin};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Edit {
     pub(crate) range: Range<usize>,
-    pub(crate) replacement: String,
+    /// What replaces the range: the marker `[n]`, or nothing. Every edit
+    /// is one or the other, so the index is kept rather than the text:
+    /// formatting a string for each link was a tenth of normalising.
+    pub(crate) marker: Option<u32>,
+}
+
+impl Edit {
+    /// The length of the replacement text in bytes.
+    fn replacement_len(&self) -> usize {
+        self.marker.map_or(0, |index| 2 + decimal_digits(index))
+    }
+
+    /// Appends the replacement text to `out`.
+    fn write_replacement(&self, out: &mut String) {
+        if let Some(index) = self.marker {
+            out.push('[');
+            push_decimal(out, index);
+            out.push(']');
+        }
+    }
+}
+
+/// The number of decimal digits of `n`.
+fn decimal_digits(n: u32) -> usize {
+    n.checked_ilog10().map_or(1, |log| log as usize + 1)
+}
+
+/// Appends `n` in decimal to `out`, as `write!` would, without the
+/// formatting machinery.
+fn push_decimal(out: &mut String, n: u32) {
+    let mut digits = [0u8; 10];
+    let mut at = digits.len();
+    let mut rest = n;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    out.extend(digits[at..].iter().map(|&d| char::from(d)));
 }
 
 /// The edits and the reference table of a Markdown-link report.
@@ -48,25 +88,32 @@ fn is_numeric_anchor(anchor: &str) -> bool {
 /// `roles[i]` is the role of leaf `i` (reference-list anchors make the best
 /// titles).
 pub(crate) fn normalise_links(source: &str, parsed: &Parsed, roles: &[Role]) -> LinkNormalisation {
-    let mut by_url: HashMap<&str, usize> = HashMap::new();
+    // The reference slot of each distinct canonical URL, by its id
+    // ([`LinkSpan::canonical_id`]): a table, not a map keyed by the URL,
+    // since it is asked once per link.
+    let distinct = parsed.links.iter().filter_map(|l| l.canonical_id).max().map_or(0, |id| id + 1);
+    let mut slot_of: Vec<Option<usize>> = vec![None; distinct];
     let mut references: Vec<Reference> = Vec::new();
     // Title candidates per reference: (from a link title, from a reference
-    // list anchor, from a body anchor).
-    let mut titles: Vec<[Option<String>; 3]> = Vec::new();
-    let mut edits = Vec::new();
+    // list anchor, from a body anchor), each the first text of its kind
+    // that gives a title. Only the one chosen is cleaned, at the end:
+    // cleaning each candidate as it came was an allocation per candidate.
+    let mut titles: Vec<[Option<&str>; 3]> = Vec::new();
+    // Two edits for most links (the syntax before and after the anchor).
+    let mut edits = Vec::with_capacity(2 * parsed.links.len());
     for link in &parsed.links {
         let anchor = link.inner.clone().and_then(|r| source.get(r)).unwrap_or_default();
         if link.kind == LinkKind::Email {
             continue;
         }
-        let Some(canonical) = link.canonical.as_deref() else {
+        let (Some(canonical), Some(id)) = (parsed.canonical(link), link.canonical_id) else {
             // Not a web source: keep the anchor text, drop the syntax.
             if link.kind == LinkKind::Bracketed {
-                push_unwrap_edits(link, String::new(), &mut edits);
+                push_unwrap_edits(link, None, &mut edits);
             }
             continue;
         };
-        let slot = *by_url.entry(canonical).or_insert_with(|| {
+        let slot = *slot_of[id].get_or_insert_with(|| {
             references.push(Reference {
                 index: u32::try_from(references.len() + 1).unwrap_or(u32::MAX),
                 title: None,
@@ -79,32 +126,38 @@ pub(crate) fn normalise_links(source: &str, parsed: &Parsed, roles: &[Role]) -> 
             references.len() - 1
         });
         let reference = &mut references[slot];
-        if !reference.as_written.contains(&link.dest) {
-            reference.as_written.push(link.dest.clone());
+        if !reference.as_written.iter().any(|written| *written == link.dest) {
+            reference.as_written.push(link.dest.clone().into_owned());
         }
-        let marker = format!("[{}]", reference.index);
+        let marker = Some(reference.index);
         let candidates = &mut titles[slot];
-        if !link.title.trim().is_empty() && candidates[0].is_none() {
-            candidates[0] = clean_title(&link.title);
+        if candidates[0].is_none() && has_title(&link.title) {
+            candidates[0] = Some(&link.title);
         }
-        let usable_anchor = link.kind == LinkKind::Bracketed && !anchor.trim().is_empty() && !is_numeric_anchor(anchor);
+        let trimmed_anchor = anchor.trim();
+        let usable_anchor =
+            link.kind == LinkKind::Bracketed && !trimmed_anchor.is_empty() && !is_numeric_anchor(trimmed_anchor);
         if usable_anchor {
             let in_references = roles.get(link.leaf) == Some(&Role::Reference);
             let at = if in_references { 1 } else { 2 };
-            if candidates[at].is_none() && anchor.trim() != link.dest {
-                candidates[at] = clean_title(anchor);
+            if candidates[at].is_none() && trimmed_anchor != link.dest && has_title(anchor) {
+                candidates[at] = Some(anchor);
             }
         }
         match link.kind {
-            LinkKind::Autolink => edits.push(Edit { range: link.range.end..link.range.end, replacement: marker }),
+            LinkKind::Autolink => edits.push(Edit { range: link.range.end..link.range.end, marker }),
             _ if usable_anchor => push_unwrap_edits(link, marker, &mut edits),
-            _ => edits.push(Edit { range: link.range.clone(), replacement: marker }),
+            _ => edits.push(Edit { range: link.range.clone(), marker }),
         }
     }
     for (reference, [from_title, from_list, from_body]) in references.iter_mut().zip(titles) {
-        reference.title = from_title.or(from_list).or(from_body);
+        reference.title = from_title.or(from_list).or(from_body).and_then(clean_title);
     }
-    edits.sort_by_key(|e| (e.range.start, e.range.end));
+    // Links come in document order, so the edits nearly always do too:
+    // the sort (which allocates its scratch) is for the rest.
+    if !edits.is_sorted_by_key(|e| (e.range.start, e.range.end)) {
+        edits.sort_by_key(|e| (e.range.start, e.range.end));
+    }
     LinkNormalisation { edits, references }
 }
 
@@ -131,7 +184,7 @@ pub(crate) fn annotate_spans(
     for span in spans {
         let url = canonical_of(&span.url);
         let covered = parsed.links.iter().any(|l| {
-            l.canonical.as_deref() == Some(url.as_str())
+            parsed.canonical(l) == Some(url.as_str())
                 && l.range.start < span.range.end
                 && l.range.end > span.range.start
         });
@@ -185,8 +238,7 @@ pub(crate) fn annotate_spans(
     let mut leaves: Vec<usize> = inserts.iter().map(|&(_, _, leaf)| leaf).collect();
     leaves.sort_unstable();
     leaves.dedup();
-    norm.edits
-        .extend(inserts.into_iter().map(|(at, index, _)| Edit { range: at..at, replacement: format!("[{index}]") }));
+    norm.edits.extend(inserts.into_iter().map(|(at, index, _)| Edit { range: at..at, marker: Some(index) }));
     // Stable: at one offset, an insertion (empty range) before the edit
     // that starts there, and insertions in index order.
     norm.edits.sort_by_key(|e| (e.range.start, e.range.end));
@@ -211,7 +263,7 @@ fn insertion_point(source: &str, parsed: &Parsed, roles: &[Role], span: Range<us
     let body = |i: usize| roles.get(i).is_some_and(|r| r.counts_citations());
     let mut fallback: Option<(usize, usize)> = None;
     for (i, leaf) in parsed.leaves.iter().enumerate().filter(|(i, _)| body(*i)) {
-        for segment in &leaf.segments {
+        for segment in leaf.segments.iter() {
             if segment.start < at && at <= segment.end {
                 return Some((at, i));
             }
@@ -225,13 +277,13 @@ fn insertion_point(source: &str, parsed: &Parsed, roles: &[Role], span: Range<us
 
 /// `[anchor](dest)` → `anchor` + `suffix`: the syntax before the anchor is
 /// deleted and the syntax after it replaced.
-fn push_unwrap_edits(link: &LinkSpan, suffix: String, edits: &mut Vec<Edit>) {
+fn push_unwrap_edits(link: &LinkSpan, suffix: Option<u32>, edits: &mut Vec<Edit>) {
     match link.inner.clone() {
         Some(inner) => {
-            edits.push(Edit { range: link.range.start..inner.start, replacement: String::new() });
-            edits.push(Edit { range: inner.end..link.range.end, replacement: suffix });
+            edits.push(Edit { range: link.range.start..inner.start, marker: None });
+            edits.push(Edit { range: inner.end..link.range.end, marker: suffix });
         }
-        None => edits.push(Edit { range: link.range.clone(), replacement: suffix }),
+        None => edits.push(Edit { range: link.range.clone(), marker: suffix }),
     }
 }
 
@@ -251,7 +303,7 @@ pub(crate) fn rewrite_into(out: &mut String, source: &str, range: Range<usize>, 
             continue;
         }
         out.push_str(source.get(at..edit.range.start).unwrap_or_default());
-        out.push_str(&edit.replacement);
+        edit.write_replacement(out);
         at = edit.range.end.min(range.end);
     }
     out.push_str(source.get(at..range.end).unwrap_or_default());
@@ -271,7 +323,7 @@ impl OffsetMap {
         let mut total = 0isize;
         shift.push(0);
         for e in edits {
-            total += e.replacement.len() as isize - e.range.len() as isize;
+            total += e.replacement_len() as isize - e.range.len() as isize;
             shift.push(total);
         }
         OffsetMap { starts: edits.iter().map(|e| e.range.start).collect(), shift }
@@ -290,7 +342,9 @@ mod tests {
     use super::*;
 
     fn edits(list: &[(Range<usize>, &str)]) -> Vec<Edit> {
-        list.iter().map(|(r, s)| Edit { range: r.clone(), replacement: (*s).to_owned() }).collect()
+        // Replacements are written as text, `""` or `"[n]"`.
+        let marker = |s: &str| s.strip_prefix('[').and_then(|s| s.strip_suffix(']')).map(|n| n.parse().unwrap());
+        list.iter().map(|(r, s)| Edit { range: r.clone(), marker: marker(s) }).collect()
     }
 
     /// Rewriting a sub-range applies only the edits that start in it and
@@ -320,6 +374,33 @@ mod tests {
         assert_eq!(map.map(9), 7);
         assert_eq!(map.map(11), 9);
         assert_eq!(map.map(12), 13);
+    }
+
+    proptest::proptest! {
+        /// A marker edit writes, and counts, the text `format!("[{n}]")`
+        /// gives, which is what edits held before they kept the index.
+        #[test]
+        fn marker_replacements_are_the_formatted_marker(n in proptest::prop_oneof![0u32..1000, proptest::num::u32::ANY]) {
+            let edit = Edit { range: 0..0, marker: Some(n) };
+            let mut out = String::from("x");
+            edit.write_replacement(&mut out);
+            proptest::prop_assert_eq!(&out[1..], format!("[{n}]"));
+            proptest::prop_assert_eq!(edit.replacement_len(), out.len() - 1);
+        }
+    }
+
+    /// An edit without a marker replaces its range with nothing.
+    #[test]
+    fn edits_without_a_marker_write_nothing() {
+        let edit = Edit { range: 0..3, marker: None };
+        let mut out = String::new();
+        edit.write_replacement(&mut out);
+        assert_eq!((out.as_str(), edit.replacement_len()), ("", 0));
+        for n in [0, 9, 10, 99, 100, 999, 1000, u32::MAX] {
+            let mut out = String::new();
+            Edit { range: 0..0, marker: Some(n) }.write_replacement(&mut out);
+            assert_eq!(out, format!("[{n}]"));
+        }
     }
 
     /// Numbers, bracketed numbers and footnote-style numbers are marker anchors.

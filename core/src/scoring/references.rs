@@ -38,13 +38,13 @@ struct Entry {
 /// The written index at the start of a reference line, and the byte length
 /// of that prefix.
 fn index_prefix(line: &str) -> Option<(u32, usize)> {
-    if let Some(first) = markers::scan(line).into_iter().next()
-        && first.kind == SpanKind::Marker
-        && first.range.start == 0
-        && first.indices.len() == 1
+    // The line's first span is a marker at its start exactly when the scan
+    // reads one at byte 0: read just that one, not the whole line.
+    if let Some((end, indices)) = markers::marker_start(line)
+        && let [index] = *indices
     {
-        let after = line[first.range.end..].strip_prefix(':').map_or(first.range.end, |_| first.range.end + 1);
-        return Some((first.indices[0], after));
+        let after = line[end..].strip_prefix(':').map_or(end, |_| end + 1);
+        return Some((index, after));
     }
     let (open, rest) = match line.strip_prefix('(') {
         Some(rest) => (1, rest),
@@ -134,7 +134,7 @@ fn read_leaf(source: &str, i: usize, leaf: &Leaf, text: &str, entries: &mut Vec<
             }
             None => entries.push(Entry {
                 index,
-                ranges: leaf.segments.clone(),
+                ranges: leaf.segments.to_vec(),
                 text: text.to_owned(),
                 leaf: i,
                 item: None,
@@ -182,14 +182,14 @@ fn read_leaf(source: &str, i: usize, leaf: &Leaf, text: &str, entries: &mut Vec<
 /// entry text without its URLs).
 fn entry_reference(source: &str, parsed: &Parsed, entry: &Entry) -> Reference {
     let within = |r: &Range<usize>| entry.ranges.iter().any(|s| s.start <= r.start && r.end <= s.end);
-    let link = parsed.links.iter().find(|l| l.canonical.is_some() && within(&l.range));
+    let link = parsed.links.iter().find(|l| l.canonical_id.is_some() && within(&l.range));
     let spans = markers::scan(&entry.text);
     let (raw_url, url, title) = match link {
         Some(link) => {
             let anchor = link.inner.clone().and_then(|r| source.get(r)).unwrap_or_default().trim();
             let anchor_is_title = link.kind == LinkKind::Bracketed && !anchor.is_empty() && anchor != link.dest;
             let title = if anchor_is_title { clean_title(anchor) } else { text_title(&entry.text, &spans) };
-            (Some(link.dest.clone()), link.canonical.as_deref().map(str::to_owned), title)
+            (Some(link.dest.clone().into_owned()), parsed.canonical(link).map(str::to_owned), title)
         }
         None => {
             let url = spans.iter().find(|s| s.kind == SpanKind::Url && !entry.text[s.range.clone()].starts_with('('));
@@ -241,18 +241,34 @@ pub(crate) fn clean_title(text: &str) -> Option<String> {
         if start > 0 {
             out.push(' ');
         }
-        out.extend(word.chars().filter(|&c| c != '*'));
+        // Most words have no asterisk: copied whole, not char by char.
+        if word.contains('*') {
+            out.extend(word.chars().filter(|&c| c != '*'));
+        } else {
+            out.push_str(word);
+        }
         if out.len() == start + usize::from(start > 0) {
             out.truncate(start);
         }
     }
-    let separator =
-        |c: char| c.is_whitespace() || matches!(c, '-' | '–' | '—' | ':' | '|' | ',' | ';' | '.' | '_' | '<' | '>');
-    let end = out.trim_end_matches(separator).len();
+    let end = out.trim_end_matches(is_title_separator).len();
     out.truncate(end);
-    let start = out.len() - out.trim_start_matches(separator).len();
+    let start = out.len() - out.trim_start_matches(is_title_separator).len();
     out.drain(..start);
     (!out.is_empty()).then_some(out)
+}
+
+/// What [`clean_title`] trims from both ends of a title.
+fn is_title_separator(c: char) -> bool {
+    c.is_whitespace() || matches!(c, '-' | '–' | '—' | ':' | '|' | ',' | ';' | '.' | '_' | '<' | '>')
+}
+
+/// Whether [`clean_title`] gives `text` a title, without making it: the
+/// title is the text's characters but white space and asterisks, trimmed
+/// of separators, so there is one exactly when some character is none of
+/// these.
+pub(crate) fn has_title(text: &str) -> bool {
+    text.chars().any(|c| c != '*' && !is_title_separator(c))
 }
 
 /// A link definition's title without its delimiters: `"T"`, `'T'`, `(T)`.
@@ -302,6 +318,12 @@ mod tests {
                 c.is_whitespace() || matches!(c, '-' | '–' | '—' | ':' | '|' | ',' | ';' | '.' | '_' | '<' | '>')
             });
             proptest::prop_assert_eq!(clean_title(&text), (!trimmed.is_empty()).then(|| trimmed.to_owned()));
+        }
+
+        /// [`has_title`] says whether cleaning gives a title.
+        #[test]
+        fn has_title_is_whether_cleaning_gives_one(text in proptest::string::string_regex("[a* \t.:|,–_<>é\u{a0}-]{0,12}").unwrap()) {
+            proptest::prop_assert_eq!(has_title(&text), clean_title(&text).is_some());
         }
     }
 

@@ -37,26 +37,6 @@ const ABBREVIATIONS_BEFORE_NUMBER: &[&str] = &[
     "aug.", "sep.", "sept.", "oct.", "nov.", "dec.", "v.", "ver.", "art.", "r.", "s.",
 ];
 
-/// The longest entry of [`ABBREVIATIONS`] and
-/// [`ABBREVIATIONS_BEFORE_NUMBER`], in bytes: a longer ASCII token is in
-/// neither.
-const LONGEST_ABBREVIATION: usize = {
-    let mut longest = 0;
-    let lists = [ABBREVIATIONS, ABBREVIATIONS_BEFORE_NUMBER];
-    let mut l = 0;
-    while l < lists.len() {
-        let mut k = 0;
-        while k < lists[l].len() {
-            if lists[l][k].len() > longest {
-                longest = lists[l][k].len();
-            }
-            k += 1;
-        }
-        l += 1;
-    }
-    longest
-};
-
 /// The byte ranges of the sentences of `text` (one block of inline text,
 /// lines already joined), trimmed of surrounding whitespace, in order.
 /// Empty sentences are dropped. Markers that follow a sentence's final
@@ -88,12 +68,25 @@ pub(crate) struct Scratch {
 pub(crate) fn split_sentences_into<'s>(text: &str, spans: &[Span], scratch: &'s mut Scratch) -> &'s [Range<usize>] {
     let Scratch { masked, boundaries, sentences } = scratch;
     mask_into(text, spans, masked);
-    // Spans cover whole characters, so the masked text is UTF-8; were that
-    // ever not so, fall back to the unmasked text rather than fail.
-    let masked = std::str::from_utf8(masked).unwrap_or(text);
     boundaries.clear();
-    uax29_boundaries(masked, boundaries);
     sentences.clear();
+    if text.is_ascii() {
+        sentences_ascii(text, masked, boundaries, sentences);
+    } else {
+        // Spans cover whole characters, so the masked text is UTF-8; were
+        // that ever not so, fall back to the unmasked text rather than fail.
+        let masked = std::str::from_utf8(masked).unwrap_or(text);
+        sentences_general(text, masked, boundaries, sentences);
+    }
+    merge_citation_fragments(text, spans, sentences);
+    sentences
+}
+
+/// The sentences of `text` before citation fragments are merged: cut at
+/// each UAX #29 boundary of the `masked` text that does not follow an
+/// abbreviation or an initial, and trimmed.
+fn sentences_general(text: &str, masked: &str, boundaries: &mut Vec<usize>, sentences: &mut Vec<Range<usize>>) {
+    uax29_boundaries(masked, boundaries);
     let mut start = 0;
     for &at in boundaries.iter() {
         if keeps_going(masked, at) {
@@ -103,8 +96,25 @@ pub(crate) fn split_sentences_into<'s>(text: &str, spans: &[Span], scratch: &'s 
         start = at;
     }
     push_trimmed(text, start..text.len(), sentences);
-    merge_citation_fragments(text, spans, sentences);
-    sentences
+}
+
+/// [`sentences_general`] for ASCII text (most of any report), reading
+/// bytes: the boundaries, the token before each and the trimming need no
+/// UTF-8 check of the masked text and no character decoding, which were
+/// a fifth of the sentence pass. `ascii_sentences_equal_the_general_path`
+/// checks the two against each other.
+fn sentences_ascii(text: &str, masked: &[u8], boundaries: &mut Vec<usize>, sentences: &mut Vec<Range<usize>>) {
+    ascii_boundaries(masked, 0, boundaries);
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    for &at in boundaries.iter() {
+        if keeps_going_ascii(masked, at) {
+            continue;
+        }
+        sentences.extend(trimmed_ascii(bytes, start..at));
+        start = at;
+    }
+    sentences.extend(trimmed_ascii(bytes, start..bytes.len()));
 }
 
 /// Joins to the sentence before it a "sentence" that is only a citation
@@ -347,24 +357,109 @@ fn keeps_going(masked: &str, at: usize) -> bool {
     if !token.ends_with('.') {
         return false;
     }
-    if is_listed(token, ABBREVIATIONS) || is_initials(token) {
+    if is_listed(token, ABBREVIATIONS, &ABBREVIATION_SHAPES) || is_initials(token) {
         return true;
     }
     let next_is_number = masked[at..].trim_start().starts_with(|c: char| c.is_ascii_digit());
-    next_is_number && is_listed(token, ABBREVIATIONS_BEFORE_NUMBER)
+    next_is_number && is_listed(token, ABBREVIATIONS_BEFORE_NUMBER, &BEFORE_NUMBER_SHAPES)
 }
+
+/// White space in ASCII as `char::is_whitespace` has it (vertical tab
+/// included, unlike `u8::is_ascii_whitespace`).
+fn is_ascii_space(b: u8) -> bool {
+    matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' ')
+}
+
+/// [`trimmed`] for ASCII text.
+fn trimmed_ascii(bytes: &[u8], range: Range<usize>) -> Option<Range<usize>> {
+    let (mut start, mut end) = (range.start, range.end);
+    while start < end && is_ascii_space(bytes[start]) {
+        start += 1;
+    }
+    while end > start && is_ascii_space(bytes[end - 1]) {
+        end -= 1;
+    }
+    (start < end).then_some(start..end)
+}
+
+/// [`keeps_going`] for ASCII masked text.
+fn keeps_going_ascii(masked: &[u8], at: usize) -> bool {
+    let mut end = at;
+    while end > 0 && is_ascii_space(masked[end - 1]) {
+        end -= 1;
+    }
+    let mut start = end;
+    while start > 0 && !is_ascii_space(masked[start - 1]) {
+        start -= 1;
+    }
+    while start < end && matches!(masked[start], b'(' | b'[' | b'"' | b'\'' | b'*' | b'_') {
+        start += 1;
+    }
+    let token = &masked[start..end];
+    if token.last() != Some(&b'.') {
+        return false;
+    }
+    if is_listed_ascii(token, ABBREVIATIONS, &ABBREVIATION_SHAPES) || is_initials_ascii(token) {
+        return true;
+    }
+    let next = masked[at..].iter().find(|&&b| !is_ascii_space(b));
+    next.is_some_and(u8::is_ascii_digit) && is_listed_ascii(token, ABBREVIATIONS_BEFORE_NUMBER, &BEFORE_NUMBER_SHAPES)
+}
+
+/// [`is_initials`] for an ASCII token.
+fn is_initials_ascii(token: &[u8]) -> bool {
+    let Some((b'.', letters)) = token.split_last() else { return false };
+    let short = |p: &[u8]| (1..=2).contains(&p.len()) && p.iter().all(u8::is_ascii_alphabetic);
+    if letters.contains(&b'.') {
+        letters.split(|&b| b == b'.').all(short)
+    } else {
+        letters.len() == 1 && letters[0].is_ascii_uppercase()
+    }
+}
+
+/// For each letter `a`..`z`, bit `n` set when some entry of `list` is `n`
+/// bytes long and starts with that letter: a token whose first letter and
+/// length no entry has is not compared with every entry.
+const fn shapes(list: &[&str]) -> [u16; 26] {
+    let mut table = [0u16; 26];
+    let mut k = 0;
+    while k < list.len() {
+        let entry = list[k].as_bytes();
+        assert!(entry.len() < 16 && entry[0].is_ascii_lowercase());
+        table[(entry[0] - b'a') as usize] |= 1 << entry.len();
+        k += 1;
+    }
+    table
+}
+
+const ABBREVIATION_SHAPES: [u16; 26] = shapes(ABBREVIATIONS);
+const BEFORE_NUMBER_SHAPES: [u16; 26] = shapes(ABBREVIATIONS_BEFORE_NUMBER);
 
 /// Whether `token`, lowercased, is in `list` (whose entries are lowercase
 /// ASCII). An ASCII token is compared ignoring ASCII case, which is the
 /// same test without lowercasing it into a new string at every sentence end.
-fn is_listed(token: &str, list: &[&str]) -> bool {
+/// `shapes` is [`shapes`] of `list`.
+fn is_listed(token: &str, list: &[&str], shapes: &[u16; 26]) -> bool {
     if token.is_ascii() {
-        // Most tokens before a full stop are words longer than any entry.
-        token.len() <= LONGEST_ABBREVIATION && list.iter().any(|entry| entry.eq_ignore_ascii_case(token))
+        is_listed_ascii(token.as_bytes(), list, shapes)
     } else {
         let lower = token.to_lowercase();
         list.contains(&lower.as_str())
     }
+}
+
+/// [`is_listed`] for an ASCII token: compared ignoring ASCII case, which
+/// is the same test without lowercasing it into a new string.
+fn is_listed_ascii(token: &[u8], list: &[&str], shapes: &[u16; 26]) -> bool {
+    // Most tokens before a full stop are words no entry has the first
+    // letter and the length of.
+    let possible = match token.first() {
+        Some(first) if first.is_ascii_alphabetic() && token.len() < 16 => {
+            shapes[usize::from(first.to_ascii_lowercase() - b'a')] & (1 << token.len()) != 0
+        }
+        _ => false,
+    };
+    possible && list.iter().any(|entry| entry.as_bytes().eq_ignore_ascii_case(token))
 }
 
 /// `J.` (a capital initial) or `U.S.`, `e.g.`, `Ph.D.`: letters each
@@ -487,6 +582,72 @@ mod tests {
             text in proptest::string::string_regex("[abAB19 \t.?!\"')(\\[\\]{},;:$*\r\n-]{0,120}").unwrap()
         ) {
             proptest::prop_assert_eq!(ascii(&text), reference_boundaries(&text));
+        }
+    }
+
+    /// The sentences of the general path (UTF-8 masked text, UAX #29 via
+    /// [`uax29_boundaries`], character trimming), before fragments merge.
+    fn general_sentences(text: &str) -> Vec<Range<usize>> {
+        let masked = mask(text);
+        let (mut boundaries, mut sentences) = (Vec::new(), Vec::new());
+        sentences_general(text, &masked, &mut boundaries, &mut sentences);
+        sentences
+    }
+
+    fn ascii_sentences(text: &str) -> Vec<Range<usize>> {
+        let masked = mask(text);
+        let (mut boundaries, mut sentences) = (Vec::new(), Vec::new());
+        sentences_ascii(text, masked.as_bytes(), &mut boundaries, &mut sentences);
+        sentences
+    }
+
+    proptest::proptest! {
+        /// The byte path for ASCII text cuts and trims exactly as the
+        /// general path, on text dense in abbreviations (any case, after
+        /// brackets, quotes and emphasis), initials, numbers after them,
+        /// every ASCII white space (vertical tab included), markers, URLs
+        /// and code.
+        #[test]
+        fn ascii_sentences_equal_the_general_path(
+            text in proptest::string::string_regex(concat!(
+                r"(Fig\.|fig\.|NO\.|e\.g\.|U\.S\.|J\.|Ph\.D\.|i\.e\.|vs\.|Dr\.|al\.|x\.|",
+                r"ab|Word|2|10|\.|\?|!|\(|\[|\*|_|'|\x22| |\t|\n|\x0b|\x0c|\r|\[1\]|`c\.d`|https://x\.org/a\.b)",
+                r"{0,24}",
+            )).unwrap()
+        ) {
+            proptest::prop_assert_eq!(ascii_sentences(&text), general_sentences(&text), "{:?}", text);
+        }
+
+        /// The first-letter-and-length filter of [`is_listed`] keeps every
+        /// token the plain comparison finds, in any case.
+        #[test]
+        fn listed_filter_equals_comparing_every_entry(token in "[a-zA-Z.]{0,9}") {
+            for (list, shapes) in [
+                (ABBREVIATIONS, &ABBREVIATION_SHAPES),
+                (ABBREVIATIONS_BEFORE_NUMBER, &BEFORE_NUMBER_SHAPES),
+            ] {
+                let plain = list.iter().any(|entry| entry.eq_ignore_ascii_case(&token));
+                proptest::prop_assert_eq!(is_listed(&token, list, shapes), plain);
+            }
+        }
+
+        /// The byte reading of initials is the character reading, on ASCII
+        /// tokens.
+        #[test]
+        fn ascii_initials_equal_the_character_reading(token in "[aBc.]{0,7}") {
+            proptest::prop_assert_eq!(is_initials_ascii(token.as_bytes()), is_initials(&token));
+        }
+    }
+
+    /// Every entry, in lower and upper case, is listed.
+    #[test]
+    fn every_abbreviation_is_listed() {
+        for (list, shapes) in
+            [(ABBREVIATIONS, &ABBREVIATION_SHAPES), (ABBREVIATIONS_BEFORE_NUMBER, &BEFORE_NUMBER_SHAPES)]
+        {
+            for entry in list {
+                assert!(is_listed(entry, list, shapes) && is_listed(&entry.to_uppercase(), list, shapes), "{entry}");
+            }
         }
     }
 
