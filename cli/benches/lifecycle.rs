@@ -144,7 +144,7 @@ fn main() {
         if rounds > 1 {
             for protocol in [Protocol::Grpc, Protocol::HttpProtobuf] {
                 let median = |pick: fn(&(Protocol, f64, f64)) -> f64| {
-                    let mut v: Vec<f64> = ratios.iter().filter(|r| r.0.label() == protocol.label()).map(pick).collect();
+                    let mut v: Vec<f64> = ratios.iter().filter(|r| r.0 == protocol).map(pick).collect();
                     v.sort_by(f64::total_cmp);
                     v[v.len() / 2]
                 };
@@ -167,7 +167,7 @@ fn main() {
 }
 
 /// The OTLP protocols the traced runs export over.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq)]
 enum Protocol {
     Grpc,
     HttpProtobuf,

@@ -70,6 +70,10 @@ struct Recording {
 }
 
 impl Recording {
+    fn new(name: &'static str, start: SystemTime, context: SpanContext, parent: SpanId, remote: bool) -> Recording {
+        Recording { context, parent, parent_is_remote: remote, name, start, end: None, body: bodies::take() }
+    }
+
     fn fields(&self, end: SystemTime) -> DirectFields<'_> {
         DirectFields {
             context: &self.context,
@@ -195,12 +199,6 @@ impl DirectSpan {
         if let Some(r) = &mut self.0 {
             r.end = Some(end);
         }
-    }
-}
-
-impl Recording {
-    fn new(name: &'static str, start: SystemTime, context: SpanContext, parent: SpanId, remote: bool) -> Recording {
-        Recording { context, parent, parent_is_remote: remote, name, start, end: None, body: bodies::take() }
     }
 }
 

@@ -197,13 +197,7 @@ impl TraceExport {
             BatchSpanProcessor::builder(OnRuntime { inner: Arc::clone(&exporter), handle: runtime.handle().clone() })
                 .with_batch_config(settings.sdk())
                 .build();
-        let direct = crate::otlp_trace::queue::start(
-            runtime.handle(),
-            exporter,
-            settings.max_queue,
-            settings.max_batch,
-            settings.delay,
-        );
+        let direct = crate::otlp_trace::queue::start(runtime.handle(), exporter, settings);
         let provider = SdkTracerProvider::builder().with_span_processor(processor).with_resource(resource).build();
         opentelemetry::global::set_text_map_propagator(opentelemetry_sdk::propagation::TraceContextPropagator::new());
         opentelemetry::global::set_tracer_provider(provider.clone());
@@ -253,11 +247,8 @@ impl<E: SpanExporter + 'static> SpanExporter for OnRuntime<E> {
         self.inner.force_flush()
     }
 
-    fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
-        if let Some(inner) = Arc::get_mut(&mut self.inner) {
-            inner.set_resource(resource);
-        }
-    }
+    // No `set_resource`: the exporter is shared with the direct spans'
+    // queue and was given the resource when it was built.
 }
 
 /// The trace id of `key`: the first 16 bytes of SHA-256 over a fixed

@@ -44,6 +44,7 @@ use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable as _};
 use bytes::{Buf as _, BufMut as _, Bytes};
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceResponse;
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 
@@ -284,9 +285,7 @@ impl OtlpTraceExporter {
             }
         }
     }
-}
 
-impl OtlpTraceExporter {
     /// Sends one encoded request, retrying as the module header says.
     async fn send_with_retries(&self, body: Bytes) -> OTelSdkResult {
         let backoff = ExponentialBuilder::default()
@@ -330,9 +329,9 @@ impl SpanExporter for OtlpTraceExporter {
         self.send_with_retries(Bytes::from(body)).await
     }
 
-    fn set_resource(&mut self, resource: &opentelemetry_sdk::Resource) {
-        self.resource = EncodedResource::new(resource);
-    }
+    // No `set_resource`: the resource is given when the exporter is built
+    // (`OtlpTraceExporter::new`), before the SDK's processor and the direct
+    // spans' queue share it.
 }
 
 /// Why one try failed, and whether to try again (and when).
@@ -367,86 +366,26 @@ impl Failure {
     }
 }
 
-/// Reads an `ExportTraceServiceResponse`: a `partial_success` (field 1)
-/// with `rejected_spans` (1) and `error_message` (2) fails the batch
-/// without a retry, as OTLP says.
+/// Reads an `ExportTraceServiceResponse` (the protocol crate's message):
+/// a `partial_success` with rejected spans or a message fails the batch
+/// without a retry, as OTLP says. An answer that does not decode is taken
+/// as a success (the collector took the request; OTLP/HTTP allows any
+/// body with a 2xx).
 fn partial_success(response: &[u8]) -> Result<(), Failure> {
-    let Some(partial) = field_bytes(response, 1) else { return Ok(()) };
-    let rejected = field_varint(partial, 1).unwrap_or(0);
-    let message = field_bytes(partial, 2).map(String::from_utf8_lossy).unwrap_or_default();
-    if rejected == 0 && message.is_empty() {
+    use prost::Message as _;
+    let Ok(ExportTraceServiceResponse { partial_success: Some(partial) }) =
+        ExportTraceServiceResponse::decode(response)
+    else {
+        return Ok(());
+    };
+    if partial.rejected_spans == 0 && partial.error_message.is_empty() {
         return Ok(());
     }
     Err(Failure {
-        message: format!("the collector rejected {rejected} spans: {message}"),
+        message: format!("the collector rejected {} spans: {}", partial.rejected_spans, partial.error_message),
         retryable: false,
         after: None,
     })
-}
-
-/// The bytes of length-delimited field `field` of `message` (its last).
-fn field_bytes(message: &[u8], field: u64) -> Option<&[u8]> {
-    let mut found = None;
-    walk(message, |f, value| {
-        if let (true, Value::Len(bytes)) = (f == field, value) {
-            found = Some(bytes);
-        }
-    });
-    found
-}
-
-/// The varint field `field` of `message` (its last).
-fn field_varint(message: &[u8], field: u64) -> Option<u64> {
-    let mut found = None;
-    walk(message, |f, value| {
-        if let (true, Value::Varint(v)) = (f == field, value) {
-            found = Some(v);
-        }
-    });
-    found
-}
-
-enum Value<'a> {
-    Varint(u64),
-    Len(&'a [u8]),
-}
-
-/// Calls `each` with every field of `message` whose wire type it can
-/// read, stopping at the first it cannot.
-fn walk<'a>(mut message: &'a [u8], mut each: impl FnMut(u64, Value<'a>)) {
-    fn varint(buf: &mut &[u8]) -> Option<u64> {
-        let mut value = 0u64;
-        for shift in (0..64).step_by(7) {
-            let (&b, rest) = buf.split_first()?;
-            *buf = rest;
-            value |= u64::from(b & 0x7f) << shift;
-            if b < 0x80 {
-                return Some(value);
-            }
-        }
-        None
-    }
-    while let Some(key) = varint(&mut message) {
-        let field = key >> 3;
-        match key & 7 {
-            0 => match varint(&mut message) {
-                Some(v) => each(field, Value::Varint(v)),
-                None => return,
-            },
-            2 => {
-                let Some(len) = varint(&mut message).and_then(|l| usize::try_from(l).ok()) else { return };
-                if len > message.len() {
-                    return;
-                }
-                let (bytes, rest) = message.split_at(len);
-                message = rest;
-                each(field, Value::Len(bytes));
-            }
-            1 if message.len() >= 8 => message = &message[8..],
-            5 if message.len() >= 4 => message = &message[4..],
-            _ => return,
-        }
-    }
 }
 
 /// A gRPC codec that sends the request's bytes as they are and keeps the

@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use super::OtlpTraceExporter;
 use super::encode::message;
+use crate::export::BatchSettings;
 
 /// The process's direct-span queue, set once by the exporting
 /// `crate::init` ([`start`]).
@@ -71,12 +72,7 @@ pub(crate) fn record(write: impl FnOnce(&mut Vec<u8>)) {
 impl Queue {
     fn send(&self, batch: Batch) {
         if let Err(e) = self.ship.try_send(batch) {
-            let lost = match e {
-                tokio::sync::mpsc::error::TrySendError::Full(b) | tokio::sync::mpsc::error::TrySendError::Closed(b) => {
-                    b.spans
-                }
-            };
-            self.dropped.fetch_add(lost as u64, Ordering::Relaxed);
+            self.dropped.fetch_add(e.into_inner().spans as u64, Ordering::Relaxed);
         }
     }
 
@@ -107,11 +103,10 @@ pub(crate) struct Running {
 pub(crate) fn start(
     runtime: &tokio::runtime::Handle,
     exporter: Arc<OtlpTraceExporter>,
-    max_queue: usize,
-    max_spans: usize,
-    delay: Duration,
+    settings: BatchSettings,
 ) -> Option<Running> {
-    let max_spans = max_spans.max(1);
+    let BatchSettings { max_queue, max_batch, delay } = settings;
+    let max_spans = max_batch.max(1);
     let (ship, mut batches) = tokio::sync::mpsc::channel((max_queue / max_spans).max(1));
     let queue = Queue { open: Mutex::new(Batch::default()), ship, max_spans, dropped: AtomicU64::new(0) };
     QUEUE.set(queue).ok()?;
