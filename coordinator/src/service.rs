@@ -219,6 +219,9 @@ pub struct CoordinatorService {
     _cohort_span: tracing::Span,
     /// The cohort span's context, read once: every lease span links to it.
     cohort_link: cohort_telemetry::LinkTarget,
+    /// Each run's trace and root span ids, derived from the manifest and
+    /// the run (the manifest's part hashed once).
+    run_roots: cohort_telemetry::RunRoots,
 }
 
 fn ledger_status(e: LedgerError) -> Status {
@@ -265,6 +268,7 @@ impl CoordinatorService {
             config,
             cohort_link: cohort_telemetry::LinkTarget::of(&cohort_span),
             _cohort_span: cohort_span,
+            run_roots: cohort_telemetry::RunRoots::new(&plan.manifest_sha256),
             arms: Arc::new(RwLock::new(arms)),
             plan: Arc::new(plan),
             worker_seq: AtomicU64::new(0),
@@ -370,7 +374,7 @@ impl CoordinatorService {
     /// coordinator process leased it, is one tree. Its context goes to the
     /// worker in the lease.
     fn lease_span(&self, worker_id: &str, g: &LeaseGrant, started: SystemTime) -> DirectSpan {
-        let root = cohort_telemetry::RunRoot::of(|| format!("{}:{}", self.plan.manifest_sha256, g.run_id));
+        let root = self.run_roots.of(&g.run_id);
         if g.attempt == 1 {
             cohort_telemetry::emit_run_root(
                 &root,

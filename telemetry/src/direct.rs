@@ -242,7 +242,8 @@ impl Drop for DirectSpan {
     fn drop(&mut self) {
         let Some(r) = self.0.take() else { return };
         let end = r.end.unwrap_or_else(|| SystemTime::now().max(r.start));
-        queue::record(|buf| encode::direct_span(buf, &r.fields(end)));
+        let fields = r.fields(end);
+        queue::record(encode::direct_span_len(&fields), |buf| encode::direct_span(buf, &fields));
         bodies::give_back(r.body);
     }
 }
@@ -284,26 +285,44 @@ pub(crate) fn format_traceparent(context: &SpanContext) -> String {
 /// propagator reads the same fields by the same rules (a test compares
 /// the two), without building a map for a carrier.
 pub(crate) fn parse_traceparent(value: &str) -> Option<SpanContext> {
-    /// The value of `s`, exactly `len` lowercase hex digits (at most 32).
-    fn hex(s: &str, len: usize) -> Option<u128> {
-        if s.len() != len {
-            return None;
+    // A digit's value, or 0x80 for any byte that is not a lowercase hex
+    // digit (the specification allows no other).
+    const HEX: [u8; 256] = {
+        let mut table = [0x80u8; 256];
+        let mut d = 0;
+        while d < 10 {
+            table[b'0' as usize + d] = d as u8;
+            d += 1;
         }
-        s.bytes().try_fold(0u128, |n, b| {
-            let digit = match b {
-                b'0'..=b'9' => b - b'0',
-                b'a'..=b'f' => b - b'a' + 10,
-                _ => return None,
-            };
-            Some(n << 4 | u128::from(digit))
-        })
+        let mut d = 0;
+        while d < 6 {
+            table[b'a' as usize + d] = 10 + d as u8;
+            d += 1;
+        }
+        table
+    };
+    // Up to 16 digits; None if any is not one.
+    fn hex(digits: &[u8]) -> Option<u64> {
+        let mut n = 0u64;
+        let mut bad = 0u8;
+        for &b in digits {
+            let d = HEX[usize::from(b)];
+            bad |= d;
+            n = n << 4 | u64::from(d & 0x0f);
+        }
+        (bad & 0x80 == 0).then_some(n)
     }
-    let mut fields = value.trim().split('-');
-    let version = hex(fields.next()?, 2)?;
-    let trace_id = TraceId::from(hex(fields.next()?, 32)?);
-    let span_id = SpanId::from(u64::try_from(hex(fields.next()?, 16)?).ok()?);
-    let flags = u8::try_from(hex(fields.next()?, 2)?).ok()?;
-    if version == 0xff || (version == 0 && fields.next().is_some()) {
+    // version "-" trace-id "-" parent-id "-" flags: 55 bytes; a later
+    // version may add fields after a further "-", version 00 may not.
+    let v = value.trim().as_bytes();
+    if v.len() < 55 || v[2] != b'-' || v[35] != b'-' || v[52] != b'-' {
+        return None;
+    }
+    let version = hex(&v[0..2])?;
+    let trace_id = TraceId::from(u128::from(hex(&v[3..19])?) << 64 | u128::from(hex(&v[19..35])?));
+    let span_id = SpanId::from(hex(&v[36..52])?);
+    let flags = hex(&v[53..55])? as u8;
+    if version == 0xff || (v.len() > 55 && (version == 0 || v[55] != b'-')) {
         return None;
     }
     let context =
@@ -446,7 +465,10 @@ mod tests {
             }
             encode::span_link(&mut r.body, &cohort_span);
             let mut bytes = Vec::new();
-            encode::message(&mut bytes, 2, |buf| encode::direct_span(buf, &r.fields(end)));
+            let fields = r.fields(end);
+            encode::sized_message(&mut bytes, 2, encode::direct_span_len(&fields), |buf| {
+                encode::direct_span(buf, &fields);
+            });
             let ours = ExportTraceServiceRequest::decode(
                 crate::otlp_trace::encode::wrap(
                     &crate::otlp_trace::encode::EncodedResource::new(&resource),

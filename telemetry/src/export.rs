@@ -251,28 +251,47 @@ impl<E: SpanExporter + 'static> SpanExporter for OnRuntime<E> {
     // queue and was given the resource when it was built.
 }
 
-/// The trace id of `key`: the first 16 bytes of SHA-256 over a fixed
-/// prefix and the key (never the invalid all-zero id).
-pub fn trace_id_of(key: &str) -> TraceId {
-    let digest = Sha256::new().chain_update(b"cohort-run-trace\0").chain_update(key.as_bytes()).finalize();
-    let mut bytes = [0u8; 16];
-    bytes.copy_from_slice(&digest[..16]);
-    if bytes == [0u8; 16] {
-        bytes[15] = 1;
-    }
-    TraceId::from_bytes(bytes)
+/// How a run's trace and root span ids are derived from its key (the
+/// cohort's manifest hash, `:`, the run id): the trace id is the first 16
+/// bytes of SHA-256 over `cohort-run-trace\0` and the key, the root span
+/// id the first 8 bytes of SHA-256 over `cohort-run-root\0` and the key
+/// (neither ever the invalid all-zero id). The head of the key is absorbed
+/// when made: the ids of `head` followed by `tail` hash only the tail. A coordinator absorbs its cohort's part of every run's
+/// key once (`RunRoots`), and the first of the two SHA-256 blocks a run's
+/// key takes is then never compressed again.
+#[derive(Debug, Clone)]
+pub(crate) struct RunKeyHashers {
+    trace: Sha256,
+    root: Sha256,
 }
 
-/// The span id of the root span of `key`'s trace: the first 8 bytes of
-/// SHA-256 over another fixed prefix and the key (never the invalid id).
-pub fn root_span_id_of(key: &str) -> SpanId {
-    let digest = Sha256::new().chain_update(b"cohort-run-root\0").chain_update(key.as_bytes()).finalize();
-    let mut bytes = [0u8; 8];
-    bytes.copy_from_slice(&digest[..8]);
-    if bytes == [0u8; 8] {
-        bytes[7] = 1;
+impl RunKeyHashers {
+    pub(crate) fn new(head: &str) -> RunKeyHashers {
+        RunKeyHashers {
+            trace: Sha256::new().chain_update(b"cohort-run-trace\0").chain_update(head.as_bytes()),
+            root: Sha256::new().chain_update(b"cohort-run-root\0").chain_update(head.as_bytes()),
+        }
     }
-    SpanId::from_bytes(bytes)
+
+    pub(crate) fn trace_id(&self, tail: &str) -> TraceId {
+        let digest = self.trace.clone().chain_update(tail.as_bytes()).finalize();
+        let mut bytes = [0u8; 16];
+        bytes.copy_from_slice(&digest[..16]);
+        if bytes == [0u8; 16] {
+            bytes[15] = 1;
+        }
+        TraceId::from_bytes(bytes)
+    }
+
+    pub(crate) fn root_span_id(&self, tail: &str) -> SpanId {
+        let digest = self.root.clone().chain_update(tail.as_bytes()).finalize();
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(&digest[..8]);
+        if bytes == [0u8; 8] {
+            bytes[7] = 1;
+        }
+        SpanId::from_bytes(bytes)
+    }
 }
 
 /// Whether the sampler `OTEL_TRACES_SAMPLER(_ARG)` names keeps the trace
@@ -302,15 +321,35 @@ mod tests {
 
     #[test]
     fn a_run_key_gives_one_trace_id_and_others_differ() {
-        assert_eq!(trace_id_of("m:q1:a:1"), trace_id_of("m:q1:a:1"));
-        assert_ne!(trace_id_of("m:q1:a:1"), trace_id_of("m:q1:a:2"));
-        assert_ne!(trace_id_of("m:q1:a:1"), TraceId::INVALID);
+        let ids = RunKeyHashers::new("m:");
+        assert_eq!(ids.trace_id("q1:a:1"), ids.trace_id("q1:a:1"));
+        assert_ne!(ids.trace_id("q1:a:1"), ids.trace_id("q1:a:2"));
+        assert_ne!(ids.trace_id("q1:a:1"), TraceId::INVALID);
     }
 
     #[test]
     fn a_run_key_gives_one_root_span_id() {
-        assert_eq!(root_span_id_of("m:q1:a:1"), root_span_id_of("m:q1:a:1"));
-        assert_ne!(root_span_id_of("m:q1:a:1"), root_span_id_of("m:q1:a:2"));
-        assert_ne!(root_span_id_of("m:q1:a:1"), SpanId::INVALID);
+        let ids = RunKeyHashers::new("m:");
+        assert_eq!(ids.root_span_id("q1:a:1"), ids.root_span_id("q1:a:1"));
+        assert_ne!(ids.root_span_id("q1:a:1"), ids.root_span_id("q1:a:2"));
+        assert_ne!(ids.root_span_id("q1:a:1"), SpanId::INVALID);
+    }
+
+    /// The ids are SHA-256 of the prefix and the whole key, wherever the
+    /// key is cut between the part absorbed once and the run's part: a
+    /// run keeps its trace whichever coordinator (or version) leases it.
+    #[test]
+    fn ids_from_an_absorbed_head_are_the_digest_of_the_whole_key() {
+        let manifest = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+        let run = "question-with-a-long-id:arm:17";
+        let key = format!("{manifest}:{run}");
+        let whole = |prefix: &[u8]| Sha256::new().chain_update(prefix).chain_update(key.as_bytes()).finalize();
+        let trace = whole(b"cohort-run-trace\0");
+        let root = whole(b"cohort-run-root\0");
+        for cut in [0, 1, 40, manifest.len(), manifest.len() + 1, key.len()] {
+            let hashers = RunKeyHashers::new(&key[..cut]);
+            assert_eq!(hashers.trace_id(&key[cut..]).to_bytes(), trace[..16], "cut at {cut}");
+            assert_eq!(hashers.root_span_id(&key[cut..]).to_bytes(), root[..8], "cut at {cut}");
+        }
     }
 }

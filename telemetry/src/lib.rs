@@ -125,29 +125,39 @@ pub fn init(service_name: &str, default_level: &str) -> Result<Telemetry, Teleme
 }
 
 /// Whether [`init`] set up span export. Without it no run's trace ids are
-/// derived ([`RunRoot::of`]): an untraced coordinator pays nothing for them.
+/// derived ([`RunRoots::of`]): an untraced coordinator pays nothing for them.
 static EXPORTING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// The root of one run's trace: the trace id and the root span id, both
 /// derived from the run's key (the cohort's manifest hash and the run id),
 /// and the sampler's decision for that trace, worked out once per lease and
-/// given to [`emit_run_root`] and [`DirectSpan::under_root`]. Empty (nothing derived, the
-/// key not even built) when spans are not exported.
+/// given to [`emit_run_root`] and [`DirectSpan::under_root`] ([`RunRoots::of`]).
+/// Empty (nothing derived) when spans are not exported.
 #[derive(Debug, Clone)]
 pub struct RunRoot(Option<opentelemetry::trace::SpanContext>);
 
-impl RunRoot {
-    /// The root of the run whose key `key` builds (called only when spans
-    /// are exported).
-    pub fn of(key: impl FnOnce() -> String) -> RunRoot {
+/// Derives the [`RunRoot`]s of one cohort's runs: a run's key is the
+/// cohort's manifest hash, `:` and the run id, and the cohort's part is
+/// hashed once, here, not once per lease.
+#[derive(Debug, Clone)]
+pub struct RunRoots(export::RunKeyHashers);
+
+impl RunRoots {
+    /// The roots of the runs of the cohort whose manifest has SHA-256
+    /// `manifest_sha256`.
+    pub fn new(manifest_sha256: &str) -> RunRoots {
+        RunRoots(export::RunKeyHashers::new(&format!("{manifest_sha256}:")))
+    }
+
+    /// The root of run `run_id`; empty when spans are not exported.
+    pub fn of(&self, run_id: &str) -> RunRoot {
         use opentelemetry::trace::{SpanContext, TraceFlags, TraceState};
         if !EXPORTING.load(std::sync::atomic::Ordering::Relaxed) {
             return RunRoot(None);
         }
-        let key = key();
-        let trace_id = export::trace_id_of(&key);
+        let trace_id = self.0.trace_id(run_id);
         let flags = if export::root_sampled(trace_id) { TraceFlags::SAMPLED } else { TraceFlags::default() };
-        RunRoot(Some(SpanContext::new(trace_id, export::root_span_id_of(&key), flags, true, TraceState::NONE)))
+        RunRoot(Some(SpanContext::new(trace_id, self.0.root_span_id(run_id), flags, true, TraceState::NONE)))
     }
 }
 

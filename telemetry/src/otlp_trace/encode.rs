@@ -100,12 +100,43 @@ pub(crate) fn message(buf: &mut Vec<u8>, field: u32, body: impl FnOnce(&mut Vec<
         buf[at] = len as u8;
         return;
     }
-    let mut prefix = Vec::with_capacity(10);
-    varint(&mut prefix, len as u64);
-    let extra = prefix.len() - 1;
+    let extra = varint_len(len as u64) - 1;
     buf.resize(buf.len() + extra, 0);
     buf.copy_within(at + 1..at + 1 + len, at + 1 + extra);
-    buf[at..at + prefix.len()].copy_from_slice(&prefix);
+    let mut v = len as u64;
+    for byte in &mut buf[at..=at + extra] {
+        *byte = (v as u8 & 0x7f) | if v >= 0x80 { 0x80 } else { 0 };
+        v >>= 7;
+    }
+}
+
+/// A sub-message in field `field` whose length `len` is known before it
+/// is written: no byte set aside, nothing moved. Should `body` write other
+/// than `len` bytes (a test fails on it in debug builds), the length is
+/// written again to match, so the message is never malformed.
+pub(crate) fn sized_message(buf: &mut Vec<u8>, field: u32, len: usize, body: impl FnOnce(&mut Vec<u8>)) {
+    key(buf, field, LEN);
+    varint(buf, len as u64);
+    let at = buf.len();
+    body(buf);
+    let written = buf.len() - at;
+    debug_assert_eq!(written, len, "a sized message wrote other than its length");
+    if written != len {
+        let body = buf.split_off(at);
+        buf.truncate(at - varint_len(len as u64));
+        varint(buf, written as u64);
+        buf.extend_from_slice(&body);
+    }
+}
+
+// === Lengths, for a message whose length goes before it (`sized_message`) ===
+
+fn key_len(field: u32) -> usize {
+    varint_len(u64::from(field << 3))
+}
+
+fn bytes_field_len(field: u32, len: usize) -> usize {
+    key_len(field) + varint_len(len as u64) + len
 }
 
 // === OTLP messages ===
@@ -381,6 +412,43 @@ pub(crate) struct DirectFields<'a> {
 /// `ScopeSpans.spans`: `message(buf, 2, ..)`). The same bytes, field for
 /// field, as [`span`] writes for the `SpanData` it stands for.
 pub(crate) fn direct_span(buf: &mut Vec<u8>, s: &DirectFields<'_>) {
+    let at = buf.len();
+    direct_span_fields(buf, s);
+    debug_assert_eq!(buf.len() - at, direct_span_len(s), "direct_span_len disagrees with direct_span");
+}
+
+/// The bytes [`direct_span`] writes for `s`, known before it writes them,
+/// so a span goes into a batch with its length first ([`sized_message`])
+/// and is never moved.
+pub(crate) fn direct_span_len(s: &DirectFields<'_>) -> usize {
+    let state = s.context.trace_state();
+    let state_len = if *state == TraceState::NONE {
+        0
+    } else {
+        match state.header().len() {
+            0 => 0,
+            n => bytes_field_len(3, n),
+        }
+    };
+    let parent = if s.parent == SpanId::INVALID { 0 } else { bytes_field_len(4, 8) };
+    let name = if s.name.is_empty() { 0 } else { bytes_field_len(5, s.name.len()) };
+    let time = |field: u32, t: SystemTime| if nanos(t) == 0 { 0 } else { key_len(field) + 8 };
+    bytes_field_len(1, 16)
+        + bytes_field_len(2, 8)
+        + state_len
+        + parent
+        + name
+        + key_len(6)
+        + varint_len(span_kind(&SpanKind::Internal))
+        + time(7, s.start)
+        + time(8, s.end)
+        + s.body.len()
+        + bytes_field_len(15, 0)
+        + key_len(16)
+        + 4
+}
+
+fn direct_span_fields(buf: &mut Vec<u8>, s: &DirectFields<'_>) {
     bytes_field(buf, 1, &s.context.trace_id().to_bytes());
     bytes_field(buf, 2, &s.context.span_id().to_bytes());
     trace_state(buf, 3, s.context.trace_state());

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use super::OtlpTraceExporter;
-use super::encode::message;
+use super::encode::sized_message;
 use crate::export::BatchSettings;
 
 /// The process's direct-span queue, set once by the exporting
@@ -53,14 +53,14 @@ pub(crate) fn active() -> bool {
     QUEUE.get().is_some()
 }
 
-/// Writes one span (`write` writes its `Span` fields) into the open
-/// batch, and ships the batch when it is full. Nothing when the queue is
-/// not running.
-pub(crate) fn record(write: impl FnOnce(&mut Vec<u8>)) {
+/// Writes one span (`write` writes its `Span` fields, `len` bytes) into
+/// the open batch, and ships the batch when it is full. Nothing when the
+/// queue is not running.
+pub(crate) fn record(len: usize, write: impl FnOnce(&mut Vec<u8>)) {
     let Some(queue) = QUEUE.get() else { return };
     let full = {
         let Ok(mut open) = queue.open.lock() else { return };
-        message(&mut open.bytes, 2, write);
+        sized_message(&mut open.bytes, 2, len, write);
         open.spans += 1;
         (open.spans >= queue.max_spans).then(|| queue.replace(&mut open))
     };
