@@ -66,7 +66,8 @@ fn attempt(class: AttemptClass, at: i64) -> AttemptRecord {
     }
 }
 
-fn completed(at: i64) -> RunResult {
+/// A completed result recorded at `at`.
+pub fn completed(at: i64) -> RunResult {
     RunResult {
         outcome: Outcome::Completed,
         reason: String::new(),
@@ -417,6 +418,28 @@ pub async fn not_run_for_a_leased_run_is_refused(l: &dyn Ledger) {
     let accepted = l.finish_many("w1", &[(lref(g1), completed(150)), (lref(g2), completed(150))], 300).await;
     assert_eq!(accepted.unwrap(), vec![true, true]);
     assert_eq!(assert_counts_add_up(l).await.by_outcome.get(&Outcome::Completed), Some(&2));
+}
+
+/// Every run a batch of results ends gets its own `final` event, in the
+/// batch's order, at the call's time, its outcome the detail, however the
+/// backend keeps its audit log (the Redis ledger writes a batch's finals
+/// as one stream entry); `events(n)` is the last `n` events.
+pub async fn a_batch_of_results_logs_a_final_event_per_run(l: &dyn Ledger) {
+    seeded(l).await;
+    let batch = l.lease("w1", 3, 100, TTL).await.unwrap().leases;
+    assert_eq!(batch.len(), 3, "both arms' caps: {batch:?}");
+    let results: Vec<_> = batch.iter().map(|g| (lref(g), completed(150))).collect();
+    assert_eq!(l.finish_many("w1", &results, 200).await.unwrap(), vec![true; 3]);
+    let ids: Vec<&str> = batch.iter().map(|g| g.run_id.as_str()).collect();
+    let events = l.events(100).await.unwrap();
+    let finals: Vec<_> = events.iter().filter(|e| e.kind == "final").collect();
+    assert_eq!(finals.iter().map(|e| e.run_id.as_str()).collect::<Vec<_>>(), ids, "{events:?}");
+    assert!(finals.iter().all(|e| e.at_ms == 200 && e.detail == "completed"), "{finals:?}");
+    let last = l.events(2).await.unwrap();
+    assert_eq!(
+        last.iter().map(|e| (e.kind.as_str(), e.run_id.as_str())).collect::<Vec<_>>(),
+        [("final", ids[1]), ("final", ids[2])]
+    );
 }
 
 /// Seeding refuses a plan with a malformed run id, before anything is
@@ -1037,6 +1060,7 @@ macro_rules! conformance_tests {
             rebuild_restores_the_evidence_and_keeps_the_window,
             unfit_results_are_refused,
             not_run_for_a_leased_run_is_refused,
+            a_batch_of_results_logs_a_final_event_per_run,
             seed_refuses_a_malformed_run_id,
             expiry_fences_out_the_lost_worker,
             retries_follow_the_policy,

@@ -1262,7 +1262,9 @@ impl Ledger for RedisLedger {
     }
 
     async fn events(&self, limit: usize) -> Result<Vec<LedgerEvent>, LedgerError> {
-        let reply: Vec<(String, BTreeMap<String, String>)> = ::redis::cmd("XREVRANGE")
+        // An entry holds one event or more (common.lua, `Tally:final`), so
+        // the last `limit` entries hold at least the last `limit` events.
+        let reply: Vec<(String, Vec<String>)> = ::redis::cmd("XREVRANGE")
             .arg(self.key("events"))
             .arg("+")
             .arg("-")
@@ -1271,17 +1273,46 @@ impl Ledger for RedisLedger {
             .query_async(&mut self.rt())
             .await
             .map_err(redis_err)?;
-        Ok(reply
-            .into_iter()
-            .rev()
-            .map(|(_, f)| LedgerEvent {
-                at_ms: parse(f.get("at_ms")),
-                kind: f.get("kind").cloned().unwrap_or_default(),
-                run_id: f.get("run_id").cloned().unwrap_or_default(),
-                detail: f.get("detail").cloned().unwrap_or_default(),
-            })
-            .collect())
+        let mut events: Vec<LedgerEvent> =
+            reply.into_iter().rev().flat_map(|(_, fields)| entry_events(&fields)).collect();
+        let extra = events.len().saturating_sub(limit);
+        events.drain(..extra);
+        Ok(events)
     }
+}
+
+/// The events of one audit-log entry (its fields, name then value): an
+/// entry's `at_ms` and `kind`, then each `run_id` starts an event and the
+/// `detail` after it is that event's. An entry without a `run_id` (none
+/// is written so) is one event with an empty run.
+fn entry_events(fields: &[String]) -> Vec<LedgerEvent> {
+    let mut at_ms = 0;
+    let mut kind = "";
+    let mut events: Vec<LedgerEvent> = Vec::with_capacity(1);
+    for pair in fields.chunks_exact(2) {
+        let value = &pair[1];
+        match pair[0].as_str() {
+            "at_ms" => at_ms = parse(Some(value)),
+            "kind" => kind = value,
+            "run_id" => {
+                events.push(LedgerEvent { at_ms, kind: kind.to_owned(), run_id: value.clone(), detail: String::new() })
+            }
+            "detail" => match events.last_mut() {
+                Some(event) => event.detail.clone_from(value),
+                None => events.push(LedgerEvent {
+                    at_ms,
+                    kind: kind.to_owned(),
+                    run_id: String::new(),
+                    detail: value.clone(),
+                }),
+            },
+            _ => {}
+        }
+    }
+    if events.is_empty() {
+        events.push(LedgerEvent { at_ms, kind: kind.to_owned(), run_id: String::new(), detail: String::new() });
+    }
+    events
 }
 
 #[cfg(test)]
@@ -1647,6 +1678,46 @@ mod tests {
         assert!(ledger.discarded().await.unwrap().is_empty(), "no replay is stale");
         let events = ledger.events(100).await.unwrap();
         assert_eq!(events.iter().filter(|e| e.kind == "restored").count(), 2, "{events:?}");
+    }
+
+    /// A batch of results ends its runs with one audit-log entry (one
+    /// XADD where an entry a run cost the batch as much as its counts),
+    /// and the reader gives each run its event; the entries the other
+    /// events make hold one each, as before.
+    #[tokio::test]
+    async fn a_batch_of_results_is_one_audit_entry_read_as_an_event_per_run() {
+        use crate::conformance::{self, TTL};
+        use crate::{LeaseRef, RunResult};
+
+        let server = RedisServer::start().unwrap();
+        let client = ::redis::Client::open(server.url()).unwrap();
+        let mut raw = client.get_multiplexed_async_connection().await.unwrap();
+        let l = RedisLedger::connect(&server.url(), "c").await.unwrap();
+        l.seed(&conformance::header(), &conformance::questions(), &conformance::order(), 0).await.unwrap();
+        let batch = l.lease("w1", 3, 100, TTL).await.unwrap().leases;
+        let results: Vec<(LeaseRef, RunResult)> = batch
+            .iter()
+            .map(|g| {
+                let mut result = conformance::completed(150);
+                result.reason = format!("reason of {}", g.run_id);
+                (LeaseRef { run_id: g.run_id.clone(), token: g.token }, result)
+            })
+            .collect();
+        l.finish_many("w1", &results, 200).await.unwrap();
+        let entries: Vec<(String, Vec<String>)> =
+            ::redis::cmd("XRANGE").arg("cohort:{c}:events").arg("-").arg("+").query_async(&mut raw).await.unwrap();
+        let kinds: Vec<&str> = entries.iter().map(|(_, f)| f[3].as_str()).collect();
+        assert_eq!(kinds, ["seeded", "window_opened", "final"], "{entries:?}");
+        let (_, finals) = &entries[2];
+        let run_ids: Vec<&str> = finals.chunks(2).filter(|p| p[0] == "run_id").map(|p| p[1].as_str()).collect();
+        assert_eq!(run_ids, batch.iter().map(|g| g.run_id.as_str()).collect::<Vec<_>>());
+        let events = l.events(10).await.unwrap();
+        assert_eq!(events.len(), 5, "{events:?}");
+        for (event, g) in events[2..].iter().zip(&batch) {
+            assert_eq!((event.kind.as_str(), event.at_ms), ("final", 200));
+            assert_eq!(event.run_id, g.run_id);
+            assert_eq!(event.detail, format!("completed: reason of {}", g.run_id));
+        }
     }
 
     /// Reads the generated tables back inside a real Redis (its Lua and

@@ -58,7 +58,11 @@
 --   P.."counts"          hash: o|OUTCOME, c|CLASS, a|ARM|OUTCOME, a|ARM|planned
 --   P.."order"           list: run ids in planned order
 --   P.."discarded"       list: stale reports (JSON)
---   P.."events"          stream: the audit log (capped, ~100000 entries)
+--   P.."events"          stream: the audit log (capped, ~100000 entries);
+--                        an entry is one event (at_ms, kind, run_id,
+--                        detail), or the `final` events of one batch of
+--                        results (at_ms, kind, then run_id and detail per
+--                        run: `Tally:final`)
 
 local META = KEYS[1]
 local P = string.sub(META, 1, -5)
@@ -225,8 +229,17 @@ end
 -- one HINCRBY instead of 32, and its counts by two commands. A script is
 -- atomic, so nothing can read a count between the moves and the flush; a
 -- script that tallies reads no count it moves before it flushes.
+--
+-- A tally gathers the `final` events of its runs too (`Tally:final`), and
+-- `flush()` writes them as one audit-log entry: `at_ms`, `kind` `final`,
+-- then a `run_id` and a `detail` per run, in the order they ended (one
+-- XADD for a batch of results, where an entry each cost a batch of 32
+-- results as much as its counts and lease set together: issue 24). The
+-- reader (`RedisLedger::events`) gives each run its own event, as for an
+-- entry of one.
 local IMMEDIATE = {
   add = function(_, key, field, n) redis.call('HINCRBY', key, field, n) end,
+  final = function(_, now, run_id, detail) event(now, 'final', run_id, detail) end,
 }
 local Tally = {}
 Tally.__index = Tally
@@ -237,6 +250,15 @@ function Tally:add(key, field, n)
     self.keys[key] = fields
   end
   fields[field] = (fields[field] or 0) + n
+end
+-- Every `final` event a call gathers is at the same `now` (a script's).
+function Tally:final(now, run_id, detail)
+  self.finals_at = now
+  local f = self.finals
+  f[#f + 1] = 'run_id'
+  f[#f + 1] = run_id
+  f[#f + 1] = 'detail'
+  f[#f + 1] = detail
 end
 -- A key with one field moved takes an HINCRBY; one with several, an
 -- HMGET of them and one HSET of the sums (two commands, not one per field).
@@ -259,9 +281,18 @@ function Tally:flush()
     end
   end
   self.keys = {}
+  -- The gathered final events, 200 runs an entry at most (800 arguments:
+  -- within `unpack`'s reach).
+  local f = self.finals
+  for first = 1, #f, 800 do
+    local xadd = { 'XADD', P .. 'events', 'MAXLEN', '~', 100000, '*', 'at_ms', self.finals_at, 'kind', 'final' }
+    for i = first, math.min(first + 799, #f) do xadd[#xadd + 1] = f[i] end
+    redis.call(unpack(xadd))
+  end
+  self.finals = {}
 end
 local function tally()
-  return setmetatable({ keys = {} }, Tally)
+  return setmetatable({ keys = {}, finals = {} }, Tally)
 end
 
 -- Runs a command over `args` (a list) after `head` (a list: the command
@@ -282,7 +313,8 @@ local function call_spread(head, args)
 end
 
 -- Ends a run with `outcome`: the state and every count move together.
--- `t` gathers the counts (IMMEDIATE when nil); `fields` (a list of field,
+-- `t` gathers the counts and the `final` event (IMMEDIATE when nil);
+-- `fields` (a list of field,
 -- value, ...) are written to the run's hash in the same HSET.
 local function finalize(run_id, arm, outcome, reason, now, t, fields)
   local hset = { 'HSET', P .. 'run:' .. run_id, 'state', 'final', 'outcome', outcome,
@@ -293,7 +325,7 @@ local function finalize(run_id, arm, outcome, reason, now, t, fields)
   t:add(META, 'finished', 1)
   t:add(P .. 'counts', 'o|' .. outcome, 1)
   t:add(P .. 'counts', 'a|' .. arm .. '|' .. outcome, 1)
-  event(now, 'final', run_id, outcome .. (reason ~= '' and (': ' .. reason) or ''))
+  t:final(now, run_id, outcome .. (reason ~= '' and (': ' .. reason) or ''))
 end
 
 -- Records an attempt (JSON from the caller) with its worker, number and token.
