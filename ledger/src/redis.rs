@@ -1262,19 +1262,35 @@ impl Ledger for RedisLedger {
     }
 
     async fn events(&self, limit: usize) -> Result<Vec<LedgerEvent>, LedgerError> {
-        // An entry holds one event or more (common.lua, `Tally:final`), so
-        // the last `limit` entries hold at least the last `limit` events.
-        let reply: Vec<(String, Vec<String>)> = ::redis::cmd("XREVRANGE")
-            .arg(self.key("events"))
-            .arg("+")
-            .arg("-")
-            .arg("COUNT")
-            .arg(limit)
-            .query_async(&mut self.rt())
-            .await
-            .map_err(redis_err)?;
-        let mut events: Vec<LedgerEvent> =
-            reply.into_iter().rev().flat_map(|(_, fields)| entry_events(&fields)).collect();
+        // An entry holds one event or more (common.lua, `Tally:final`): the
+        // entries are read newest first, a page at a time (an eighth of the
+        // events asked for: a few pages of one-event entries, one of
+        // batches), until they hold `limit` events or the log ends.
+        let page = (limit / 8).clamp(1, 1000);
+        let mut entries: Vec<Vec<LedgerEvent>> = Vec::new();
+        let (mut held, mut before) = (0, "+".to_owned());
+        while held < limit {
+            let reply: Vec<(String, Vec<String>)> = ::redis::cmd("XREVRANGE")
+                .arg(self.key("events"))
+                .arg(&before)
+                .arg("-")
+                .arg("COUNT")
+                .arg(page)
+                .query_async(&mut self.rt())
+                .await
+                .map_err(redis_err)?;
+            let last_page = reply.len() < page;
+            for (id, fields) in reply {
+                let events = entry_events(&fields);
+                held += events.len();
+                entries.push(events);
+                before = format!("({id}");
+            }
+            if last_page {
+                break;
+            }
+        }
+        let mut events: Vec<LedgerEvent> = entries.into_iter().rev().flatten().collect();
         let extra = events.len().saturating_sub(limit);
         events.drain(..extra);
         Ok(events)
@@ -1717,6 +1733,10 @@ mod tests {
             assert_eq!((event.kind.as_str(), event.at_ms), ("final", 200));
             assert_eq!(event.run_id, g.run_id);
             assert_eq!(event.detail, format!("completed: reason of {}", g.run_id));
+        }
+        // Read a page at a time: every limit gives the last events whole.
+        for limit in 0..=6 {
+            assert_eq!(l.events(limit).await.unwrap(), events[events.len().saturating_sub(limit)..], "{limit}");
         }
     }
 
