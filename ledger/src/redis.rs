@@ -1214,10 +1214,12 @@ impl Ledger for RedisLedger {
                     Some("final") => RunStateKind::Final,
                     other => return Err(LedgerError::Corrupt(format!("run {id} has state {other:?}"))),
                 };
+                // The arm is read from the id (common.lua, the layout).
+                let (_, arm, _) = RunId::split(id)?;
                 rows.push(RunRow {
                     run_id: id.clone(),
                     position: parse(h.get("pos")),
-                    arm_id: h.get("arm").cloned().unwrap_or_default(),
+                    arm_id: arm.to_owned(),
                     state,
                     attempts: parse(h.get("attempts")),
                     outcome: h.get("outcome").map(|o| outcome_from(o)).transpose()?,

@@ -36,7 +36,7 @@
 --                        scores the round alone and keeps the position in
 --                        the run's hash
 --   P.."leases"          zset: run_id -> expires_ms, runs leased now
---   P.."run:"..run_id    hash: pos, arm, q, rep, state, attempts, excused
+--   P.."run:"..run_id    hash: pos, state, attempts, excused
 --                        (auth_error attempts, not counted against the
 --                        retry budget), token, worker, expires, started,
 --                        ended, outcome, reason, record, version. Created
@@ -44,9 +44,12 @@
 --                        or its close), not at seeding: a run without one
 --                        is pending with no attempt, its position in its
 --                        `fresh:ARM` entry or its score in `pending:ARM`
---                        or `rounds`, and arm, q and
---                        rep are in its id (`create_run`). A ledger seeded
+--                        or `rounds` (`create_run`). A ledger seeded
 --                        before has every run's hash, which is as good.
+--                        Its arm, question and repeat are read from its
+--                        id (`arm_of`, `q_of`, `rep_of`), never from the
+--                        hash: hashes written before issue 24 also hold
+--                        them (arm, q, rep), which nothing reads.
 --   P.."attempts:"..id   list: attempt records (JSON), in order
 --   P.."questions"       hash: question_id -> text
 --   P.."arms"            hash: ARM|cap, ARM|leased, ARM|paused, ARM|versions
@@ -113,6 +116,11 @@ local function arm_of(run_id)
   return string.match(run_id, '^[^:]+:([^:]+):')
 end
 
+-- The run's question, from its id `{q}:{arm}:{rep}`.
+local function q_of(run_id)
+  return string.match(run_id, '^([^:]+):')
+end
+
 -- The run's repeat (its round), from its id `{q}:{arm}:{rep}`.
 local function rep_of(run_id)
   return tonumber(string.match(run_id, ':(%d+)$'))
@@ -124,11 +132,9 @@ end
 local ROUND_SCALE = 4294967296
 
 -- Creates the hash of a run that has none yet, with what a fresh run has:
--- pending, no attempt, at `pos`; arm, q and rep from its id.
+-- pending, no attempt, at `pos`.
 local function create_run(run_id, pos)
-  local q, arm, rep = string.match(run_id, '^([^:]+):([^:]+):(%d+)$')
-  redis.call('HSET', P .. 'run:' .. run_id, 'pos', pos, 'arm', arm, 'q', q, 'rep', rep,
-    'state', 'pending', 'attempts', 0)
+  redis.call('HSET', P .. 'run:' .. run_id, 'pos', pos, 'state', 'pending', 'attempts', 0)
 end
 
 -- A `fresh:ARM` entry's position and run id.

@@ -5,10 +5,10 @@ local worker = ARGV[1]
 if redis.call('HGET', META, 'seeded') ~= '1' then return redis.error_reply('NOTSEEDED the ledger is not seeded') end
 local held = {}
 for _, id in ipairs(redis.call('ZRANGE', P .. 'leases', 0, -1)) do
-  local r = redis.call('HMGET', P .. 'run:' .. id, 'worker', 'state', 'pos', 'token', 'attempts', 'q', 'expires')
+  local r = redis.call('HMGET', P .. 'run:' .. id, 'worker', 'state', 'pos', 'token', 'attempts', 'expires')
   if r[1] == worker and r[2] == 'leased' then
     table.insert(held, { id = id, pos = tonumber(r[3]), token = tonumber(r[4]), attempts = tonumber(r[5]),
-      q = r[6], expires = tonumber(r[7]) })
+      q = q_of(id), expires = tonumber(r[6]) })
   end
 end
 table.sort(held, function(x, y) return x.pos < y.pos end)

@@ -120,9 +120,10 @@ for k = 1, n do
   local attempts, q
   -- A run in its fresh list never changed (common.lua, the layout), so it
   -- has no hash to read.
-  local r = not c.fresh and redis.call('HMGET', key, 'attempts', 'excused', 'q')
+  local r = not c.fresh and redis.call('HMGET', key, 'attempts', 'excused')
+  q = q_of(c.id)
   if r and r[1] then
-    attempts, q = tonumber(r[1]) + 1, r[3]
+    attempts = tonumber(r[1]) + 1
     -- The first counted attempt starts the run (excused ones do not count).
     if attempts - tonumber(r[2] or '0') == 1 then
       redis.call('HSET', key, 'attempts', attempts, 'state', 'leased', 'token', token, 'worker', worker,
@@ -135,10 +136,8 @@ for k = 1, n do
     -- No hash (a fresh run, or one put back without ever changing in a
     -- ledger seeded before fresh lists): it is created now, as
     -- `create_run` would, and leased at once (its first attempt starts it).
-    local rep
-    q, rep = string.match(c.id, '^([^:]+):[^:]+:(%d+)$')
     attempts = 1
-    redis.call('HSET', key, 'pos', string.format('%d', c.pos), 'arm', c.arm, 'q', q, 'rep', rep, 'state', 'leased',
+    redis.call('HSET', key, 'pos', string.format('%d', c.pos), 'state', 'leased',
       'attempts', 1, 'token', token, 'worker', worker, 'expires', expires_s, 'started', now_s)
   end
   table.insert(leases, expires_s)
