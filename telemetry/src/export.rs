@@ -274,24 +274,24 @@ impl RunKeyHashers {
     }
 
     pub(crate) fn trace_id(&self, tail: &str) -> TraceId {
-        let digest = self.trace.clone().chain_update(tail.as_bytes()).finalize();
-        let mut bytes = [0u8; 16];
-        bytes.copy_from_slice(&digest[..16]);
-        if bytes == [0u8; 16] {
-            bytes[15] = 1;
-        }
-        TraceId::from_bytes(bytes)
+        TraceId::from_bytes(id_bytes(&self.trace, tail))
     }
 
     pub(crate) fn root_span_id(&self, tail: &str) -> SpanId {
-        let digest = self.root.clone().chain_update(tail.as_bytes()).finalize();
-        let mut bytes = [0u8; 8];
-        bytes.copy_from_slice(&digest[..8]);
-        if bytes == [0u8; 8] {
-            bytes[7] = 1;
-        }
-        SpanId::from_bytes(bytes)
+        SpanId::from_bytes(id_bytes(&self.root, tail))
     }
+}
+
+/// The first `N` bytes of the digest of `head` (absorbed) and `tail`,
+/// never all zeros (the invalid id): the last byte is then 1.
+fn id_bytes<const N: usize>(head: &Sha256, tail: &str) -> [u8; N] {
+    let digest = head.clone().chain_update(tail.as_bytes()).finalize();
+    let mut bytes = [0u8; N];
+    bytes.copy_from_slice(&digest[..N]);
+    if bytes == [0u8; N] {
+        bytes[N - 1] = 1;
+    }
+    bytes
 }
 
 /// Whether the sampler `OTEL_TRACES_SAMPLER(_ARG)` names keeps the trace
