@@ -1012,7 +1012,8 @@ async fn check_ledger_async(redis_url: &str, dir: &Path, cohort: &ClusterCohort)
 
 /// Every event of the cohort's ledger as (kind, run id), oldest first,
 /// read with `XRANGE ... COUNT 2000` pages over a plain connection (the
-/// ledger's own `events` reads the newest N in one reply).
+/// ledger's own `events` reads the newest N), an event per `run_id` of an
+/// entry.
 fn read_events(redis_url: &str) -> Vec<(String, String)> {
     use std::io::{BufRead, BufReader, Write as _};
     /// One RESP2 reply; bulk and simple strings as text, nil as empty.
@@ -1067,9 +1068,15 @@ fn read_events(redis_url: &str) -> Vec<(String, String)> {
             };
             let texts: Vec<String> =
                 fields.into_iter().map(|f| if let Resp::Text(t) = f { t } else { String::new() }).collect();
-            let field =
-                |name: &str| texts.chunks(2).find(|kv| kv[0] == name).map(|kv| kv[1].clone()).unwrap_or_default();
-            out.push((field("kind"), field("run_id")));
+            // An entry is one event, or a batch's `final` events: a
+            // `run_id` per run after the entry's `kind` (common.lua).
+            let kind = texts.chunks(2).find(|kv| kv[0] == "kind").map(|kv| kv[1].clone()).unwrap_or_default();
+            let runs: Vec<String> = texts.chunks(2).filter(|kv| kv[0] == "run_id").map(|kv| kv[1].clone()).collect();
+            if runs.is_empty() {
+                out.push((kind, String::new()));
+            } else {
+                out.extend(runs.into_iter().map(|run_id| (kind.clone(), run_id)));
+            }
             last = Some(id);
         }
         match last {
