@@ -80,8 +80,8 @@ impl Recording {
             parent: self.parent,
             parent_is_remote: self.parent_is_remote,
             name: self.name,
-            start: self.start,
-            end,
+            start_ns: encode::nanos(self.start),
+            end_ns: encode::nanos(end),
             body: &self.body,
         }
     }

@@ -150,7 +150,7 @@ fn flags(trace_flags: u8, remote: bool) -> u32 {
     u32::from(trace_flags) | FLAGS_HAS_IS_REMOTE | if remote { FLAGS_IS_REMOTE } else { 0 }
 }
 
-fn nanos(time: SystemTime) -> u64 {
+pub(crate) fn nanos(time: SystemTime) -> u64 {
     time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
@@ -401,8 +401,9 @@ pub(crate) struct DirectFields<'a> {
     pub(crate) parent: SpanId,
     pub(crate) parent_is_remote: bool,
     pub(crate) name: &'a str,
-    pub(crate) start: SystemTime,
-    pub(crate) end: SystemTime,
+    /// Start and end, in nanoseconds since the Unix epoch ([`nanos`]).
+    pub(crate) start_ns: u64,
+    pub(crate) end_ns: u64,
     /// Encoded `Span.attributes` and `Span.links` fields, in the order set
     /// (protobuf reads a message's fields in any order).
     pub(crate) body: &'a [u8],
@@ -432,7 +433,7 @@ pub(crate) fn direct_span_len(s: &DirectFields<'_>) -> usize {
     };
     let parent = if s.parent == SpanId::INVALID { 0 } else { bytes_field_len(4, 8) };
     let name = if s.name.is_empty() { 0 } else { bytes_field_len(5, s.name.len()) };
-    let time = |field: u32, t: SystemTime| if nanos(t) == 0 { 0 } else { key_len(field) + 8 };
+    let time = |field: u32, ns: u64| if ns == 0 { 0 } else { key_len(field) + 8 };
     bytes_field_len(1, 16)
         + bytes_field_len(2, 8)
         + state_len
@@ -440,8 +441,8 @@ pub(crate) fn direct_span_len(s: &DirectFields<'_>) -> usize {
         + name
         + key_len(6)
         + varint_len(span_kind(&SpanKind::Internal))
-        + time(7, s.start)
-        + time(8, s.end)
+        + time(7, s.start_ns)
+        + time(8, s.end_ns)
         + s.body.len()
         + bytes_field_len(15, 0)
         + key_len(16)
@@ -457,8 +458,8 @@ fn direct_span_fields(buf: &mut Vec<u8>, s: &DirectFields<'_>) {
     }
     nonempty(buf, 5, s.name.as_bytes());
     uint(buf, 6, span_kind(&SpanKind::Internal));
-    fixed64(buf, 7, nanos(s.start));
-    fixed64(buf, 8, nanos(s.end));
+    fixed64(buf, 7, s.start_ns);
+    fixed64(buf, 8, s.end_ns);
     buf.extend_from_slice(s.body);
     // An unset status, present as the protocol crate writes it.
     message(buf, 15, |_| {});
