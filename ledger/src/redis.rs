@@ -1299,10 +1299,10 @@ impl Ledger for RedisLedger {
     }
 }
 
-/// The events of one audit-log entry (its fields, name then value): an
+/// The events of one audit-log entry (its fields, name then value): the
 /// entry's `at_ms` and `kind`, then each `run_id` starts an event and the
-/// `detail` after it is that event's. An entry without a `run_id` (none
-/// is written so) is one event with an empty run.
+/// `detail` after it is that event's. Every writer puts a `run_id` (empty
+/// when the event is no run's) before its `detail`.
 fn entry_events(fields: &[String]) -> Vec<LedgerEvent> {
     let mut at_ms = 0;
     let mut kind = "";
@@ -1315,20 +1315,13 @@ fn entry_events(fields: &[String]) -> Vec<LedgerEvent> {
             "run_id" => {
                 events.push(LedgerEvent { at_ms, kind: kind.to_owned(), run_id: value.clone(), detail: String::new() })
             }
-            "detail" => match events.last_mut() {
-                Some(event) => event.detail.clone_from(value),
-                None => events.push(LedgerEvent {
-                    at_ms,
-                    kind: kind.to_owned(),
-                    run_id: String::new(),
-                    detail: value.clone(),
-                }),
-            },
+            "detail" => {
+                if let Some(event) = events.last_mut() {
+                    event.detail.clone_from(value);
+                }
+            }
             _ => {}
         }
-    }
-    if events.is_empty() {
-        events.push(LedgerEvent { at_ms, kind: kind.to_owned(), run_id: String::new(), detail: String::new() });
     }
     events
 }

@@ -117,11 +117,11 @@ for k = 1, n do
   local c = candidates[k]
   local key = P .. 'run:' .. c.id
   local token = string.format('%d', first_token + k - 1)
-  local attempts, q
+  local attempts
+  local q = q_of(c.id)
   -- A run in its fresh list never changed (common.lua, the layout), so it
   -- has no hash to read.
   local r = not c.fresh and redis.call('HMGET', key, 'attempts', 'excused')
-  q = q_of(c.id)
   if r and r[1] then
     attempts = tonumber(r[1]) + 1
     -- The first counted attempt starts the run (excused ones do not count).

@@ -39,12 +39,17 @@ const FIXED64: u32 = 1;
 const LEN: u32 = 2;
 const FIXED32: u32 = 5;
 
-fn varint(buf: &mut Vec<u8>, mut value: u64) {
+/// Gives `put` the bytes of `value` as a varint, lowest group first.
+fn varint_bytes(mut value: u64, mut put: impl FnMut(u8)) {
     while value >= 0x80 {
-        buf.push((value as u8) | 0x80);
+        put((value as u8) | 0x80);
         value >>= 7;
     }
-    buf.push(value as u8);
+    put(value as u8);
+}
+
+fn varint(buf: &mut Vec<u8>, value: u64) {
+    varint_bytes(value, |b| buf.push(b));
 }
 
 fn key(buf: &mut Vec<u8>, field: u32, wire_type: u32) {
@@ -96,18 +101,7 @@ pub(crate) fn message(buf: &mut Vec<u8>, field: u32, body: impl FnOnce(&mut Vec<
     buf.push(0);
     body(buf);
     let len = buf.len() - at - 1;
-    if len < 0x80 {
-        buf[at] = len as u8;
-        return;
-    }
-    let extra = varint_len(len as u64) - 1;
-    buf.resize(buf.len() + extra, 0);
-    buf.copy_within(at + 1..at + 1 + len, at + 1 + extra);
-    let mut v = len as u64;
-    for byte in &mut buf[at..=at + extra] {
-        *byte = (v as u8 & 0x7f) | if v >= 0x80 { 0x80 } else { 0 };
-        v >>= 7;
-    }
+    set_length(buf, at, 1, len);
 }
 
 /// A sub-message in field `field` whose length `len` is known before it
@@ -116,17 +110,35 @@ pub(crate) fn message(buf: &mut Vec<u8>, field: u32, body: impl FnOnce(&mut Vec<
 /// written again to match, so the message is never malformed.
 pub(crate) fn sized_message(buf: &mut Vec<u8>, field: u32, len: usize, body: impl FnOnce(&mut Vec<u8>)) {
     key(buf, field, LEN);
-    varint(buf, len as u64);
     let at = buf.len();
+    varint(buf, len as u64);
+    let start = buf.len();
     body(buf);
-    let written = buf.len() - at;
+    let written = buf.len() - start;
     debug_assert_eq!(written, len, "a sized message wrote other than its length");
     if written != len {
-        let body = buf.split_off(at);
-        buf.truncate(at - varint_len(len as u64));
-        varint(buf, written as u64);
-        buf.extend_from_slice(&body);
+        set_length(buf, at, start - at, written);
     }
+}
+
+/// Writes `len` as the length prefix at `at`, where `reserved` bytes were
+/// set aside for it before the `len` bytes of body that end `buf`; the
+/// body moves when the prefix takes another number of bytes.
+fn set_length(buf: &mut Vec<u8>, at: usize, reserved: usize, len: usize) {
+    let need = varint_len(len as u64);
+    let body = at + reserved..at + reserved + len;
+    if need > reserved {
+        buf.resize(buf.len() + need - reserved, 0);
+        buf.copy_within(body, at + need);
+    } else if need < reserved {
+        buf.copy_within(body, at + need);
+        buf.truncate(buf.len() - (reserved - need));
+    }
+    let mut i = at;
+    varint_bytes(len as u64, |b| {
+        buf[i] = b;
+        i += 1;
+    });
 }
 
 // === Lengths, for a message whose length goes before it (`sized_message`) ===
@@ -605,6 +617,23 @@ mod tests {
             spans in proptest::collection::vec(span_data(), 0..12),
         ) {
             prop_assert_eq!(ours(&resource, &spans), official(&resource, &spans));
+        }
+    }
+
+    /// A length prefix rewritten over more or fewer bytes than were set
+    /// aside: the body moves and the prefix is the length's varint.
+    #[test]
+    fn a_length_is_rewritten_over_the_room_set_aside() {
+        for (reserved, len) in [(1, 5), (1, 300), (2, 5), (3, 200), (2, 20_000), (2, 300)] {
+            let body: Vec<u8> = (0..len).map(|i| i as u8).collect();
+            let mut buf = vec![0xAA];
+            buf.resize(1 + reserved, 0);
+            buf.extend_from_slice(&body);
+            set_length(&mut buf, 1, reserved, len);
+            let mut expected = vec![0xAA];
+            varint(&mut expected, len as u64);
+            expected.extend_from_slice(&body);
+            assert_eq!(buf, expected, "{reserved} bytes set aside for {len}");
         }
     }
 
