@@ -571,8 +571,9 @@ fn attempt_json(a: &AttemptRecord) -> Result<String, LedgerError> {
 
 /// An attempt as `finish.lua` takes it: every field but the three the
 /// ledger writes itself (`worker`, `attempt`, `token`: common.lua
-/// `push_attempt` puts them first), so the script splices the JSON instead
-/// of decoding and encoding it.
+/// `push_attempt` puts them first), without the object's opening brace,
+/// so the script splices the JSON in one concatenation instead of decoding
+/// and encoding it.
 #[derive(Serialize)]
 struct AttemptBody<'a> {
     class: AttemptClass,
@@ -584,7 +585,7 @@ struct AttemptBody<'a> {
     retry_after_ms: Option<u64>,
 }
 
-fn attempt_body_json(a: &AttemptRecord) -> Result<String, LedgerError> {
+fn attempt_tail_json(a: &AttemptRecord) -> Result<String, LedgerError> {
     // Named in full, so a field added to AttemptRecord stops the build here
     // until it is sent too.
     let AttemptRecord {
@@ -608,7 +609,10 @@ fn attempt_body_json(a: &AttemptRecord) -> Result<String, LedgerError> {
         observed_version,
         retry_after_ms: *retry_after_ms,
     };
-    serde_json::to_string(&body).map_err(|e| LedgerError::Corrupt(e.to_string()))
+    let mut json = serde_json::to_string(&body).map_err(|e| LedgerError::Corrupt(e.to_string()))?;
+    // A struct serialises as an object: `{` then the fields and `}`.
+    json.remove(0);
+    Ok(json)
 }
 
 fn parse<T: std::str::FromStr + Default>(v: Option<&String>) -> T {
@@ -1046,7 +1050,7 @@ impl Ledger for RedisLedger {
                 .arg(if result.observed_version.is_some() { "1" } else { "0" })
                 .arg(result.attempt.class.as_str())
                 .arg(result.attempt.attempt)
-                .arg(attempt_body_json(&result.attempt)?);
+                .arg(attempt_tail_json(&result.attempt)?);
         }
         let mut accepted: Vec<i64> = self.call(&inv, now_ms).await?;
         // The last integer is the acknowledgement's sequence number.

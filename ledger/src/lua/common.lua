@@ -112,13 +112,20 @@ local function recovering(now)
   return tonumber(redis.call('HGET', META, 'recovering_until') or '0') > now
 end
 
+-- A run's arm, from its id `{q}:{arm}:{rep}` (nil when it has no two
+-- colons). Plain finds, not a pattern: this runs for every result.
 local function arm_of(run_id)
-  return string.match(run_id, '^[^:]+:([^:]+):')
+  local a = string.find(run_id, ':', 1, true)
+  local b = a and a > 1 and string.find(run_id, ':', a + 1, true)
+  if not b or b == a + 1 then return nil end
+  return string.sub(run_id, a + 1, b - 1)
 end
 
 -- The run's question, from its id `{q}:{arm}:{rep}`.
 local function q_of(run_id)
-  return string.match(run_id, '^([^:]+):')
+  local a = string.find(run_id, ':', 1, true)
+  if not a or a == 1 then return nil end
+  return string.sub(run_id, 1, a - 1)
 end
 
 -- The run's repeat (its round), from its id `{q}:{arm}:{rep}`.
@@ -137,10 +144,12 @@ local function create_run(run_id, pos)
   redis.call('HSET', P .. 'run:' .. run_id, 'pos', pos, 'state', 'pending', 'attempts', 0)
 end
 
--- A `fresh:ARM` entry's position and run id.
+-- A `fresh:ARM` entry's position, run id and position as written.
 local function fresh_entry(e)
-  local pos, id = string.match(e, '^(%d+)|(.+)$')
-  return tonumber(pos), id
+  local bar = string.find(e, '|', 1, true)
+  if not bar or bar == 1 or bar == #e then return nil, nil end
+  local pos_s = string.sub(e, 1, bar - 1)
+  return tonumber(pos_s), string.sub(e, bar + 1), pos_s
 end
 
 -- An arm's queue read from its head in position order: the merge of
@@ -148,63 +157,68 @@ end
 -- the merge reaches them, so a lease over many arms reads a few entries of
 -- each, not `room` of every one. Nothing is removed while it reads (the
 -- caller trims what it took at the end), so the offsets hold. `head()` is
--- the next run ({ id, pos, fresh }; fresh: from the list) or nil once
--- `room` are taken or the queue is empty; `take()` takes it. The fresh
--- ones taken are a prefix of the list (`fresh_taken` of them), the others
--- are in `from_pending`.
+-- the next run's position, or nil once `room` are taken or the queue is
+-- empty; `take()` takes that run: its id, position, position as a string
+-- and whether it came from the fresh list. The fresh ones taken are a
+-- prefix of the list (`fresh_taken` of them), the others are in
+-- `from_pending`. Each list is read into plain arrays (ids, positions,
+-- positions as strings), not a table a run: a lease makes no table per run.
 local Queue = {}
 Queue.__index = Queue
 
 local function queue(arm, room, chunk)
   return setmetatable({ arm = arm, room = room, chunk = chunk, taken = 0, fresh_taken = 0, from_pending = {},
-    z = {}, zi = 1, zend = false, f = {}, fi = 1, fend = false }, Queue)
+    z_id = {}, z_pos = {}, z_str = {}, zi = 1, zend = false,
+    f_id = {}, f_pos = {}, f_str = {}, fi = 1, fend = false }, Queue)
 end
 
--- Reads the next chunk of the pending zset into `z` ({ id, pos } pairs).
+-- Reads the next chunk of the pending zset.
 function Queue:more_pending()
-  local read = #self.z
+  local ids, pos, str = self.z_id, self.z_pos, self.z_str
+  local read = #ids
   local z = redis.call('ZRANGE', P .. 'pending:' .. self.arm, read, read + self.chunk - 1, 'WITHSCORES')
-  for i = 1, #z, 2 do self.z[#self.z + 1] = { z[i], tonumber(z[i + 1]) } end
+  for i = 1, #z, 2 do
+    read = read + 1
+    ids[read], pos[read], str[read] = z[i], tonumber(z[i + 1]), z[i + 1]
+  end
   if #z < 2 * self.chunk then self.zend = true end
 end
 
--- Reads the next chunk of the fresh list into `f` ({ id, pos } pairs).
+-- Reads the next chunk of the fresh list.
 function Queue:more_fresh()
-  local read = #self.f
+  local ids, pos, str = self.f_id, self.f_pos, self.f_str
+  local read = #ids
   local f = redis.call('LRANGE', P .. 'fresh:' .. self.arm, read, read + self.chunk - 1)
-  for _, e in ipairs(f) do
-    local pos, id = fresh_entry(e)
-    self.f[#self.f + 1] = { id, pos }
+  for i = 1, #f do
+    read = read + 1
+    pos[read], ids[read], str[read] = fresh_entry(f[i])
   end
   if #f < self.chunk then self.fend = true end
 end
 
 function Queue:head()
   if self.taken >= self.room then return nil end
-  if self.next then return self.next end
-  if self.zi > #self.z and not self.zend then self:more_pending() end
-  if self.fi > #self.f and not self.fend then self:more_fresh() end
-  local z, f = self.z[self.zi], self.f[self.fi]
-  if z and (not f or z[2] < f[2]) then
-    self.next = { id = z[1], pos = z[2], fresh = false }
-  elseif f then
-    self.next = { id = f[1], pos = f[2], fresh = true }
-  end
-  return self.next
+  if self.zi > #self.z_id and not self.zend then self:more_pending() end
+  if self.fi > #self.f_id and not self.fend then self:more_fresh() end
+  local zp, fp = self.z_pos[self.zi], self.f_pos[self.fi]
+  if zp and (not fp or zp < fp) then return zp end
+  return fp
 end
 
+-- Takes the run `head()` named: id, position, position as written, fresh.
 function Queue:take()
-  local c = self:head()
-  if c.fresh then
-    self.fi = self.fi + 1
-    self.fresh_taken = self.fresh_taken + 1
-  else
-    self.zi = self.zi + 1
-    self.from_pending[#self.from_pending + 1] = c.id
-  end
+  local zi, fi = self.zi, self.fi
+  local zp, fp = self.z_pos[zi], self.f_pos[fi]
   self.taken = self.taken + 1
-  self.next = nil
-  return c
+  if zp and (not fp or zp < fp) then
+    self.zi = zi + 1
+    local id = self.z_id[zi]
+    self.from_pending[#self.from_pending + 1] = id
+    return id, zp, self.z_str[zi], false
+  end
+  self.fi = fi + 1
+  self.fresh_taken = self.fresh_taken + 1
+  return self.f_id[fi], fp, self.f_str[fi], true
 end
 
 -- Takes a run without a hash out of the queue it waits in (its arm's
@@ -345,14 +359,25 @@ local function record_attempt(run_id, attempt_json, worker, number, token)
   return a
 end
 
--- `record_attempt` without decoding: `body` is the attempt's JSON object
--- without `worker`, `attempt` and `token` (the caller leaves them out and
--- sends `class` apart), which are written first. The counts move through
--- `t`.
-local function push_attempt(run_id, body, class, worker, number, token, t)
-  local json = '{"worker":' .. cjson.encode(worker) .. ',"attempt":' .. string.format('%d', number)
-    .. ',"token":' .. token
-  if body ~= '{}' then json = json .. ',' .. string.sub(body, 2) else json = json .. '}' end
+-- The opening of the JSON `push_attempt` writes for an attempt of
+-- `worker`: made once a call, not once a result (a `cjson.encode` a result
+-- was a measurable share of a finish).
+local function attempt_head(worker)
+  return '{"worker":' .. cjson.encode(worker) .. ',"attempt":'
+end
+
+-- `record_attempt` without decoding: `tail` is the attempt's JSON object
+-- without `worker`, `attempt` and `token` and without its opening brace
+-- (the caller leaves them out, sends `class` apart and cuts the brace, so
+-- the JSON is one concatenation), `head` is `attempt_head(worker)` and
+-- `number` the attempt's number as a string. The counts move through `t`.
+local function push_attempt(run_id, tail, class, head, number, token, t)
+  local json
+  if tail ~= '}' then
+    json = head .. number .. ',"token":' .. token .. ',' .. tail
+  else
+    json = head .. number .. ',"token":' .. token .. '}'
+  end
   redis.call('RPUSH', P .. 'attempts:' .. run_id, json)
   t:add(P .. 'counts', 'c|' .. class, 1)
 end

@@ -3,8 +3,8 @@
 -- outcome, reason, record_sha256, observed_version ('' = not disclosed),
 -- has_version (0/1), the attempt's class, the attempt's number, and the
 -- attempt's JSON with every field but `worker`, `attempt` and `token`,
--- which the ledger writes (common.lua `push_attempt`; the class is sent
--- apart as well, so nothing is decoded). The number is the lease's, as the worker's
+-- which the ledger writes, and without its opening brace (common.lua
+-- `push_attempt`; the class is sent apart as well, so nothing is decoded). The number is the lease's, as the worker's
 -- run record has it (0: the worker does not say): a lease taken back after
 -- a rollback is recorded at that number (common.lua `reclaim`). Atomic over
 -- the whole call: each result's attempt, outcome, counts and lease end
@@ -30,16 +30,19 @@ for i = 3, #ARGV, GROUP do
 end
 local out = {}
 local t = tally()
--- Runs whose lease ends: out of the lease set in one ZREM at the end.
-local ended = {}
+local head = attempt_head(worker)
+-- Runs whose lease ends: out of the lease set in one ZREM at the end,
+-- and their arms' leased counts moved once an arm.
+local ended, ended_by_arm = {}, {}
 for i = 3, #ARGV, GROUP do
   local id, token, outcome, reason = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local record, version, has_version = ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
-  local class, number, body = ARGV[i + 7], tonumber(ARGV[i + 8]) or 0, ARGV[i + 9]
+  local class, number_s, tail = ARGV[i + 7], ARGV[i + 8], ARGV[i + 9]
+  local number = tonumber(number_s) or 0
   local key = P .. 'run:' .. id
   local held = redis.call('HMGET', key, 'state', 'token', 'record', 'outcome', 'attempts')
   if held[1] == 'final' and held[2] == token and held[3] == record and held[4] == outcome then
-    table.insert(out, 1)
+    out[#out + 1] = 1
   else
     local current = held[1] == 'leased' and held[2] == token
     if not current and reclaim(id, token, worker, now, 0, number) then
@@ -48,31 +51,34 @@ for i = 3, #ARGV, GROUP do
     end
     if not current then
       discard(id, tonumber(token), worker, 'result', now, nil, outcome)
-      table.insert(out, 0)
+      out[#out + 1] = 0
     else
       -- The attempt's number: the worker's when past the run's count
       -- (common.lua `attempt_number`), which then moves to it.
+      -- The number as a string, as the hash or the worker wrote it (a Lua
+      -- number would be formatted again for the JSON and the HSET).
       local fields = { 'record', record }
-      local n = tonumber(held[5] or '0')
-      if number > n then
-        n = number
-        table.insert(fields, 'attempts')
-        table.insert(fields, n)
+      local n = held[5] or '0'
+      if number > tonumber(n) then
+        n = number_s
+        fields[3] = 'attempts'
+        fields[4] = n
       end
       if has_version == '1' then
         table.insert(fields, 'version')
         table.insert(fields, version)
       end
-      push_attempt(id, body, class, worker, n, token, t)
+      push_attempt(id, tail, class, head, n, token, t)
       local arm = arm_of(id)
-      table.insert(ended, id)
-      t:add(P .. 'arms', arm .. '|leased', -1)
+      ended[#ended + 1] = id
+      ended_by_arm[arm] = (ended_by_arm[arm] or 0) + 1
       -- `now` as ARGV has it: a string, written without formatting.
       finalize(id, arm, outcome, reason, ARGV[1], t, fields)
-      table.insert(out, 1)
+      out[#out + 1] = 1
     end
   end
 end
+for arm, count in pairs(ended_by_arm) do t:add(P .. 'arms', arm .. '|leased', -count) end
 if #ended > 0 then call_spread({ 'ZREM', P .. 'leases' }, ended) end
 t:flush()
 table.insert(out, bump_seq(#out))

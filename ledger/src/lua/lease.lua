@@ -80,12 +80,13 @@ for _, e in ipairs(eligible) do
 end
 -- The merge keeps each queue's next position in a plain array (false
 -- once it has none): a grant reads one queue's head, not every queue's.
-local candidates, heads = {}, {}
-for k, q in ipairs(queues) do
-  local c = q:head()
-  heads[k] = c and c.pos or false
-end
-while #candidates < max do
+-- The candidates are parallel arrays (id, position as written, fresh,
+-- arm), not a table each.
+local cand_id, cand_pos, cand_fresh, cand_arm = {}, {}, {}, {}
+local heads = {}
+for k, q in ipairs(queues) do heads[k] = q:head() or false end
+local n = 0
+while n < max do
   local best, best_pos
   for k = 1, #queues do
     local pos = heads[k]
@@ -93,15 +94,13 @@ while #candidates < max do
   end
   if not best then break end
   local q = queues[best]
-  local c = q:take()
-  c.arm = q.arm
-  candidates[#candidates + 1] = c
-  local next_run = q:head()
-  heads[best] = next_run and next_run.pos or false
+  n = n + 1
+  local id, _, pos_s, fresh = q:take()
+  cand_id[n], cand_pos[n], cand_fresh[n], cand_arm[n] = id, pos_s, fresh, q.arm
+  heads[best] = q:head() or false
 end
 
 local out = { 0, 0, 0 }
-local n = #candidates
 -- The grants' tokens are the next n of the fencing counter, in order.
 local first_token = 0
 if n > 0 then first_token = redis.call('HINCRBY', META, 'token', n) - n + 1 end
@@ -109,19 +108,21 @@ local t = tally()
 -- The lease set's new members (expires, run_id, ...), and each question's
 -- text, read in one HMGET for the batch.
 local leases, texts, wanted = {}, {}, {}
+-- Each arm's grants, counted here and moved once an arm.
+local leased = {}
 -- Numbers written as strings once: a Lua number given to a command is
 -- formatted as a float (`%.14g`), which costs more than the command.
 local expires = now + ttl
 local expires_s, now_s = string.format('%d', expires), ARGV[1]
 for k = 1, n do
-  local c = candidates[k]
-  local key = P .. 'run:' .. c.id
+  local id, arm = cand_id[k], cand_arm[k]
+  local key = P .. 'run:' .. id
   local token = string.format('%d', first_token + k - 1)
   local attempts
-  local q = q_of(c.id)
+  local q = q_of(id)
   -- A run in its fresh list never changed (common.lua, the layout), so it
   -- has no hash to read.
-  local r = not c.fresh and redis.call('HMGET', key, 'attempts', 'excused')
+  local r = not cand_fresh[k] and redis.call('HMGET', key, 'attempts', 'excused')
   if r and r[1] then
     attempts = tonumber(r[1]) + 1
     -- The first counted attempt starts the run (excused ones do not count).
@@ -137,22 +138,20 @@ for k = 1, n do
     -- ledger seeded before fresh lists): it is created now, as
     -- `create_run` would, and leased at once (its first attempt starts it).
     attempts = 1
-    redis.call('HSET', key, 'pos', string.format('%d', c.pos), 'state', 'leased',
-      'attempts', 1, 'token', token, 'worker', worker, 'expires', expires_s, 'started', now_s)
+    redis.call('HSET', key, 'pos', cand_pos[k], 'state', 'leased',
+      'attempts', '1', 'token', token, 'worker', worker, 'expires', expires_s, 'started', now_s)
   end
-  table.insert(leases, expires_s)
-  table.insert(leases, c.id)
-  t:add(P .. 'arms', c.arm .. '|leased', 1)
+  leases[2 * k - 1] = expires_s
+  leases[2 * k] = id
+  leased[arm] = (leased[arm] or 0) + 1
   if not wanted[q] then
     wanted[q] = true
-    table.insert(texts, q)
+    texts[#texts + 1] = q
   end
-  table.insert(out, c.id)
-  table.insert(out, first_token + k - 1)
-  table.insert(out, attempts)
-  table.insert(out, q)
-  table.insert(out, expires)
+  local o = 5 * k - 1
+  out[o], out[o + 1], out[o + 2], out[o + 3], out[o + 4] = id, first_token + k - 1, attempts, q, expires
 end
+for arm, count in pairs(leased) do t:add(P .. 'arms', arm .. '|leased', count) end
 if n > 0 then
   call_spread({ 'ZADD', P .. 'leases' }, leases)
   local found = call_spread({ 'HMGET', P .. 'questions' }, texts)
