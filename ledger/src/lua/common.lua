@@ -513,6 +513,9 @@ end
 
 -- Moves the runs of the rounds that have opened into their arms' queues.
 local function release_rounds(now)
+  -- Nothing waits (a cohort of one round, or every round open): one
+  -- command, not three, on every lease.
+  if redis.call('EXISTS', P .. 'rounds') == 0 then return end
   local open = rounds_open(now)
   local ids = redis.call('ZRANGEBYSCORE', P .. 'rounds', ROUND_SCALE,
     '(' .. string.format('%.0f', (open + 1) * ROUND_SCALE), 'WITHSCORES')
@@ -685,6 +688,8 @@ end
 -- finalised.
 local function close_rounds_if_due(now, limit)
   local _, rounds = round_params()
+  -- One round: its window is the cohort's (`close_window_if_due`).
+  if rounds <= 1 then return 0 end
   local due = rounds_closed(now)
   local before = tonumber(redis.call('HGET', META, 'rounds_closed') or '0')
   if due <= before or due >= rounds then return 0 end

@@ -64,10 +64,10 @@ for _, arm in ipairs(arms) do
 end
 local held = redis.call('HMGET', P .. 'arms', unpack(wanted_fields))
 for k, arm in ipairs(arms) do
-  local a = { unpack(held, (k - 1) * #FIELDS + 1, k * #FIELDS) }
-  local hold = tonumber(a[3] or '0')
-  if in_scope(arm, a[4] ~= false) and hold <= now and not a[5] then
-    local room = math.min(tonumber(a[1]) - tonumber(a[2] or 0), max)
+  local at = (k - 1) * #FIELDS
+  local hold = tonumber(held[at + 3] or '0')
+  if in_scope(arm, held[at + 4] ~= false) and hold <= now and not held[at + 5] then
+    local room = math.min(tonumber(held[at + 1]) - tonumber(held[at + 2] or 0), max)
     if room > 0 then table.insert(eligible, { arm = arm, room = room }) end
   end
 end
