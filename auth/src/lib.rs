@@ -293,6 +293,11 @@ impl ServerTls {
                         }
                     },
                 };
+                // An RPC server answers in small writes: without
+                // TCP_NODELAY, Nagle's algorithm holds one back until the
+                // peer acknowledges the one before (the coordinator's plain path
+                // sets it too: `cohort_coordinator::service`, issue 24).
+                let _ = tcp.set_nodelay(true);
                 let (acceptor, tx, refusals) = (acceptor.clone(), tx.clone(), Arc::clone(&refusals));
                 tokio::spawn(async move {
                     let reason = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {

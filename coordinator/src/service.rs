@@ -671,10 +671,45 @@ pub async fn run(
 pub const COORDINATOR_SERVICE: &str = "cohort.v1.Coordinator";
 
 /// The listener as the stream of connections tonic serves.
+/// The connections `listener` accepts, with TCP_NODELAY set: a gRPC
+/// answer is a few small writes (headers, message, trailers), and with
+/// Nagle's algorithm on, one waits for the peer to acknowledge the one
+/// before, which a peer delays. Without it the lifecycle bench ran at half
+/// the rate with the machine half idle (`cargo bench -p cohort-cli --bench
+/// lifecycle`, issue 24). The TLS path sets it in `ServerTls::incoming`.
 fn tokio_stream_listener(
     listener: TcpListener,
 ) -> impl tokio_stream::Stream<Item = Result<tokio::net::TcpStream, std::io::Error>> {
-    tokio_stream::wrappers::TcpListenerStream::new(listener)
+    use tokio_stream::StreamExt as _;
+    tokio_stream::wrappers::TcpListenerStream::new(listener).map(|accepted| {
+        accepted.inspect(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        })
+    })
+}
+
+#[cfg(test)]
+mod listener_tests {
+    #![allow(clippy::unwrap_used)] // test code: a failure panics
+
+    use tokio_stream::StreamExt as _;
+
+    use super::*;
+
+    /// Proves every connection the coordinator accepts has TCP_NODELAY
+    /// set (the socket option read back from the accepted socket), so no
+    /// answer waits on Nagle's algorithm.
+    #[tokio::test]
+    async fn accepted_connections_have_nodelay_set() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        let mut incoming = Box::pin(tokio_stream_listener(listener));
+        for _ in 0..2 {
+            let _client = tokio::net::TcpStream::connect(address).await.unwrap();
+            let accepted = incoming.next().await.unwrap().unwrap();
+            assert!(accepted.nodelay().unwrap(), "TCP_NODELAY on the accepted socket");
+        }
+    }
 }
 
 #[cfg(test)]
