@@ -670,22 +670,17 @@ pub async fn run(
 /// The gRPC service name of the coordinator, as health checks name it.
 pub const COORDINATOR_SERVICE: &str = "cohort.v1.Coordinator";
 
-/// The listener as the stream of connections tonic serves.
-/// The connections `listener` accepts, with TCP_NODELAY set: a gRPC
-/// answer is a few small writes (headers, message, trailers), and with
-/// Nagle's algorithm on, one waits for the peer to acknowledge the one
+/// The listener as the stream of connections tonic serves, each with
+/// TCP_NODELAY set (tonic's `TcpIncoming`, as the judge proxy serves): a
+/// gRPC answer is a few small writes (headers, message, trailers), and
+/// with Nagle's algorithm on, one waits for the peer to acknowledge the one
 /// before, which a peer delays. Without it the lifecycle bench ran at half
 /// the rate with the machine half idle (`cargo bench -p cohort-cli --bench
 /// lifecycle`, issue 24). The TLS path sets it in `ServerTls::incoming`.
 fn tokio_stream_listener(
     listener: TcpListener,
 ) -> impl tokio_stream::Stream<Item = Result<tokio::net::TcpStream, std::io::Error>> {
-    use tokio_stream::StreamExt as _;
-    tokio_stream::wrappers::TcpListenerStream::new(listener).map(|accepted| {
-        accepted.inspect(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        })
-    })
+    tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true))
 }
 
 #[cfg(test)]

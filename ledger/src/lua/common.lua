@@ -158,8 +158,8 @@ end
 -- each, not `room` of every one. Nothing is removed while it reads (the
 -- caller trims what it took at the end), so the offsets hold. `head()` is
 -- the next run's position, or nil once `room` are taken or the queue is
--- empty; `take()` takes that run: its id, position, position as a string
--- and whether it came from the fresh list. The fresh ones taken are a
+-- empty; `take()` takes that run: its id, its position as written and
+-- whether it came from the fresh list. The fresh ones taken are a
 -- prefix of the list (`fresh_taken` of them), the others are in
 -- `from_pending`. Each list is read into plain arrays (ids, positions,
 -- positions as strings), not a table a run: a lease makes no table per run.
@@ -205,7 +205,7 @@ function Queue:head()
   return fp
 end
 
--- Takes the run `head()` named: id, position, position as written, fresh.
+-- Takes the run `head()` named: id, position as written, fresh.
 function Queue:take()
   local zi, fi = self.zi, self.fi
   local zp, fp = self.z_pos[zi], self.f_pos[fi]
@@ -214,11 +214,11 @@ function Queue:take()
     self.zi = zi + 1
     local id = self.z_id[zi]
     self.from_pending[#self.from_pending + 1] = id
-    return id, zp, self.z_str[zi], false
+    return id, self.z_str[zi], false
   end
   self.fi = fi + 1
   self.fresh_taken = self.fresh_taken + 1
-  return self.f_id[fi], fp, self.f_str[fi], true
+  return self.f_id[fi], self.f_str[fi], true
 end
 
 -- Takes a run without a hash out of the queue it waits in (its arm's

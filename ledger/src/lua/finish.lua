@@ -4,7 +4,8 @@
 -- has_version (0/1), the attempt's class, the attempt's number, and the
 -- attempt's JSON with every field but `worker`, `attempt` and `token`,
 -- which the ledger writes, and without its opening brace (common.lua
--- `push_attempt`; the class is sent apart as well, so nothing is decoded). The number is the lease's, as the worker's
+-- `push_attempt`; the class is sent apart as well, so nothing is decoded).
+-- The number is the lease's, as the worker's
 -- run record has it (0: the worker does not say): a lease taken back after
 -- a rollback is recorded at that number (common.lua `reclaim`). Atomic over
 -- the whole call: each result's attempt, outcome, counts and lease end
@@ -54,19 +55,19 @@ for i = 3, #ARGV, GROUP do
       out[#out + 1] = 0
     else
       -- The attempt's number: the worker's when past the run's count
-      -- (common.lua `attempt_number`), which then moves to it.
-      -- The number as a string, as the hash or the worker wrote it (a Lua
-      -- number would be formatted again for the JSON and the HSET).
+      -- (common.lua `attempt_number`), which then moves to it; kept as the
+      -- string the hash or the worker wrote (a Lua number would be
+      -- formatted again for the JSON and the HSET).
       local fields = { 'record', record }
       local n = held[5] or '0'
       if number > tonumber(n) then
         n = number_s
-        fields[3] = 'attempts'
-        fields[4] = n
+        fields[#fields + 1] = 'attempts'
+        fields[#fields + 1] = n
       end
       if has_version == '1' then
-        table.insert(fields, 'version')
-        table.insert(fields, version)
+        fields[#fields + 1] = 'version'
+        fields[#fields + 1] = version
       end
       push_attempt(id, tail, class, head, n, token, t)
       local arm = arm_of(id)

@@ -95,8 +95,8 @@ while n < max do
   if not best then break end
   local q = queues[best]
   n = n + 1
-  local id, _, pos_s, fresh = q:take()
-  cand_id[n], cand_pos[n], cand_fresh[n], cand_arm[n] = id, pos_s, fresh, q.arm
+  cand_id[n], cand_pos[n], cand_fresh[n] = q:take()
+  cand_arm[n] = q.arm
   heads[best] = q:head() or false
 end
 
