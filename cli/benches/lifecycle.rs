@@ -65,6 +65,7 @@
 //! `~/.cache/cohort/bullmq-bench`); without them the line says so.
 //!
 //!     COHORT_BENCH_CONFIGS=bullmq COHORT_BENCH_SIZES=10000 cargo bench -p cohort-cli --bench lifecycle
+//!     COHORT_BENCH_DURABILITY=on ...     # only the durable case (or `off`)
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -105,8 +106,13 @@ fn main() {
     let receiver = runtime.block_on(cohort_tests::otlp::Receiver::start());
     let configs = std::env::var("COHORT_BENCH_CONFIGS").unwrap_or_default();
     if configs == "bullmq" {
+        // `COHORT_BENCH_DURABILITY=on` (or `off`): that case alone.
+        let durability = std::env::var("COHORT_BENCH_DURABILITY").unwrap_or_default();
+        let stores = [Store::Single, Store::SingleEverysec]
+            .into_iter()
+            .filter(|s| durability.is_empty() || (durability == "on") == (*s == Store::SingleEverysec));
         for runs in sizes {
-            for store in [Store::Single, Store::SingleEverysec] {
+            for store in stores.clone() {
                 let reference = bullmq::run(runs, store == Store::SingleEverysec);
                 let ours = runtime.block_on(bench(runs, store, None));
                 bullmq::compare(runs, store, reference, &ours);

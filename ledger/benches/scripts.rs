@@ -55,12 +55,13 @@ fn main() {
         for (script, share) in [("lease.lua", &figures.lease), ("finish.lua", &figures.finish)] {
             println!(
                 "    {script:<10} {:5.1} us a run: scripts {:.1} us, of which the commands they run {:.1} us and \
-                 their own work (Lua, calls into Redis, propagation) {:.1} us; {:.1} commands a run",
+                 their own work (Lua, calls into Redis, propagation) {:.1} us; {:.1} commands and {:.0} AOF bytes a run",
                 per_run(share.cpu_usec),
                 per_run(share.scripts_usec),
                 per_run(share.commands_usec),
                 per_run(share.scripts_usec - share.commands_usec),
                 share.commands as f64 / runs as f64,
+                per_run(share.aof_bytes),
             );
         }
     }
@@ -69,6 +70,8 @@ fn main() {
 /// What one script's calls cost Redis over every run.
 struct Share {
     cpu_usec: f64,
+    /// Bytes the server appended to its AOF (0 without one).
+    aof_bytes: f64,
     scripts_usec: f64,
     commands_usec: f64,
     commands: u64,
@@ -166,17 +169,20 @@ async fn lifecycles(server: &RedisServer, runs: usize) -> Figures {
 /// Redis's main-thread CPU and its command statistics at one moment.
 struct Sample {
     cpu_usec: f64,
+    aof_bytes: f64,
     stats: ScriptStats,
 }
 
 impl Sample {
     fn of(server: &RedisServer) -> Sample {
-        Sample { cpu_usec: main_cpu_usec(server), stats: script_stats(server) }
+        let aof_bytes = info(server, "persistence").get("aof_current_size").and_then(|n| n.parse().ok()).unwrap_or(0.0);
+        Sample { cpu_usec: main_cpu_usec(server), aof_bytes, stats: script_stats(server) }
     }
 
     fn since(&self, before: &Sample) -> Share {
         Share {
             cpu_usec: self.cpu_usec - before.cpu_usec,
+            aof_bytes: self.aof_bytes - before.aof_bytes,
             scripts_usec: self.stats.scripts_usec - before.stats.scripts_usec,
             commands_usec: self.stats.commands_usec - before.stats.commands_usec,
             commands: self.stats.commands - before.stats.commands,

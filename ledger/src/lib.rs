@@ -26,6 +26,7 @@ use cohort_core::order::{RunId, RunIdError};
 use cohort_core::taxonomy::{AttemptClass, Outcome};
 use serde::{Deserialize, Serialize};
 
+mod coalesce;
 #[cfg(any(test, feature = "testing"))]
 pub mod conformance;
 pub mod progress;
@@ -462,7 +463,7 @@ impl Durability {
 }
 
 /// Why a ledger call failed.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum LedgerError {
     /// A Redis call failed; the source says how. Transient (unreachable,
     /// busy, failing over) or permanent (a script error, a key of the wrong

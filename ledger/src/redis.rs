@@ -23,6 +23,7 @@ use cohort_core::order::RunId;
 use cohort_core::taxonomy::{AttemptClass, Outcome};
 
 use super::*;
+use crate::coalesce::Gather;
 
 /// How many pending runs one close call finalises (window close, abort):
 /// bounded so that one script never blocks Redis for long.
@@ -138,6 +139,59 @@ pub struct RedisLedger {
     /// How long leasing and expiry wait after a recovery, for live workers
     /// to take back their leases ([`Ledger::set_recovery_grace`]).
     recovery_grace_ms: std::sync::Arc<std::sync::atomic::AtomicI64>,
+    /// Workers' leases (of every non-manual arm) and results asked while
+    /// one such call is in flight, sent together when it ends
+    /// (`crate::coalesce`).
+    leases: std::sync::Arc<Gather<LeaseAsk, LeaseBatch>>,
+    results: std::sync::Arc<Gather<FinishAsk, Vec<bool>>>,
+    /// False with `COHORT_LEDGER_GATHER=0` in the environment: every call
+    /// goes alone, to measure what gathering buys (ARCHITECTURE.md, the
+    /// Redis ledger).
+    gather: bool,
+}
+
+/// One worker's lease call, as `lease.lua` takes it among others.
+struct LeaseAsk {
+    worker: String,
+    max: u32,
+    now_ms: i64,
+    ttl_ms: i64,
+}
+
+/// One worker's results, as `finish.lua` takes them among others.
+struct FinishAsk {
+    worker: String,
+    now_ms: i64,
+    results: Vec<ResultArgs>,
+}
+
+/// A result's ten arguments of `finish.lua`, made by the caller.
+struct ResultArgs {
+    run_id: String,
+    token: u64,
+    outcome: &'static str,
+    reason: String,
+    record_sha256: String,
+    observed_version: Option<String>,
+    class: &'static str,
+    attempt: u32,
+    attempt_tail: String,
+}
+
+impl ResultArgs {
+    fn of(lease: &LeaseRef, result: &RunResult) -> Result<ResultArgs, LedgerError> {
+        Ok(ResultArgs {
+            run_id: lease.run_id.clone(),
+            token: lease.token,
+            outcome: result.outcome.as_str(),
+            reason: result.reason.clone(),
+            record_sha256: result.record_sha256.clone(),
+            observed_version: result.observed_version.clone(),
+            class: result.attempt.class.as_str(),
+            attempt: result.attempt.attempt,
+            attempt_tail: attempt_tail_json(&result.attempt)?,
+        })
+    }
 }
 
 /// The durability bookkeeping of one process (ARCHITECTURE.md, "Durable
@@ -260,6 +314,9 @@ impl RedisLedger {
             acks: std::sync::Arc::new(std::sync::Mutex::new(Acks { epoch: epoch.unwrap_or(1), ..Acks::default() })),
             horizon,
             recovery_grace_ms: std::sync::Arc::new(std::sync::atomic::AtomicI64::new(DEFAULT_RECOVERY_GRACE_MS)),
+            leases: std::sync::Arc::new(Gather::new()),
+            results: std::sync::Arc::new(Gather::new()),
+            gather: std::env::var_os("COHORT_LEDGER_GATHER").is_none_or(|v| v != "0"),
         })
     }
 
@@ -673,6 +730,82 @@ fn grants(reply: &[Value]) -> Result<Vec<LeaseGrant>, LedgerError> {
 type SeedSent = Result<::redis::RedisResult<()>, tokio::task::JoinError>;
 
 impl RedisLedger {
+    /// One `lease.lua` call for the workers' `asks`, in order: each gets
+    /// what calls made one after the other would have granted it (the
+    /// grants in planned order, its max of them), at the latest `now` of
+    /// the asks (the time the call is made).
+    async fn lease_together(&self, scope: LeaseScope<'_>, asks: Vec<LeaseAsk>) -> Result<Vec<LeaseBatch>, LedgerError> {
+        let (scope, scope_arm) = match scope {
+            LeaseScope::Automatic => ("auto", ""),
+            LeaseScope::Manual(arm) => ("manual", arm),
+        };
+        let now_ms = asks.iter().map(|a| a.now_ms).max().unwrap_or_default();
+        let mut inv = self.scripts.lease.key(self.meta());
+        inv.arg(now_ms).arg(CLOSE_BATCH).arg(scope).arg(scope_arm);
+        for a in &asks {
+            inv.arg(&a.worker).arg(a.max).arg(a.ttl_ms);
+        }
+        let reply: Vec<Value> = self.call(&inv, now_ms).await?;
+        let closed = reply.first().map(value_i64) == Some(1);
+        let mut done = reply.get(1).map(value_i64) == Some(1);
+        if closed && !done {
+            // The window closed with more pending runs than one call closes.
+            self.close_window_if_due(now_ms).await?;
+            done = self.status().await?.done();
+        }
+        let mut leases = grants(reply.get(3..).unwrap_or_default())?.into_iter();
+        if let Some(top) = leases.as_slice().iter().map(|g| g.token).max() {
+            let mut a = self.acks();
+            a.token = a.token.max(top);
+        }
+        Ok(asks
+            .iter()
+            .map(|a| LeaseBatch {
+                leases: leases.by_ref().take(a.max as usize).collect(),
+                closed: closed || done,
+                done,
+            })
+            .collect())
+    }
+
+    /// One `finish.lua` call for the workers' results in `asks`, in order,
+    /// at the latest `now` of the asks; each ask gets one `bool` per
+    /// result. The acknowledgement's sequence number the call returns is
+    /// its last result's, at or past every other's: a worker that waits
+    /// for it to be durable waits no less than for its own.
+    async fn finish_together(&self, asks: Vec<FinishAsk>) -> Result<Vec<Vec<bool>>, LedgerError> {
+        let now_ms = asks.iter().map(|a| a.now_ms).max().unwrap_or_default();
+        let mut inv = self.scripts.finish.key(self.meta());
+        inv.arg(now_ms);
+        for ask in &asks {
+            inv.arg(&ask.worker).arg(ask.results.len());
+            for r in &ask.results {
+                inv.arg(&r.run_id)
+                    .arg(r.token)
+                    .arg(r.outcome)
+                    .arg(&r.reason)
+                    .arg(&r.record_sha256)
+                    .arg(r.observed_version.as_deref().unwrap_or_default())
+                    .arg(if r.observed_version.is_some() { "1" } else { "0" })
+                    .arg(r.class)
+                    .arg(r.attempt)
+                    .arg(&r.attempt_tail);
+            }
+        }
+        let mut accepted: Vec<i64> = self.call(&inv, now_ms).await?;
+        // The last integer is the acknowledgement's sequence number.
+        let seq = accepted.pop().unwrap_or_default();
+        self.acks().saw_seq(seq as u64);
+        let total: usize = asks.iter().map(|a| a.results.len()).sum();
+        if accepted.len() != total {
+            return Err(LedgerError::Corrupt(format!("finish.lua answered {} results for {total}", accepted.len())));
+        }
+        let mut each = accepted.into_iter();
+        Ok(asks.iter().map(|a| each.by_ref().take(a.results.len()).map(|v| v == 1).collect()).collect())
+    }
+}
+
+impl RedisLedger {
     /// Sends one seeding pipeline without waiting for its answer, after
     /// waiting for the oldest ones while SEED_IN_FLIGHT are unanswered.
     async fn send_seed_pipeline(
@@ -949,26 +1082,25 @@ impl Ledger for RedisLedger {
         now_ms: i64,
         ttl_ms: i64,
     ) -> Result<LeaseBatch, LedgerError> {
-        let (scope, scope_arm) = match scope {
-            LeaseScope::Automatic => ("auto", ""),
-            LeaseScope::Manual(arm) => ("manual", arm),
-        };
-        let mut inv = self.scripts.lease.key(self.meta());
-        inv.arg(now_ms).arg(max).arg(ttl_ms).arg(worker).arg(CLOSE_BATCH).arg(scope).arg(scope_arm);
-        let reply: Vec<Value> = self.call(&inv, now_ms).await?;
-        let closed = reply.first().map(value_i64) == Some(1);
-        let mut done = reply.get(1).map(value_i64) == Some(1);
-        if closed && !done {
-            // The window closed with more pending runs than one call closes.
-            self.close_window_if_due(now_ms).await?;
-            done = self.status().await?.done();
+        let ask = LeaseAsk { worker: worker.to_owned(), max, now_ms, ttl_ms };
+        match scope {
+            LeaseScope::Automatic if self.gather => {
+                let ledger = self.clone();
+                self.leases
+                    .call(ask, max as usize, move |asks| {
+                        let ledger = ledger.clone();
+                        async move { ledger.lease_together(LeaseScope::Automatic, asks).await }
+                    })
+                    .await
+            }
+            // A person's lease of a manual arm (rare), or a ledger that
+            // does not gather: alone.
+            _ => Ok(self.lease_together(scope, vec![ask]).await?.pop().unwrap_or(LeaseBatch {
+                leases: Vec::new(),
+                closed: false,
+                done: false,
+            })),
         }
-        let leases = grants(reply.get(3..).unwrap_or_default())?;
-        if let Some(top) = leases.iter().map(|g| g.token).max() {
-            let mut a = self.acks();
-            a.token = a.token.max(top);
-        }
-        Ok(LeaseBatch { leases, closed: closed || done, done })
     }
 
     async fn leases_held(&self, worker: &str) -> Result<Vec<LeaseGrant>, LedgerError> {
@@ -1038,25 +1170,21 @@ impl Ledger for RedisLedger {
         if results.is_empty() {
             return Ok(Vec::new());
         }
-        let mut inv = self.scripts.finish.key(self.meta());
-        inv.arg(now_ms).arg(worker);
-        for (lease, result) in results {
-            inv.arg(&lease.run_id)
-                .arg(lease.token)
-                .arg(result.outcome.as_str())
-                .arg(&result.reason)
-                .arg(&result.record_sha256)
-                .arg(result.observed_version.as_deref().unwrap_or_default())
-                .arg(if result.observed_version.is_some() { "1" } else { "0" })
-                .arg(result.attempt.class.as_str())
-                .arg(result.attempt.attempt)
-                .arg(attempt_tail_json(&result.attempt)?);
+        // Checked here, so that one worker's unfit result never refuses
+        // the results gathered beside it (finish.lua checks again).
+        check_results(results.iter().map(|(l, r)| (l, r)))?;
+        let args = results.iter().map(|(l, r)| ResultArgs::of(l, r)).collect::<Result<Vec<_>, _>>()?;
+        let ask = FinishAsk { worker: worker.to_owned(), now_ms, results: args };
+        if !self.gather {
+            return Ok(self.finish_together(vec![ask]).await?.pop().unwrap_or_default());
         }
-        let mut accepted: Vec<i64> = self.call(&inv, now_ms).await?;
-        // The last integer is the acknowledgement's sequence number.
-        let seq = accepted.pop().unwrap_or_default();
-        self.acks().saw_seq(seq as u64);
-        Ok(accepted.into_iter().map(|a| a == 1).collect())
+        let ledger = self.clone();
+        self.results
+            .call(ask, results.len(), move |asks| {
+                let ledger = ledger.clone();
+                async move { ledger.finish_together(asks).await }
+            })
+            .await
     }
 
     async fn release(&self, worker: &str, lease: &LeaseRef, now_ms: i64) -> Result<bool, LedgerError> {
@@ -1365,6 +1493,115 @@ mod tests {
         }
         let bad = RedisLedger::connect("redis://127.0.0.1:notaport/", "conformance").await.unwrap_err();
         assert!(matches!(bad, LedgerError::Redis(_)) && !bad.is_transient(), "{bad:?}");
+    }
+
+    /// Leases and results asked at once by many workers go to Redis in a
+    /// few gathered script calls (`crate::coalesce`), and each worker gets
+    /// what calls made one after the other would have given it: every run
+    /// granted once, in planned order, to the worker the ledger then holds
+    /// it for; each result recorded under its own worker. A stale result
+    /// gathered beside current ones is discarded alone.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn leases_and_results_asked_at_once_are_gathered_and_each_worker_gets_its_own() {
+        use std::collections::HashSet;
+
+        use cohort_core::order::run_order;
+
+        use crate::conformance::completed;
+        use crate::{ArmPlan, LeaseRef, RunStateKind};
+
+        const WORKERS: usize = 12;
+        let server = RedisServer::start().unwrap();
+        let ledger = RedisLedger::connect(&server.url(), "gathered").await.unwrap();
+        let q_ids: Vec<String> = (1..=30).map(|q| format!("q{q}")).collect();
+        let q_refs: Vec<&str> = q_ids.iter().map(String::as_str).collect();
+        let order: Vec<String> = run_order(&q_refs, &["a", "b", "c"], 1, 5).iter().map(ToString::to_string).collect();
+        let mut header = conformance::header();
+        header.arms = ["a", "b", "c"]
+            .iter()
+            .map(|a| ArmPlan { id: (*a).into(), concurrency: 1_000, pinned_version: "v".into(), ..ArmPlan::default() })
+            .collect();
+        let questions: Vec<(String, String)> = q_ids.iter().map(|q| (q.clone(), format!("{q}?"))).collect();
+        ledger.seed(&header, &questions, &order, 0).await.unwrap();
+
+        let trips = ledger.round_trips().unwrap();
+        let leasing: Vec<_> = (0..WORKERS)
+            .map(|w| {
+                let ledger = ledger.clone();
+                tokio::spawn(
+                    async move { (format!("w{w}"), ledger.lease(&format!("w{w}"), 5, 10, 60_000).await.unwrap()) },
+                )
+            })
+            .collect();
+        let mut leased = Vec::new();
+        for t in leasing {
+            leased.push(t.await.unwrap());
+        }
+        let lease_trips = ledger.round_trips().unwrap() - trips;
+        assert!(lease_trips < WORKERS as u64, "{WORKERS} leases asked at once took {lease_trips} round trips");
+
+        // Every worker got its five; together, the first 60 runs of the
+        // planned order, once each, in token order.
+        let mut all: Vec<(u64, String)> = Vec::new();
+        for (worker, batch) in &leased {
+            assert_eq!(batch.leases.len(), 5, "{worker}");
+            let held: HashSet<String> =
+                ledger.leases_held(worker).await.unwrap().into_iter().map(|g| g.run_id).collect();
+            let got: HashSet<String> = batch.leases.iter().map(|g| g.run_id.clone()).collect();
+            assert_eq!(held, got, "{worker} holds what it was granted");
+            all.extend(batch.leases.iter().map(|g| (g.token, g.run_id.clone())));
+        }
+        all.sort();
+        let granted: Vec<&str> = all.iter().map(|(_, id)| id.as_str()).collect();
+        let planned: Vec<&str> = order.iter().take(WORKERS * 5).map(String::as_str).collect();
+        assert_eq!(granted, planned);
+
+        // Each worker reports its results at once; the last also reports
+        // the first worker's first run under a stale token.
+        let trips = ledger.round_trips().unwrap();
+        let reporting: Vec<_> = leased
+            .iter()
+            .enumerate()
+            .map(|(i, (worker, batch))| {
+                let ledger = ledger.clone();
+                let worker = worker.clone();
+                let mut results: Vec<(LeaseRef, crate::RunResult)> = batch
+                    .leases
+                    .iter()
+                    .map(|g| (LeaseRef { run_id: g.run_id.clone(), token: g.token }, completed(20)))
+                    .collect();
+                if i == WORKERS - 1 {
+                    let stale = &leased[0].1.leases[0];
+                    results
+                        .push((LeaseRef { run_id: stale.run_id.clone(), token: stale.token + 1_000 }, completed(20)));
+                }
+                tokio::spawn(async move { (worker.clone(), ledger.finish_many(&worker, &results, 20).await.unwrap()) })
+            })
+            .collect();
+        for t in reporting {
+            let (worker, accepted) = t.await.unwrap();
+            let expected = if worker == format!("w{}", WORKERS - 1) {
+                [vec![true; 5], vec![false]].concat()
+            } else {
+                vec![true; 5]
+            };
+            assert_eq!(accepted, expected, "{worker}");
+        }
+        let finish_trips = ledger.round_trips().unwrap() - trips;
+        assert!(finish_trips < WORKERS as u64, "{WORKERS} reports at once took {finish_trips} round trips");
+        for (worker, batch) in &leased {
+            for g in &batch.leases {
+                let attempts = ledger.attempts(&g.run_id).await.unwrap();
+                assert_eq!(attempts.len(), 1, "{}", g.run_id);
+                assert_eq!((&attempts[0].worker, attempts[0].token), (worker, g.token), "{}", g.run_id);
+            }
+        }
+        let runs = ledger.runs().await.unwrap();
+        let finals = runs.iter().filter(|r| r.state == RunStateKind::Final).count();
+        assert_eq!(finals, WORKERS * 5);
+        let discarded = ledger.discarded().await.unwrap();
+        assert_eq!(discarded.len(), 1);
+        assert_eq!(discarded[0].worker, format!("w{}", WORKERS - 1));
     }
 
     /// With the server gone, a call fails with an IO error that is

@@ -25,7 +25,7 @@ use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
 
 /// What is wrong with a Redis URL. The messages never repeat the URL, which
 /// may hold a password.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum RedisUrlError {
     #[error(
         "a redis URL must start with redis://, rediss://, redis+cluster:// or rediss+cluster:// \

@@ -1,5 +1,9 @@
--- finish: records the final result of one leased run, or of several.
--- KEYS[1] meta. ARGV: now_ms, worker, then groups of 10: run_id, token,
+-- finish: records the final result of one leased run, or of several, of
+-- one worker or of several (the Redis ledger gathers the results reported
+-- at once into one call, ledger/src/coalesce.rs; each worker's results are
+-- recorded as calls made one after the other would record them).
+-- KEYS[1] meta. ARGV: now_ms, then per worker: worker, the number of its
+-- results, and a group of 10 a result: run_id, token,
 -- outcome, reason, record_sha256, observed_version ('' = not disclosed),
 -- has_version (0/1), the attempt's class, the attempt's number, and the
 -- attempt's JSON with every field but `worker`, `attempt` and `token`,
@@ -21,61 +25,76 @@
 -- lifecycle::check_final) refuses the whole call before anything changes:
 -- error `UNFIT run_id outcome class`.
 local GROUP = 10
-local now, worker = tonumber(ARGV[1]), ARGV[2]
+local now = tonumber(ARGV[1])
 local stop = guard() if stop then return stop end
-for i = 3, #ARGV, GROUP do
-  local outcome, class = ARGV[i + 2], ARGV[i + 7]
-  if not (FITS[outcome] and FITS[outcome][class]) then
-    return redis.error_reply('UNFIT ' .. ARGV[i] .. ' ' .. outcome .. ' ' .. tostring(class))
+-- Each worker's section: its name, the ARGV index of its first group and
+-- of its last.
+local section_worker, section_first, section_last = {}, {}, {}
+local at = 2
+while at <= #ARGV do
+  local k = #section_worker + 1
+  section_worker[k], section_first[k] = ARGV[at], at + 2
+  at = at + 2 + GROUP * tonumber(ARGV[at + 1])
+  section_last[k] = at - GROUP
+end
+for k = 1, #section_worker do
+  for i = section_first[k], section_last[k], GROUP do
+    local outcome, class = ARGV[i + 2], ARGV[i + 7]
+    if not (FITS[outcome] and FITS[outcome][class]) then
+      return redis.error_reply('UNFIT ' .. ARGV[i] .. ' ' .. outcome .. ' ' .. tostring(class))
+    end
   end
 end
 local out = {}
 local t = tally()
-local head = attempt_head(worker)
 -- Runs whose lease ends: out of the lease set in one ZREM at the end,
 -- and their arms' leased counts moved once an arm.
 local ended, ended_by_arm = {}, {}
-for i = 3, #ARGV, GROUP do
-  local id, token, outcome, reason = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  local record, version, has_version = ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
-  local class, number_s, tail = ARGV[i + 7], ARGV[i + 8], ARGV[i + 9]
-  local number = tonumber(number_s) or 0
-  local key = P .. 'run:' .. id
-  local held = redis.call('HMGET', key, 'state', 'token', 'record', 'outcome', 'attempts')
-  if held[1] == 'final' and held[2] == token and held[3] == record and held[4] == outcome then
-    out[#out + 1] = 1
-  else
-    local current = held[1] == 'leased' and held[2] == token
-    if not current and reclaim(id, token, worker, now, 0, number) then
-      current = true
-      held[5] = redis.call('HGET', key, 'attempts')
-    end
-    if not current then
-      discard(id, tonumber(token), worker, 'result', now, nil, outcome)
-      out[#out + 1] = 0
-    else
-      -- The attempt's number: the worker's when past the run's count
-      -- (common.lua `attempt_number`), which then moves to it; kept as the
-      -- string the hash or the worker wrote (a Lua number would be
-      -- formatted again for the JSON and the HSET).
-      local fields = { 'record', record }
-      local n = held[5] or '0'
-      if number > tonumber(n) then
-        n = number_s
-        fields[#fields + 1] = 'attempts'
-        fields[#fields + 1] = n
-      end
-      if has_version == '1' then
-        fields[#fields + 1] = 'version'
-        fields[#fields + 1] = version
-      end
-      push_attempt(id, tail, class, head, n, token, t)
-      local arm = arm_of(id)
-      ended[#ended + 1] = id
-      ended_by_arm[arm] = (ended_by_arm[arm] or 0) + 1
-      -- `now` as ARGV has it: a string, written without formatting.
-      finalize(id, arm, outcome, reason, ARGV[1], t, fields)
+for k = 1, #section_worker do
+  local worker = section_worker[k]
+  local head = attempt_head(worker)
+  for i = section_first[k], section_last[k], GROUP do
+    local id, token, outcome, reason = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+    local record, version, has_version = ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
+    local class, number_s, tail = ARGV[i + 7], ARGV[i + 8], ARGV[i + 9]
+    local number = tonumber(number_s) or 0
+    local key = P .. 'run:' .. id
+    local held = redis.call('HMGET', key, 'state', 'token', 'record', 'outcome', 'attempts')
+    if held[1] == 'final' and held[2] == token and held[3] == record and held[4] == outcome then
       out[#out + 1] = 1
+    else
+      local current = held[1] == 'leased' and held[2] == token
+      if not current and reclaim(id, token, worker, now, 0, number) then
+        current = true
+        held[5] = redis.call('HGET', key, 'attempts')
+      end
+      if not current then
+        discard(id, tonumber(token), worker, 'result', now, nil, outcome)
+        out[#out + 1] = 0
+      else
+        -- The attempt's number: the worker's when past the run's count
+        -- (common.lua `attempt_number`), which then moves to it; kept as the
+        -- string the hash or the worker wrote (a Lua number would be
+        -- formatted again for the JSON and the HSET).
+        local fields = { 'record', record }
+        local n = held[5] or '0'
+        if number > tonumber(n) then
+          n = number_s
+          fields[#fields + 1] = 'attempts'
+          fields[#fields + 1] = n
+        end
+        if has_version == '1' then
+          fields[#fields + 1] = 'version'
+          fields[#fields + 1] = version
+        end
+        push_attempt(id, tail, class, head, n, token, t)
+        local arm = arm_of(id)
+        ended[#ended + 1] = id
+        ended_by_arm[arm] = (ended_by_arm[arm] or 0) + 1
+        -- `now` as ARGV has it: a string, written without formatting.
+        finalize(id, arm, outcome, reason, ARGV[1], t, fields)
+        out[#out + 1] = 1
+      end
     end
   end
 end

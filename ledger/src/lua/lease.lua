@@ -1,18 +1,28 @@
--- lease: hands up to ARGV[2] runs to worker ARGV[4], in planned order.
--- KEYS[1] meta. ARGV: now_ms, max, ttl_ms, worker, close_limit, scope
--- ('auto': every arm without ARM|manual; 'manual': only arm ARGV[7], which
--- must be manual), arm.
+-- lease: hands runs to one worker or to several, in planned order: the
+-- first worker up to its max, then the next (what calls made one after the
+-- other would grant; the Redis ledger gathers the leases asked at once
+-- into one call, ledger/src/coalesce.rs).
+-- KEYS[1] meta. ARGV: now_ms, close_limit, scope ('auto': every arm
+-- without ARM|manual; 'manual': only arm ARGV[4], which must be manual),
+-- arm, then per worker: worker, max, ttl_ms.
 -- Arms paused, at their cap, or held by a Retry-After (ARM|hold > now)
 -- grant nothing. Atomic: the window check, the move of due retries, the grants, the
 -- tokens and the arm slot counts happen in one script.
 -- While the ledger recovers from a restart (`recovering_until`), nothing is
 -- granted: the holders of leases the restart lost take them back first.
--- Returns {closed, done, n, run_id, token, attempt, question_text, expires, ...},
+-- Returns {closed, done, n, run_id, token, attempt, question_text, expires, ...}
+-- (the grants in order: the first worker's max of them, then the next's),
 -- or an error UNKNOWNARM / NOTMANUAL for a manual scope naming a bad arm,
 -- or RESTARTED (common.lua `guard`).
-local now, max, ttl, worker = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
-local close_limit = tonumber(ARGV[5])
-local scope, scope_arm = ARGV[6], ARGV[7]
+local now, close_limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+local scope, scope_arm = ARGV[3], ARGV[4]
+local workers, maxes, ttls = {}, {}, {}
+local max = 0
+for i = 5, #ARGV, 3 do
+  local k = #workers + 1
+  workers[k], maxes[k], ttls[k] = ARGV[i], tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2])
+  max = max + maxes[k]
+end
 if redis.call('HGET', META, 'seeded') ~= '1' then return redis.error_reply('NOTSEEDED the ledger is not seeded') end
 local stop = guard() if stop then return stop end
 if scope == 'manual' then
@@ -112,9 +122,18 @@ local leases, texts, wanted = {}, {}, {}
 local leased = {}
 -- Numbers written as strings once: a Lua number given to a command is
 -- formatted as a float (`%.14g`), which costs more than the command.
-local expires = now + ttl
-local expires_s, now_s = string.format('%d', expires), ARGV[1]
+local now_s = ARGV[1]
+-- The worker the grant goes to: `seg`, with `left` grants to go.
+local seg, left = 0, 0
+local worker, expires, expires_s
 for k = 1, n do
+  while left == 0 do
+    seg = seg + 1
+    left = maxes[seg]
+    worker, expires = workers[seg], now + ttls[seg]
+    expires_s = string.format('%d', expires)
+  end
+  left = left - 1
   local id, arm = cand_id[k], cand_arm[k]
   local key = P .. 'run:' .. id
   local token = string.format('%d', first_token + k - 1)
