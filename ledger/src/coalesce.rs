@@ -147,7 +147,7 @@ mod tests {
     /// holding each for a while, so that asks pile up behind it.
     fn doubler(calls: &Arc<AtomicUsize>, sizes: &Arc<Mutex<Vec<usize>>>) -> Doubler {
         let (calls, sizes) = (Arc::clone(calls), Arc::clone(sizes));
-        Box::new(move |asks: Vec<u32>| -> futures_like::Boxed {
+        Box::new(move |asks: Vec<u32>| -> Doubled {
             calls.fetch_add(1, Ordering::SeqCst);
             sizes.lock().unwrap().push(asks.len());
             Box::pin(async move {
@@ -157,12 +157,8 @@ mod tests {
         })
     }
 
-    type Doubler = Box<dyn Fn(Vec<u32>) -> futures_like::Boxed + Send + 'static>;
-
-    mod futures_like {
-        pub type Boxed =
-            std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<u32>, crate::LedgerError>> + Send + 'static>>;
-    }
+    type Doubled = std::pin::Pin<Box<dyn Future<Output = Result<Vec<u32>, LedgerError>> + Send + 'static>>;
+    type Doubler = Box<dyn Fn(Vec<u32>) -> Doubled + Send + 'static>;
 
     #[tokio::test(start_paused = true)]
     async fn asks_made_while_a_call_is_in_flight_go_together_and_each_gets_its_own_answer() {

@@ -726,6 +726,15 @@ fn grants(reply: &[Value]) -> Result<Vec<LeaseGrant>, LedgerError> {
         .collect()
 }
 
+/// The one answer of a call made for one ask alone.
+fn only<T>(answers: Vec<T>) -> Result<T, LedgerError> {
+    let mut answers = answers.into_iter();
+    match (answers.next(), answers.next()) {
+        (Some(a), None) => Ok(a),
+        _ => Err(LedgerError::Corrupt("a ledger call for one ask did not answer it once".into())),
+    }
+}
+
 /// A seeding pipeline's answer, or why its task ended without one.
 type SeedSent = Result<::redis::RedisResult<()>, tokio::task::JoinError>;
 
@@ -1095,11 +1104,7 @@ impl Ledger for RedisLedger {
             }
             // A person's lease of a manual arm (rare), or a ledger that
             // does not gather: alone.
-            _ => Ok(self.lease_together(scope, vec![ask]).await?.pop().unwrap_or(LeaseBatch {
-                leases: Vec::new(),
-                closed: false,
-                done: false,
-            })),
+            _ => only(self.lease_together(scope, vec![ask]).await?),
         }
     }
 
@@ -1176,7 +1181,7 @@ impl Ledger for RedisLedger {
         let args = results.iter().map(|(l, r)| ResultArgs::of(l, r)).collect::<Result<Vec<_>, _>>()?;
         let ask = FinishAsk { worker: worker.to_owned(), now_ms, results: args };
         if !self.gather {
-            return Ok(self.finish_together(vec![ask]).await?.pop().unwrap_or_default());
+            return only(self.finish_together(vec![ask]).await?);
         }
         let ledger = self.clone();
         self.results
