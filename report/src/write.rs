@@ -460,23 +460,34 @@ fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<FileEntry, ReportE
     w.finish()
 }
 
-/// Writes claim, trace and source lines on a thread of its own (writing
-/// and hashing gigabytes overlaps with reading records), in the order
-/// given. The channel is bounded, so memory stays a few chunks' worth.
+/// Writes claim, trace and source lines on threads of their own (writing
+/// and hashing gigabytes overlaps with reading records), each file's in
+/// the order given: the trace lines, the largest file, on one writer and
+/// the others on a second, so that the two cores share the hashing and the
+/// copying into the files instead of one writer holding the report up
+/// after the records are read. The channels are bounded, so memory stays
+/// a few chunks' worth.
 struct ThreadSink {
-    /// Lines for file 0 (claims), 1 (traces), 2 (sources) or 3 (calls).
+    writers: [Writer; 2],
+    /// The writer, and its file, of file 0 (claims), 1 (traces), 2
+    /// (sources) and 3 (calls).
+    route: [(usize, usize); 4],
+}
+
+/// One writer thread and the files it owns.
+struct Writer {
     tx: Option<std::sync::mpsc::SyncSender<(usize, Vec<u8>)>>,
     handle: Option<std::thread::JoinHandle<Result<Vec<FileEntry>, ReportError>>>,
 }
 
-impl ThreadSink {
-    fn start(mut files: [HashedFile; 4]) -> Result<ThreadSink, ReportError> {
+impl Writer {
+    fn start(name: &str, mut files: Vec<HashedFile>) -> Result<Writer, ReportError> {
         // Gather hands over a few buffers of a megabyte or more per chunk
-        // (one per file and thread): a dozen in flight keeps the writer
-        // busy without holding many chunks.
-        let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Vec<u8>)>(12);
+        // (one per file and thread): half a dozen in flight per writer
+        // keeps it busy without holding many chunks.
+        let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Vec<u8>)>(6);
         let handle = std::thread::Builder::new()
-            .name("report-writer".to_owned())
+            .name(name.to_owned())
             .spawn(move || {
                 for (which, lines) in rx {
                     let file = &mut files[which];
@@ -485,25 +496,15 @@ impl ThreadSink {
                 files.into_iter().map(HashedFile::finish).collect()
             })
             .map_err(|e| ReportError::io("cannot start the report writer", e))?;
-        Ok(ThreadSink { tx: Some(tx), handle: Some(handle) })
+        Ok(Writer { tx: Some(tx), handle: Some(handle) })
     }
 
-    fn send(&mut self, which: usize, lines: Vec<u8>) -> Result<(), ReportError> {
-        if lines.is_empty() {
-            return Ok(());
-        }
-        let sent = self.tx.as_ref().is_some_and(|tx| tx.send((which, lines)).is_ok());
-        if sent {
-            return Ok(());
-        }
-        // The writer stopped: its own error says why.
-        match self.finish() {
-            Err(e) => Err(e),
-            Ok(_) => Err(ReportError::Inconsistent("the report writer stopped early".to_owned())),
-        }
+    /// Hands `lines` to file `which`; false when the writer has stopped.
+    fn send(&self, which: usize, lines: Vec<u8>) -> bool {
+        self.tx.as_ref().is_some_and(|tx| tx.send((which, lines)).is_ok())
     }
 
-    /// Closes the channel and waits for the writer: the four files' entries.
+    /// Closes the channel and waits for the writer: its files' entries.
     fn finish(&mut self) -> Result<Vec<FileEntry>, ReportError> {
         self.tx = None;
         match self.handle.take().map(std::thread::JoinHandle::join) {
@@ -511,6 +512,39 @@ impl ThreadSink {
             Some(Err(_)) => Err(ReportError::Inconsistent("the report writer panicked".to_owned())),
             None => Err(ReportError::Inconsistent("the report writer was already finished".to_owned())),
         }
+    }
+}
+
+impl ThreadSink {
+    fn start([claims, traces, sources, calls]: [HashedFile; 4]) -> Result<ThreadSink, ReportError> {
+        let lines = Writer::start("report-writer", vec![claims, sources, calls])?;
+        let traces = Writer::start("report-traces", vec![traces])?;
+        Ok(ThreadSink { writers: [lines, traces], route: [(0, 0), (1, 0), (0, 1), (0, 2)] })
+    }
+
+    fn send(&mut self, file: usize, lines: Vec<u8>) -> Result<(), ReportError> {
+        if lines.is_empty() {
+            return Ok(());
+        }
+        let (writer, which) = self.route[file];
+        if self.writers[writer].send(which, lines) {
+            return Ok(());
+        }
+        // The writer stopped: its own error says why.
+        match self.writers[writer].finish() {
+            Err(e) => Err(e),
+            Ok(_) => Err(ReportError::Inconsistent("the report writer stopped early".to_owned())),
+        }
+    }
+
+    /// Closes the channels and waits for the writers: the four files'
+    /// entries (the first error, if any, after both have stopped).
+    fn finish(&mut self) -> Result<Vec<FileEntry>, ReportError> {
+        let [a, b] = &mut self.writers;
+        let (a, b) = (a.finish(), b.finish());
+        let mut entries = a?;
+        entries.extend(b?);
+        Ok(entries)
     }
 }
 
