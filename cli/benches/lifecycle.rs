@@ -38,7 +38,9 @@
 //! A second and a third run per size, right after the first and like it
 //! durability off, export the coordinator's spans (the run's root, a lease
 //! span and a result span per run, the cohort span) to a receiver in this
-//! process (`cohort_tests::otlp`), over OTLP/gRPC and then over
+//! process (`cohort_tests::otlp`, decoding every request and counting its
+//! spans; `COHORT_BENCH_KEEP_SPANS=1` keeps them all, as the trace tests'
+//! receiver does), over OTLP/gRPC and then over
 //! OTLP/HTTP-protobuf (the specification's default protocol), and a line
 //! per protocol prints what tracing costs beside the untraced run:
 //! lifecycles/s, the coordinator's CPU per lifecycle (from
@@ -103,7 +105,15 @@ fn main() {
     // Traces are exported (to an OTLP/gRPC receiver in this process) in a
     // second configuration, durability off like the first, to show what
     // tracing costs beside it.
-    let receiver = runtime.block_on(cohort_tests::otlp::Receiver::start());
+    // It decodes every request and counts the spans, as a collector's
+    // receiving end does, but keeps none: a receiver keeping 300,000 spans
+    // a run (`COHORT_BENCH_KEEP_SPANS=1`, as the trace tests' does) used more
+    // of the 2 cores than the coordinator it measured.
+    let receiver = if std::env::var("COHORT_BENCH_KEEP_SPANS").is_ok_and(|v| v == "1") {
+        runtime.block_on(cohort_tests::otlp::Receiver::start())
+    } else {
+        runtime.block_on(cohort_tests::otlp::Receiver::start_counting())
+    };
     let configs = std::env::var("COHORT_BENCH_CONFIGS").unwrap_or_default();
     if configs == "bullmq" {
         // `COHORT_BENCH_DURABILITY=on` (or `off`): that case alone.
