@@ -6,7 +6,10 @@ result cost when each run creates two keys (the ledger's layout today: a
 hash `run:ID` at its lease and a list `attempts:ID` at its result, in
 `ledger/src/lua/`) against one where a run creates none (its lease a field
 of one small `leased` hash, its final state and attempts one field of one
-large `runs` hash). Both do the same batched work around the runs (a lease
+large `runs` hash), and against two with one key a run (the run's hash, the
+attempt written into it at the result instead of a list of its own: as one
+JSON field, or as small fields of under 64 bytes each, so the hash stays a
+listpack). Both do the same batched work around the runs (a lease
 set, an audit entry a batch, counters), in batches of 32 as the lifecycle
 bench's load generators lease and report, on a private redis-server with
 `appendonly yes` and `appendfsync everysec` (the bench's durable case).
@@ -58,6 +61,45 @@ for i = 3, #ARGV, 2 do
   local held = redis.call('HMGET', key, 'state', 'token', 'record', 'outcome', 'attempts')
   redis.call('RPUSH', 'attempts:' .. id, body)
   redis.call('HSET', key, 'record', rec, 'state', 'final', 'outcome', 'completed', 'reason', '', 'ended', now)
+  ended[#ended + 1] = id
+  f[#f + 1] = 'run_id'; f[#f + 1] = id; f[#f + 1] = 'detail'; f[#f + 1] = 'completed'
+end
+redis.call('ZREM', 'leases', unpack(ended))
+redis.call('XADD', 'events', 'MAXLEN', '~', 100000, '*', 'at_ms', now, 'kind', 'final', unpack(f))
+redis.call('HINCRBY', 'arms', 'a|leased', -#ended)
+redis.call('HINCRBY', 'counts', 'o|completed', #ended)
+"""
+
+# One key a run: the attempt's JSON a field of the run's hash (longer than
+# `hash-max-listpack-value`, so the hash becomes a table).
+ONE_KEY_FINISH = """
+local now, rec = ARGV[1], ARGV[2]
+local ended, f = {}, {}
+for i = 3, #ARGV, 2 do
+  local id, body = ARGV[i], ARGV[i + 1]
+  local key = 'run:' .. id
+  local held = redis.call('HMGET', key, 'state', 'token', 'record', 'outcome', 'attempts')
+  redis.call('HSET', key, 'record', rec, 'state', 'final', 'outcome', 'completed', 'reason', '', 'ended', now, 'a1', body)
+  ended[#ended + 1] = id
+  f[#f + 1] = 'run_id'; f[#f + 1] = id; f[#f + 1] = 'detail'; f[#f + 1] = 'completed'
+end
+redis.call('ZREM', 'leases', unpack(ended))
+redis.call('XADD', 'events', 'MAXLEN', '~', 100000, '*', 'at_ms', now, 'kind', 'final', unpack(f))
+redis.call('HINCRBY', 'arms', 'a|leased', -#ended)
+redis.call('HINCRBY', 'counts', 'o|completed', #ended)
+"""
+
+# One key a run: the attempt as small fields of the run's hash (a listpack,
+# each field found by a scan).
+SMALL_FIELDS_FINISH = """
+local now, rec = ARGV[1], ARGV[2]
+local ended, f = {}, {}
+for i = 3, #ARGV, 2 do
+  local id, body = ARGV[i], ARGV[i + 1]
+  local key = 'run:' .. id
+  local held = redis.call('HMGET', key, 'state', 'token', 'record', 'outcome', 'attempts')
+  redis.call('HSET', key, 'record', rec, 'state', 'final', 'outcome', 'completed', 'reason', '', 'ended', now,
+    'a1c', 'ok', 'a1h', 200, 'a1s', now, 'a1e', now, 'a1w', 'bench-7-1a2b3c4d5e-0', 'a1t', held[2] or 1, 'a1v', 'sim-1', 'a1d', '')
   ended[#ended + 1] = id
   f[#f + 1] = 'run_id'; f[#f + 1] = id; f[#f + 1] = 'detail'; f[#f + 1] = 'completed'
 end
@@ -181,6 +223,8 @@ def main():
     for _ in range(2):
         measure("two keys a run (the ledger today)", TWO_KEYS_LEASE, TWO_KEYS_FINISH, runs)
         measure("no key a run (shared hashes)", NO_KEY_LEASE, NO_KEY_FINISH, runs)
+        measure("one key a run (attempt JSON in hash)", TWO_KEYS_LEASE, ONE_KEY_FINISH, runs)
+        measure("one key, attempt as small fields", TWO_KEYS_LEASE, SMALL_FIELDS_FINISH, runs)
 
 
 if __name__ == "__main__":
