@@ -52,15 +52,21 @@ end
 redis.call('ZADD', 'leases', unpack(z))
 redis.call('HINCRBY', 'arms', 'a|leased', #z / 2)
 """
-TWO_KEYS_FINISH = """
+
+
+def run_hash_finish(attempt_writes):
+    """A finish over the run's hash: `attempt_writes` is the Lua that stores
+    the attempt `body` of run `id` and ends the run (`key` is its hash,
+    `held` what HMGET read of it); the batched work around it is the same
+    for every layout that keeps a hash a run."""
+    return """
 local now, rec = ARGV[1], ARGV[2]
 local ended, f = {}, {}
 for i = 3, #ARGV, 2 do
   local id, body = ARGV[i], ARGV[i + 1]
   local key = 'run:' .. id
   local held = redis.call('HMGET', key, 'state', 'token', 'record', 'outcome', 'attempts')
-  redis.call('RPUSH', 'attempts:' .. id, body)
-  redis.call('HSET', key, 'record', rec, 'state', 'final', 'outcome', 'completed', 'reason', '', 'ended', now)
+""" + attempt_writes.strip("\n") + """
   ended[#ended + 1] = id
   f[#f + 1] = 'run_id'; f[#f + 1] = id; f[#f + 1] = 'detail'; f[#f + 1] = 'completed'
 end
@@ -69,45 +75,24 @@ redis.call('XADD', 'events', 'MAXLEN', '~', 100000, '*', 'at_ms', now, 'kind', '
 redis.call('HINCRBY', 'arms', 'a|leased', -#ended)
 redis.call('HINCRBY', 'counts', 'o|completed', #ended)
 """
+
+
+FINAL_FIELDS = "'record', rec, 'state', 'final', 'outcome', 'completed', 'reason', '', 'ended', now"
+TWO_KEYS_FINISH = run_hash_finish(f"""
+  redis.call('RPUSH', 'attempts:' .. id, body)
+  redis.call('HSET', key, {FINAL_FIELDS})""")
 
 # One key a run: the attempt's JSON a field of the run's hash (longer than
 # `hash-max-listpack-value`, so the hash becomes a table).
-ONE_KEY_FINISH = """
-local now, rec = ARGV[1], ARGV[2]
-local ended, f = {}, {}
-for i = 3, #ARGV, 2 do
-  local id, body = ARGV[i], ARGV[i + 1]
-  local key = 'run:' .. id
-  local held = redis.call('HMGET', key, 'state', 'token', 'record', 'outcome', 'attempts')
-  redis.call('HSET', key, 'record', rec, 'state', 'final', 'outcome', 'completed', 'reason', '', 'ended', now, 'a1', body)
-  ended[#ended + 1] = id
-  f[#f + 1] = 'run_id'; f[#f + 1] = id; f[#f + 1] = 'detail'; f[#f + 1] = 'completed'
-end
-redis.call('ZREM', 'leases', unpack(ended))
-redis.call('XADD', 'events', 'MAXLEN', '~', 100000, '*', 'at_ms', now, 'kind', 'final', unpack(f))
-redis.call('HINCRBY', 'arms', 'a|leased', -#ended)
-redis.call('HINCRBY', 'counts', 'o|completed', #ended)
-"""
+ONE_KEY_FINISH = run_hash_finish(f"""
+  redis.call('HSET', key, {FINAL_FIELDS}, 'a1', body)""")
 
 # One key a run: the attempt as small fields of the run's hash (a listpack,
 # each field found by a scan).
-SMALL_FIELDS_FINISH = """
-local now, rec = ARGV[1], ARGV[2]
-local ended, f = {}, {}
-for i = 3, #ARGV, 2 do
-  local id, body = ARGV[i], ARGV[i + 1]
-  local key = 'run:' .. id
-  local held = redis.call('HMGET', key, 'state', 'token', 'record', 'outcome', 'attempts')
-  redis.call('HSET', key, 'record', rec, 'state', 'final', 'outcome', 'completed', 'reason', '', 'ended', now,
-    'a1c', 'ok', 'a1h', 200, 'a1s', now, 'a1e', now, 'a1w', 'bench-7-1a2b3c4d5e-0', 'a1t', held[2] or 1, 'a1v', 'sim-1', 'a1d', '')
-  ended[#ended + 1] = id
-  f[#f + 1] = 'run_id'; f[#f + 1] = id; f[#f + 1] = 'detail'; f[#f + 1] = 'completed'
-end
-redis.call('ZREM', 'leases', unpack(ended))
-redis.call('XADD', 'events', 'MAXLEN', '~', 100000, '*', 'at_ms', now, 'kind', 'final', unpack(f))
-redis.call('HINCRBY', 'arms', 'a|leased', -#ended)
-redis.call('HINCRBY', 'counts', 'o|completed', #ended)
-"""
+SMALL_FIELDS_FINISH = run_hash_finish(f"""
+  redis.call('HSET', key, {FINAL_FIELDS},
+    'a1c', 'ok', 'a1h', 200, 'a1s', now, 'a1e', now, 'a1w', 'bench-7-1a2b3c4d5e-0', 'a1t', held[2] or 1,
+    'a1v', 'sim-1', 'a1d', '')""")
 
 # No key a run: the lease a field of a small hash, the final state with its
 # attempts one field of a large one.
@@ -206,7 +191,7 @@ def measure(name, lease, finish, runs):
         keys = cli(port, "DBSIZE")
         memory = cli(port, "INFO", "memory")
         used = next(line.split(":")[1] for line in memory.splitlines() if line.startswith("used_memory_human"))
-        print(f"{name:<34} {(after - before) * 1e6 / runs:6.1f} us of Redis CPU a run ({runs} runs, "
+        print(f"{name:<38} {(after - before) * 1e6 / runs:6.1f} us of Redis CPU a run ({runs} runs, "
               f"{keys} keys, {used} used)")
     finally:
         server.terminate()
