@@ -661,4 +661,59 @@ mod tests {
         assert!(name.ends_with(".345Z"), "{name}");
         assert!(folder_name(t + std::time::Duration::from_secs(1)) > name);
     }
+
+    /// Each line file goes to its writer in order, and a writer that fails
+    /// (here the trace lines' file is `/dev/full`, ENOSPC) stops the
+    /// report with an error that names its file, while the other writer's
+    /// files are whole.
+    #[test]
+    fn each_writer_writes_its_files_in_order_and_a_failed_one_names_its_file() {
+        use gather::LineSink as _;
+        let dir = tempfile::tempdir().unwrap();
+        let [claims, traces, sources, calls] =
+            ["claims.jsonl", "judge_traces.jsonl", "sources.jsonl", "judge_calls.jsonl"]
+                .map(|n| create(dir.path(), n).unwrap());
+        let mut sink = ThreadSink::start([claims, traces, sources, calls]).unwrap();
+        for k in 0..3 {
+            sink.claims(format!("claim {k}\n").into_bytes()).unwrap();
+            sink.traces(format!("trace {k}\n").into_bytes()).unwrap();
+            sink.sources(format!("source {k}\n").into_bytes()).unwrap();
+            sink.calls(format!("call {k}\n").into_bytes()).unwrap();
+        }
+        let entries = sink.finish().unwrap();
+        for (name, word) in [
+            ("claims.jsonl", "claim"),
+            ("judge_traces.jsonl", "trace"),
+            ("sources.jsonl", "source"),
+            ("judge_calls.jsonl", "call"),
+        ] {
+            let text = fs::read_to_string(dir.path().join(name)).unwrap();
+            assert_eq!(text, format!("{word} 0\n{word} 1\n{word} 2\n"), "{name}");
+            let entry = entries.iter().find(|e| e.name == name).unwrap();
+            assert_eq!(entry.sha256, cohort_core::hash::sha256_hex(text.as_bytes()), "{name}");
+            assert_eq!(entry.bytes, text.len() as u64, "{name}");
+        }
+
+        let full = || {
+            use sha2::Digest as _;
+            let file = OpenOptions::new().write(true).open("/dev/full").unwrap();
+            HashedFile {
+                name: "judge_traces.jsonl".to_owned(),
+                out: BufWriter::with_capacity(16, file),
+                hasher: sha2::Sha256::new(),
+                bytes: 0,
+            }
+        };
+        let other = tempfile::tempdir().unwrap();
+        let [claims, sources, calls] =
+            ["claims.jsonl", "sources.jsonl", "judge_calls.jsonl"].map(|n| create(other.path(), n).unwrap());
+        let mut sink = ThreadSink::start([claims, full(), sources, calls]).unwrap();
+        sink.claims(b"claim 0\n".to_vec()).unwrap();
+        // The failed writer's error comes back on a later send or at the end.
+        let sent = (0..100).map(|_| sink.traces(vec![b'x'; 4096])).find_map(Result::err);
+        let finished = sink.finish();
+        let err = sent.or(finished.err()).expect("writing to /dev/full fails");
+        assert!(err.to_string().contains("judge_traces.jsonl"), "{err}");
+        assert_eq!(fs::read_to_string(other.path().join("claims.jsonl")).unwrap(), "claim 0\n");
+    }
 }
