@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What a run's lifecycle costs Redis in two key layouts (issue 24).
+"""What a run's lifecycle costs Redis in several key layouts (issue 24).
 
 A probe, not the ledger: it measures the Redis CPU a run's lease and final
 result cost when each run creates two keys (the ledger's layout today: a
@@ -9,7 +9,10 @@ of one small `leased` hash, its final state and attempts one field of one
 large `runs` hash), and against two with one key a run (the run's hash, the
 attempt written into it at the result instead of a list of its own: as one
 JSON field, or as small fields of under 64 bytes each, so the hash stays a
-listpack). Both do the same batched work around the runs (a lease
+listpack; or in one hash shared by every run). What the no-key layout
+saves is commands more than keys: one HMGET, HSET and HDEL a batch of
+32, where a hash a run takes an HMGET and an HSET (and an RPUSH) a run.
+All do the same batched work around the runs (a lease
 set, an audit entry a batch, counters), in batches of 32 as the lifecycle
 bench's load generators lease and report, on a private redis-server with
 `appendonly yes` and `appendfsync everysec` (the bench's durable case).
@@ -93,6 +96,12 @@ SMALL_FIELDS_FINISH = run_hash_finish(f"""
   redis.call('HSET', key, {FINAL_FIELDS},
     'a1c', 'ok', 'a1h', 200, 'a1s', now, 'a1e', now, 'a1w', 'bench-7-1a2b3c4d5e-0', 'a1t', held[2] or 1,
     'a1v', 'sim-1', 'a1d', '')""")
+
+# One key a run: the attempt a field of one shared `attempts` hash (the
+# run's hash stays a listpack).
+SHARED_ATTEMPTS_FINISH = run_hash_finish(f"""
+  redis.call('HSET', 'attempts', id, body)
+  redis.call('HSET', key, {FINAL_FIELDS})""")
 
 # No key a run: the lease a field of a small hash, the final state with its
 # attempts one field of a large one.
@@ -210,6 +219,7 @@ def main():
         measure("no key a run (shared hashes)", NO_KEY_LEASE, NO_KEY_FINISH, runs)
         measure("one key a run (attempt JSON in hash)", TWO_KEYS_LEASE, ONE_KEY_FINISH, runs)
         measure("one key, attempt as small fields", TWO_KEYS_LEASE, SMALL_FIELDS_FINISH, runs)
+        measure("one key, attempt in a shared hash", TWO_KEYS_LEASE, SHARED_ATTEMPTS_FINISH, runs)
 
 
 if __name__ == "__main__":
