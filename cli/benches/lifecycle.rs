@@ -107,8 +107,10 @@ fn main() {
     // tracing costs beside it.
     // It decodes every request and counts the spans, as a collector's
     // receiving end does, but keeps none: a receiver keeping 300,000 spans
-    // a run (`COHORT_BENCH_KEEP_SPANS=1`, as the trace tests' does) used more
-    // of the 2 cores than the coordinator it measured.
+    // a run with a map of attributes each (`COHORT_BENCH_KEEP_SPANS=1`, as
+    // the trace tests' does) shares the 2 cores with the coordinator it
+    // measures (same hour, medians of 3 rounds over gRPC / HTTP: traced /
+    // untraced 1.33-1.49x beside it, 1.20-1.36x beside the counting one).
     let receiver = if std::env::var("COHORT_BENCH_KEEP_SPANS").is_ok_and(|v| v == "1") {
         runtime.block_on(cohort_tests::otlp::Receiver::start())
     } else {

@@ -58,15 +58,15 @@ impl<Ask: Send + 'static, Answer: Send + 'static> Gather<Ask, Answer> {
     /// order. The first caller to find nothing in flight starts a task
     /// that sends what waits, then what waited meanwhile, until nothing
     /// does.
-    pub(crate) async fn call<Send, Sent>(
+    pub(crate) async fn call<Call, Called>(
         self: &Arc<Self>,
         ask: Ask,
         runs: usize,
-        send: Send,
+        send: Call,
     ) -> Result<Answer, LedgerError>
     where
-        Send: Fn(Vec<Ask>) -> Sent + std::marker::Send + 'static,
-        Sent: Future<Output = Result<Vec<Answer>, LedgerError>> + std::marker::Send + 'static,
+        Call: Fn(Vec<Ask>) -> Called + Send + 'static,
+        Called: Future<Output = Result<Vec<Answer>, LedgerError>> + Send + 'static,
     {
         let (tx, mut answer) = oneshot::channel();
         self.lock().push(Waiting { ask, runs, answer: tx });

@@ -188,8 +188,9 @@ impl Receiver {
     /// A receiver that decodes every request (as a collector does) but
     /// keeps only the number of spans, for benchmarks: the receiver shares
     /// the machine with what it measures, and keeping hundreds of
-    /// thousands of spans, each with a map of its attributes, cost the
-    /// benchmark's process more CPU than the coordinator it traced.
+    /// thousands of spans, each with a map of its attributes, takes CPU
+    /// from the process it traces (`cargo bench -p cohort-cli --bench
+    /// lifecycle`, `COHORT_BENCH_KEEP_SPANS`).
     /// [`Receiver::spans`] is empty; [`Receiver::count`] counts.
     pub async fn start_counting() -> Receiver {
         Receiver::started(false).await
