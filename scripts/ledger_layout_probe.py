@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """What a run's lifecycle costs Redis in several key layouts (issue 24).
 
-A probe, not the ledger: it measures the Redis CPU a run's lease and final
-result cost when each run creates two keys (the ledger's layout today: a
-hash `run:ID` at its lease and a list `attempts:ID` at its result, in
-`ledger/src/lua/`) against one where a run creates none (its lease a field
-of one small `leased` hash, its final state and attempts one field of one
+A probe, not the ledger (which now keeps a run's state in one field of a
+shared `runs` hash, close to the no-key layout here: `ledger/src/lua/`):
+it measures the Redis CPU a run's lease and final result cost when each
+run creates two keys (a hash `run:ID` at its lease and a list
+`attempts:ID` at its result: the ledger's layout 1, before 2026-12-07)
+against one where a run creates none (its lease a field of one small
+`leased` hash, its final state and attempts one field of one
 large `runs` hash), and against two with one key a run (the run's hash, the
 attempt written into it at the result instead of a list of its own: as one
 JSON field, or as small fields of under 64 bytes each, so the hash stays a
@@ -40,7 +42,7 @@ ATTEMPT = (
 )
 RECORD = "9f" * 32
 
-# Today's layout: a hash at the lease (7 fields), an attempt list and the
+# Layout 1 (the ledger before 2026-12-07): a hash at the lease (7 fields), an attempt list and the
 # final fields at the result.
 TWO_KEYS_LEASE = """
 local now, w = ARGV[1], ARGV[2]
@@ -215,7 +217,7 @@ def main():
             sys.exit(f"{tool} is not on PATH")
     print(f"lease + final result of each run, batches of {BATCH}, AOF everysec, {os.cpu_count()} cores")
     for _ in range(2):
-        measure("two keys a run (the ledger today)", TWO_KEYS_LEASE, TWO_KEYS_FINISH, runs)
+        measure("two keys a run (ledger layout 1)", TWO_KEYS_LEASE, TWO_KEYS_FINISH, runs)
         measure("no key a run (shared hashes)", NO_KEY_LEASE, NO_KEY_FINISH, runs)
         measure("one key a run (attempt JSON in hash)", TWO_KEYS_LEASE, ONE_KEY_FINISH, runs)
         measure("one key, attempt as small fields", TWO_KEYS_LEASE, SMALL_FIELDS_FINISH, runs)

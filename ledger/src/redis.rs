@@ -39,11 +39,20 @@ const RESTORE_BATCH: usize = 500;
 /// that building one overlaps Redis executing another.
 const SEED_IN_FLIGHT: usize = 4;
 /// A run waiting in `rounds` scores `ROUND_SCALE * round + position`
-/// (`common.lua`), so its position needs no hash.
+/// (`common.lua`), so its position needs no state.
 const ROUND_SCALE: u64 = 1 << 32;
 /// Rounds below this, with positions below ROUND_SCALE, give `rounds`
 /// scores below 2^53, which a double holds exactly.
 const MAX_ROUNDS: u32 = 1 << 21;
+
+/// The layout of the run states a ledger keeps (`layout` in its meta
+/// hash): "2", each run's state one packed field of the `runs` hash
+/// (common.lua, the layout). A ledger without it is in layout 1, a hash
+/// and a list a run, and is moved by `lua/migrate.lua` when a process
+/// connects to it ([`RedisLedger::connect`]).
+const RUNS_LAYOUT: &str = "2";
+/// Runs of the planned order a call of `lua/migrate.lua` looks at.
+const MIGRATE_CHUNK: usize = 1_000;
 
 /// The scripts, each with the shared prelude.
 #[derive(Debug)]
@@ -59,6 +68,7 @@ struct Scripts {
     held: Script,
     recover: Script,
     restore: Script,
+    migrate: Script,
 }
 
 /// The Lua source of the lifecycle tables every script uses, generated
@@ -97,8 +107,15 @@ pub fn lifecycle_lua() -> String {
 
 impl Scripts {
     fn load() -> Scripts {
-        let prelude = format!("{}{}", lifecycle_lua(), include_str!("lua/common.lua"));
-        let with_prelude = |body: &str| Script::new(&format!("{prelude}\n{body}"));
+        let prelude = format!("{}local LAYOUT = '{RUNS_LAYOUT}'\n{}", lifecycle_lua(), include_str!("lua/common.lua"));
+        // The body runs as a function, so whichever way it returns, the
+        // run states it changed are written after it, once (common.lua
+        // `runs_write`).
+        let with_prelude = |body: &str| {
+            Script::new(&format!(
+                "{prelude}\nlocal function body()\n{body}\nend\nlocal reply = body()\nruns_write()\nreturn reply\n"
+            ))
+        };
         Scripts {
             lease: with_prelude(include_str!("lua/lease.lua")),
             heartbeat: with_prelude(include_str!("lua/heartbeat.lua")),
@@ -111,6 +128,7 @@ impl Scripts {
             held: with_prelude(include_str!("lua/held.lua")),
             recover: with_prelude(include_str!("lua/recover.lua")),
             restore: with_prelude(include_str!("lua/restore.lua")),
+            migrate: with_prelude(include_str!("lua/migrate.lua")),
         }
     }
 }
@@ -306,7 +324,7 @@ impl RedisLedger {
         // A meta key that cannot be read here fails the first real call,
         // with its own error.
         let epoch: Option<u64> = conn.hget(format!("{prefix}meta"), "epoch").await.ok().flatten();
-        Ok(RedisLedger {
+        let ledger = RedisLedger {
             conn,
             prefix,
             scripts: std::sync::Arc::new(Scripts::load()),
@@ -317,7 +335,49 @@ impl RedisLedger {
             leases: std::sync::Arc::new(Gather::new()),
             results: std::sync::Arc::new(Gather::new()),
             gather: std::env::var_os("COHORT_LEDGER_GATHER").is_none_or(|v| v != "0"),
-        })
+        };
+        ledger.migrate_layout().await?;
+        Ok(ledger)
+    }
+
+    /// Moves a ledger written in layout 1 (a hash `run:ID` and a list
+    /// `attempts:ID` a run) into layout [`RUNS_LAYOUT`] (`lua/migrate.lua`),
+    /// [`MIGRATE_CHUNK`] runs a call, so that the scripts, which refuse an
+    /// old layout (`OLDLAYOUT`), run on it. A ledger not written yet, or
+    /// already moved, costs one command. Several processes connecting at
+    /// once share the work: each call moves the next chunk. A meta key
+    /// that cannot be read here is left to fail the first real call, with
+    /// its own error (a script that finds the old layout then moves it
+    /// first: [`RedisLedger::call`]).
+    async fn migrate_layout(&self) -> Result<(), LedgerError> {
+        let meta = self.meta();
+        let read: Result<(bool, Option<String>), _> =
+            ::redis::pipe().exists(&meta).hget(&meta, "layout").query_async(&mut self.rt()).await;
+        let Ok((true, layout)) = read else { return Ok(()) };
+        if layout.as_deref() == Some(RUNS_LAYOUT) {
+            return Ok(());
+        }
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let mut moved = 0u64;
+        loop {
+            let n: i64 = self
+                .scripts
+                .migrate
+                .key(&meta)
+                .arg(now_ms)
+                .arg(MIGRATE_CHUNK)
+                .invoke_async(&mut self.rt())
+                .await
+                .map_err(redis_err)?;
+            if n < 0 {
+                break;
+            }
+            moved += n as u64;
+        }
+        tracing::info!(runs = moved, layout = RUNS_LAYOUT, "moved the ledger's run states into its current layout");
+        Ok(())
     }
 
     /// [`Ledger::set_recovery_grace`], as a builder.
@@ -333,7 +393,9 @@ impl RedisLedger {
     /// Runs a script; on a server that has not confirmed the ledger
     /// (`RESTARTED`: it restarted or was replaced, and may have lost
     /// writes) recovers it first ([`RedisLedger::recover`]) and runs the
-    /// script again.
+    /// script again, and on a ledger in an older layout (`OLDLAYOUT`:
+    /// written by an earlier version after this process connected) moves
+    /// it first ([`RedisLedger::migrate_layout`]).
     async fn call<T: ::redis::FromRedisValue>(
         &self,
         inv: &::redis::ScriptInvocation<'_>,
@@ -349,6 +411,10 @@ impl RedisLedger {
                 // would expire before they could take them back.
                 let waited = i64::try_from(sent.elapsed().as_millis()).unwrap_or(i64::MAX);
                 self.recover(now_ms.saturating_add(waited)).await?;
+                inv.invoke_async::<T>(&mut self.rt()).await.map_err(redis_err)
+            }
+            Err(e) if e.code() == Some("OLDLAYOUT") => {
+                self.migrate_layout().await?;
                 inv.invoke_async::<T>(&mut self.rt()).await.map_err(redis_err)
             }
             r => r.map_err(redis_err),
@@ -444,8 +510,11 @@ impl RedisLedger {
                     ("rounds", header.rounds.max(1).to_string()),
                     ("round_every_ms", header.round_every_ms.max(0).to_string()),
                     ("rounds_closed", "0".to_owned()),
+                    ("layout", RUNS_LAYOUT.to_owned()),
                 ],
             )
+            .ignore()
+            .del(self.key("runs"))
             .ignore()
             .del(self.key("order"))
             .ignore()
@@ -1319,17 +1388,19 @@ impl Ledger for RedisLedger {
         let ids: Vec<String> = self.rt().lrange(self.key("order"), 0, -1).await.map_err(redis_err)?;
         let mut rows = Vec::with_capacity(ids.len());
         for (first, chunk) in ids.chunks(1000).enumerate().map(|(i, c)| (i * 1000, c)) {
-            let mut p = ::redis::pipe();
-            for id in chunk {
-                p.hgetall(self.key(&format!("run:{id}")));
-            }
-            let hashes: Vec<BTreeMap<String, String>> = p.query_async(&mut self.rt()).await.map_err(redis_err)?;
-            for (position, (id, h)) in (first..).zip(chunk.iter().zip(hashes)) {
-                if h.is_empty() {
-                    // A run gets its hash when it first changes
+            let states: Vec<Option<String>> = ::redis::cmd("HMGET")
+                .arg(self.key("runs"))
+                .arg(chunk)
+                .query_async(&mut self.rt())
+                .await
+                .map_err(redis_err)?;
+            for (position, (id, packed)) in (first..).zip(chunk.iter().zip(states)) {
+                // The arm is read from the id (common.lua, the layout).
+                let (_, arm, _) = RunId::split(id)?;
+                let Some(packed) = packed else {
+                    // A run gets its state when it first changes
                     // (common.lua): until then it is pending, with no
                     // attempt, at its place in the order.
-                    let (_, arm, _) = RunId::split(id)?;
                     rows.push(RunRow {
                         run_id: id.clone(),
                         position: position as u64,
@@ -1344,27 +1415,27 @@ impl Ledger for RedisLedger {
                         ended_ms: 0,
                     });
                     continue;
-                }
-                let state = match h.get("state").map(String::as_str) {
-                    Some("pending") => RunStateKind::Pending,
-                    Some("leased") => RunStateKind::Leased,
-                    Some("final") => RunStateKind::Final,
+                };
+                let run = PackedRun::parse(id, &packed)?;
+                let state = match run.field(PackedRun::STATE) {
+                    "pending" => RunStateKind::Pending,
+                    "leased" => RunStateKind::Leased,
+                    "final" => RunStateKind::Final,
                     other => return Err(LedgerError::Corrupt(format!("run {id} has state {other:?}"))),
                 };
-                // The arm is read from the id (common.lua, the layout).
-                let (_, arm, _) = RunId::split(id)?;
+                let outcome = run.field(PackedRun::OUTCOME);
                 rows.push(RunRow {
                     run_id: id.clone(),
-                    position: parse(h.get("pos")),
+                    position: run.field(PackedRun::POS).parse().unwrap_or(0),
                     arm_id: arm.to_owned(),
                     state,
-                    attempts: parse(h.get("attempts")),
-                    outcome: h.get("outcome").map(|o| outcome_from(o)).transpose()?,
-                    reason: h.get("reason").cloned().unwrap_or_default(),
-                    record_sha256: h.get("record").cloned().unwrap_or_default(),
-                    observed_version: h.get("version").cloned(),
-                    started_ms: parse(h.get("started")),
-                    ended_ms: parse(h.get("ended")),
+                    attempts: run.field(PackedRun::ATTEMPTS).parse().unwrap_or(0),
+                    outcome: (!outcome.is_empty()).then(|| outcome_from(outcome)).transpose()?,
+                    reason: run.text(PackedRun::REASON),
+                    record_sha256: run.field(PackedRun::RECORD).to_owned(),
+                    observed_version: run.version(),
+                    started_ms: run.field(PackedRun::STARTED).parse().unwrap_or(0),
+                    ended_ms: run.field(PackedRun::ENDED).parse().unwrap_or(0),
                 });
             }
         }
@@ -1372,27 +1443,27 @@ impl Ledger for RedisLedger {
     }
 
     async fn attempts(&self, run_id: &str) -> Result<Vec<AttemptRecord>, LedgerError> {
-        let raw: Vec<String> =
-            self.rt().lrange(self.key(&format!("attempts:{run_id}")), 0, -1).await.map_err(redis_err)?;
-        raw.iter().map(|j| serde_json::from_str(j).map_err(|e| LedgerError::Corrupt(e.to_string()))).collect()
+        let packed: Option<String> = self.rt().hget(self.key("runs"), run_id).await.map_err(redis_err)?;
+        packed.map_or(Ok(Vec::new()), |p| PackedRun::parse(run_id, &p)?.attempts())
     }
 
-    /// One pipeline of `LRANGE`s: the attempt lists share the cohort's
-    /// hash slot, so a Redis Cluster serves the pipeline on one node too.
+    /// One HMGET of the `runs` hash a thousand runs (one command for the
+    /// report of a chunk: the states share the cohort's hash slot, so a
+    /// Redis Cluster serves it on one node too).
     async fn attempts_of(&self, run_ids: &[&str]) -> Result<Vec<Vec<AttemptRecord>>, LedgerError> {
-        if run_ids.is_empty() {
-            return Ok(Vec::new());
+        let mut out = Vec::with_capacity(run_ids.len());
+        for chunk in run_ids.chunks(1000) {
+            let states: Vec<Option<String>> = ::redis::cmd("HMGET")
+                .arg(self.key("runs"))
+                .arg(chunk)
+                .query_async(&mut self.rt())
+                .await
+                .map_err(redis_err)?;
+            for (id, packed) in chunk.iter().zip(states) {
+                out.push(packed.map_or(Ok(Vec::new()), |p| PackedRun::parse(id, &p)?.attempts())?);
+            }
         }
-        let mut pipe = ::redis::pipe();
-        for run_id in run_ids {
-            pipe.lrange(self.key(&format!("attempts:{run_id}")), 0, -1);
-        }
-        let raw: Vec<Vec<String>> = pipe.query_async(&mut self.rt()).await.map_err(redis_err)?;
-        raw.iter()
-            .map(|list| {
-                list.iter().map(|j| serde_json::from_str(j).map_err(|e| LedgerError::Corrupt(e.to_string()))).collect()
-            })
-            .collect()
+        Ok(out)
     }
 
     async fn discarded(&self) -> Result<Vec<DiscardedReport>, LedgerError> {
@@ -1461,6 +1532,84 @@ fn entry_events(fields: &[String]) -> Vec<LedgerEvent> {
         }
     }
     events
+}
+
+/// A run's state as the scripts pack it in the `runs` hash (common.lua,
+/// `pack_run`): 13 fields joined by NUL bytes, then the run's attempt
+/// records, one JSON a line. In the free-text fields (worker, reason,
+/// version) a NUL is written `\x01\x02` and a `\x01` is written
+/// `\x01\x01`; the version, when one was recorded, starts with `=`.
+struct PackedRun<'a> {
+    fields: [&'a str; 13],
+    log: &'a str,
+}
+
+impl<'a> PackedRun<'a> {
+    const POS: usize = 0;
+    const STATE: usize = 1;
+    const ATTEMPTS: usize = 2;
+    const STARTED: usize = 7;
+    const ENDED: usize = 8;
+    const OUTCOME: usize = 9;
+    const REASON: usize = 10;
+    const RECORD: usize = 11;
+    const VERSION: usize = 12;
+
+    fn parse(run_id: &str, packed: &'a str) -> Result<PackedRun<'a>, LedgerError> {
+        let mut parts = packed.splitn(14, '\0');
+        let mut fields = [""; 13];
+        for field in &mut fields {
+            *field = parts.next().ok_or_else(|| {
+                LedgerError::Corrupt(format!("run {run_id}: its state in the runs hash has fewer than 14 parts"))
+            })?;
+        }
+        let log = parts.next().ok_or_else(|| {
+            LedgerError::Corrupt(format!("run {run_id}: its state in the runs hash has fewer than 14 parts"))
+        })?;
+        Ok(PackedRun { fields, log })
+    }
+
+    fn field(&self, i: usize) -> &'a str {
+        self.fields[i]
+    }
+
+    /// A free-text field, unescaped.
+    fn text(&self, i: usize) -> String {
+        unescape_packed(self.fields[i])
+    }
+
+    fn version(&self) -> Option<String> {
+        self.fields[Self::VERSION].strip_prefix('=').map(unescape_packed)
+    }
+
+    fn attempts(&self) -> Result<Vec<AttemptRecord>, LedgerError> {
+        self.log
+            .split('\n')
+            .filter(|line| !line.is_empty())
+            .map(|j| serde_json::from_str(j).map_err(|e| LedgerError::Corrupt(e.to_string())))
+            .collect()
+    }
+}
+
+/// The inverse of common.lua's `escape`.
+fn unescape_packed(s: &str) -> String {
+    if !s.contains('\u{1}') {
+        return s.to_owned();
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c != '\u{1}' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('\u{2}') => out.push('\0'),
+            Some(other) => out.push(other),
+            None => {}
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -1609,6 +1758,107 @@ mod tests {
         assert_eq!(discarded[0].worker, format!("w{}", WORKERS - 1));
     }
 
+    /// A ledger with a history in layout 1 (a final run with its attempt, a
+    /// retry waiting, a lease held; a worker, a reason and a version that
+    /// hold NUL and \x01 bytes, an empty version, an attempt whose detail
+    /// holds a newline) is moved with nothing lost: the runs, each run's
+    /// attempts and the status read the same after as before, and a
+    /// process connected before the move makes it at its next script call
+    /// (`OLDLAYOUT`).
+    #[tokio::test]
+    async fn a_layout_1_ledger_with_a_history_is_moved_with_nothing_lost() {
+        use super::PackedRun;
+        use crate::conformance::{TTL, completed, header, order, questions};
+        use crate::{AttemptRecord, LeaseRef};
+
+        let server = RedisServer::start().unwrap();
+        let client = ::redis::Client::open(server.url()).unwrap();
+        let mut raw = client.get_multiplexed_async_connection().await.unwrap();
+        let ledger = RedisLedger::connect(&server.url(), "hist").await.unwrap();
+        ledger.seed(&header(), &questions(), &order(), 0).await.unwrap();
+        let worker = "w\u{0}x\u{1}y";
+        let leases = ledger.lease(worker, 3, 10, TTL).await.unwrap().leases;
+        assert_eq!(leases.len(), 3);
+        let lref = |i: usize| LeaseRef { run_id: leases[i].run_id.clone(), token: leases[i].token };
+        let mut done = completed(20);
+        done.reason = "odd \u{0} reason \u{1}\u{1} here".into();
+        done.observed_version = Some(String::new());
+        done.attempt.detail = "first line\nsecond line".into();
+        assert!(ledger.finish(worker, &lref(0), &done, 20).await.unwrap());
+        let limited = AttemptRecord {
+            class: AttemptClass::RateLimited,
+            http_status: 429,
+            detail: "slow down".into(),
+            started_ms: 21,
+            ended_ms: 22,
+            observed_version: Some("v\u{0}2".into()),
+            worker: String::new(),
+            attempt: 0,
+            token: 0,
+            retry_after_ms: None,
+        };
+        ledger.report_attempt(worker, &lref(1), &limited, 22).await.unwrap();
+
+        let order = order();
+        let ids: Vec<&str> = order.iter().map(String::as_str).collect();
+        let read = async |l: &RedisLedger| {
+            (l.runs().await.unwrap(), l.attempts_of(&ids).await.unwrap(), l.status().await.unwrap())
+        };
+        let before = read(&ledger).await;
+        assert_eq!(before.0[0].reason, done.reason);
+        assert_eq!(before.0[0].observed_version.as_deref(), Some(""));
+        assert_eq!(before.1.iter().map(Vec::len).sum::<usize>(), 2);
+
+        // Back to layout 1 by hand: a hash and a list a run, no `layout`.
+        let states: Vec<(String, String)> =
+            ::redis::cmd("HGETALL").arg("cohort:{hist}:runs").query_async(&mut raw).await.unwrap();
+        assert_eq!(states.len(), 3);
+        for (id, packed) in &states {
+            let run = PackedRun::parse(id, packed).unwrap();
+            let mut hset = ::redis::cmd("HSET");
+            hset.arg(format!("cohort:{{hist}}:run:{id}"));
+            for (name, i) in [("pos", 0), ("state", 1), ("attempts", 2), ("excused", 3), ("token", 4), ("expires", 6)]
+                .into_iter()
+                .chain([("started", 7), ("ended", 8), ("outcome", 9), ("record", 11)])
+            {
+                if !run.field(i).is_empty() {
+                    hset.arg(name).arg(run.field(i));
+                }
+            }
+            hset.arg("worker").arg(run.text(5)).arg("reason").arg(run.text(10));
+            if let Some(v) = run.version() {
+                hset.arg("version").arg(v);
+            }
+            let _: () = hset.query_async(&mut raw).await.unwrap();
+            for line in run.log.split('\n').filter(|l| !l.is_empty()) {
+                let _: () = ::redis::cmd("RPUSH")
+                    .arg(format!("cohort:{{hist}}:attempts:{id}"))
+                    .arg(line)
+                    .query_async(&mut raw)
+                    .await
+                    .unwrap();
+            }
+        }
+        let _: () = ::redis::cmd("DEL").arg("cohort:{hist}:runs").query_async(&mut raw).await.unwrap();
+        let _: () = ::redis::cmd("HDEL").arg("cohort:{hist}:meta").arg("layout").query_async(&mut raw).await.unwrap();
+
+        // The process connected before meets the old layout at its next
+        // call (a heartbeat of the lease it holds) and moves it first.
+        let lost = ledger.heartbeat(worker, &[lref(2)], 30, TTL).await.unwrap();
+        assert!(lost.is_empty(), "{lost:?}");
+        let keys: Vec<String> = ::redis::cmd("KEYS").arg("cohort:{hist}:run:*").query_async(&mut raw).await.unwrap();
+        let lists: Vec<String> =
+            ::redis::cmd("KEYS").arg("cohort:{hist}:attempts:*").query_async(&mut raw).await.unwrap();
+        assert!(keys.is_empty() && lists.is_empty(), "{keys:?} {lists:?}");
+        let after = read(&ledger).await;
+        assert_eq!(after, before);
+        let held = ledger.leases_held(worker).await.unwrap();
+        assert_eq!(
+            held.iter().map(|g| (&g.run_id, g.token)).collect::<Vec<_>>(),
+            [(&leases[2].run_id, leases[2].token)]
+        );
+    }
+
     /// With the server gone, a call fails with an IO error that is
     /// transient: the worker waits and retries.
     #[tokio::test]
@@ -1622,13 +1872,14 @@ mod tests {
         assert!(e.to_string().contains("unreachable"), "{e}");
     }
 
-    /// Seeding writes no run hash (a run gets one when it first changes),
-    /// and a ledger seeded before, with every run's hash and `rounds`
-    /// scored by the round alone, behaves exactly as a new one: the same
-    /// leases, round openings, round closes and abort give the same runs
-    /// and status on both.
+    /// Seeding writes no run state (a run gets one when it first changes),
+    /// and a ledger seeded before, in layout 1 with every run's hash and
+    /// `rounds` scored by the round alone, is moved into the `runs` hash
+    /// when a process connects and then behaves exactly as a new one: the
+    /// same leases, round openings, round closes and abort give the same
+    /// runs and status on both.
     #[tokio::test]
-    async fn a_ledger_seeded_with_every_run_hash_behaves_the_same() {
+    async fn a_layout_1_ledger_seeded_with_every_run_hash_is_moved_and_behaves_the_same() {
         use cohort_core::order::{RunId, run_order};
 
         use crate::conformance::{TTL, questions, rounds_header};
@@ -1645,9 +1896,11 @@ mod tests {
         for l in [&new, &old] {
             l.seed(&rounds_header(1_000), &questions, &order, 0).await.unwrap();
         }
-        let hashes: Vec<String> = ::redis::cmd("KEYS").arg("cohort:{new}:run:*").query_async(&mut raw).await.unwrap();
-        assert!(hashes.is_empty(), "seeding wrote run hashes: {hashes:?}");
-        // The layout seeding wrote before: every run's hash, `rounds` by round.
+        let states: usize = ::redis::cmd("HLEN").arg("cohort:{new}:runs").query_async(&mut raw).await.unwrap();
+        assert_eq!(states, 0, "seeding wrote run states");
+        // The layout seeding wrote before: every run's hash, `rounds` by
+        // round, and no `layout` in meta.
+        let _: () = ::redis::cmd("HDEL").arg("cohort:{old}:meta").arg("layout").query_async(&mut raw).await.unwrap();
         for (pos, id) in order.iter().enumerate() {
             let (q, arm, rep) = RunId::split(id).unwrap();
             let key = format!("cohort:{{old}}:run:{id}");
@@ -1678,6 +1931,13 @@ mod tests {
                     .unwrap();
             }
         }
+        let old = RedisLedger::connect(&server.url(), "old").await.unwrap();
+        let hashes: Vec<String> = ::redis::cmd("KEYS").arg("cohort:{old}:run:*").query_async(&mut raw).await.unwrap();
+        assert!(hashes.is_empty(), "run hashes left after the move: {hashes:?}");
+        let states: usize = ::redis::cmd("HLEN").arg("cohort:{old}:runs").query_async(&mut raw).await.unwrap();
+        assert_eq!(states, order.len());
+        let events = old.events(10).await.unwrap();
+        assert!(events.iter().any(|e| e.kind == "migrated"), "{events:?}");
 
         let mut seen = Vec::new();
         for l in [&new, &old] {

@@ -21,13 +21,12 @@ local now, id, token, worker = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
 local attempt = cjson.decode(ARGV[5])
 local number = tonumber(attempt['attempt']) or 0
 local stop = guard() if stop then return stop end
-local key = P .. 'attempts:' .. id
-local list = redis.call('LRANGE', key, 0, -1)
+local list = attempts_of(run_of(id))
 
 -- The answer to a report the ledger already holds: the run's state.
 local function again()
-  local r = redis.call('HMGET', P .. 'run:' .. id, 'state', 'outcome')
-  if r[1] == 'final' then return { 2, r[2], bump_seq() } end
+  local r = run_of(id)
+  if r and r.state == 'final' then return { 2, r.outcome, bump_seq() } end
   return { 1, 0, bump_seq() }
 end
 
@@ -48,6 +47,8 @@ end
 local function restore_lost()
   local t = tonumber(token)
   if number < 1 or not t or t >= tonumber(redis.call('HGET', META, 'token_floor') or '0') then return false end
+  local r = run_of(id)
+  if not r then return false end
   attempt['worker'] = worker
   attempt['token'] = t
   attempt['attempt'] = number
@@ -55,7 +56,9 @@ local function restore_lost()
     local l = cjson.decode(raw)
     if tonumber(l['token']) == t then
       if l['reclaimed_by'] == nil or tonumber(l['attempt']) ~= number then return false end
-      redis.call('LSET', key, i - 1, cjson.encode(attempt))
+      list[i] = cjson.encode(attempt)
+      r.log = table.concat(list, '\n')
+      run_changed(id, r)
       redis.call('HINCRBY', P .. 'counts', 'c|' .. l['class'], -1)
       redis.call('HINCRBY', P .. 'counts', 'c|' .. attempt['class'], 1)
       return true
@@ -71,11 +74,10 @@ local function restore_lost()
     table.insert(kept, raw)
   end
   if not placed then table.insert(kept, encoded) end
-  redis.call('DEL', key)
-  redis.call('RPUSH', key, unpack(kept))
+  r.log = table.concat(kept, '\n')
   redis.call('HINCRBY', P .. 'counts', 'c|' .. attempt['class'], 1)
-  local run = P .. 'run:' .. id
-  if number > tonumber(redis.call('HGET', run, 'attempts') or '0') then redis.call('HSET', run, 'attempts', number) end
+  if number > tonumber(r.attempts or '0') then r.attempts = int(number) end
+  run_changed(id, r)
   return true
 end
 

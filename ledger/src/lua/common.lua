@@ -14,7 +14,10 @@
 --                        redis_run (the server's run id the ledger last
 --                        confirmed), epoch, seq (acknowledgement counter),
 --                        token_floor (tokens below it were issued before
---                        the last recovery), recovering_until (ms)
+--                        the last recovery), recovering_until (ms);
+--                        layout (LAYOUT: run states in `runs`; absent
+--                        before `migrate.lua` moved a layout-1 ledger's,
+--                        `migrated` the index of `order` it has reached)
 --   P.."fresh:"..arm     list: 'POS|RUN_ID', the arm's runs that never
 --                        changed, ready to lease, in planned order
 --                        (ascending POS, the run's position); written at
@@ -34,23 +37,31 @@
 --                        runs of rounds not open yet (a repeated-run cohort
 --                        with round_every_ms > 0); a ledger seeded before
 --                        scores the round alone and keeps the position in
---                        the run's hash
+--                        the run's state
 --   P.."leases"          zset: run_id -> expires_ms, runs leased now
---   P.."run:"..run_id    hash: pos, state, attempts, excused
+--   P.."runs"            hash: run_id -> the run's state, one packed
+--                        value (`pack_run`): pos, state, attempts, excused
 --                        (auth_error attempts, not counted against the
 --                        retry budget), token, worker, expires, started,
---                        ended, outcome, reason, record, version. Created
---                        the first time the run changes (its first lease,
---                        or its close), not at seeding: a run without one
---                        is pending with no attempt, its position in its
---                        `fresh:ARM` entry or its score in `pending:ARM`
---                        or `rounds` (`create_run`). A ledger seeded
---                        before has every run's hash, which is as good.
---                        Its arm, question and repeat are read from its
---                        id (`arm_of`, `q_of`, `rep_of`), never from the
---                        hash: hashes written before issue 24 also hold
---                        them (arm, q, rep), which nothing reads.
---   P.."attempts:"..id   list: attempt records (JSON), in order
+--                        ended, outcome, reason, record, version, then its
+--                        attempt records (JSON, one a line, in order).
+--                        Written the first time the run changes (its first
+--                        lease, or its close), not at seeding: a run
+--                        without one is pending with no attempt, its
+--                        position in its `fresh:ARM` entry or its score in
+--                        `pending:ARM` or `rounds` (`create_run`). A
+--                        ledger seeded before has every run's state, which
+--                        is as good. Its arm, question and repeat are read
+--                        from its id (`arm_of`, `q_of`, `rep_of`). One
+--                        field of one hash, not keys of its own, so a batch
+--                        of leases or results reads and writes every run it
+--                        touches in one HMGET and one HSET (`runs_read`,
+--                        `runs_write`), where a hash and a list a run cost
+--                        two or three commands a run (issue 24). Ledgers
+--                        written before (layout 1: a hash `run:ID` and a
+--                        list `attempts:ID` a run) are moved into it once,
+--                        by `migrate.lua`, before anything else runs on
+--                        them; `layout` in meta says which a ledger has.
 --   P.."questions"       hash: question_id -> text
 --   P.."arms"            hash: ARM|cap, ARM|leased, ARM|paused, ARM|versions
 --                        (JSON list: the pinned label and cohort.toml's
@@ -93,12 +104,29 @@ end
 -- what it holds may be an older state than the one reported to workers.
 -- Every script that changes state starts with
 -- `local stop = guard() if stop then return stop end`.
+-- It also refuses a ledger whose run states are not in the layout these
+-- scripts read (`OLDLAYOUT`: `migrate.lua` moves them; RedisLedger::connect
+-- runs it).
+-- LAYOUT, the layout these scripts read, is defined by redis.rs before
+-- this prelude (RUNS_LAYOUT), as seeding writes it.
+local function old_layout(found)
+  if found == LAYOUT then return nil end
+  return redis.error_reply('OLDLAYOUT the ledger keeps its runs in layout ' .. tostring(found or 1)
+    .. ', not ' .. LAYOUT .. ': connect to it again to move them')
+end
 local function guard()
   local live = live_run()
-  if redis.call('HGET', META, 'redis_run') ~= live then
+  local m = redis.call('HMGET', META, 'redis_run', 'layout')
+  if m[1] ~= live then
     return redis.error_reply('RESTARTED redis server ' .. tostring(live) .. ' has not confirmed this ledger yet')
   end
-  return nil
+  return old_layout(m[2])
+end
+
+-- The layout check alone, for the scripts that do not change state, or
+-- confirm the ledger (`recover.lua`, `held.lua`).
+local function layout_guard()
+  return old_layout(redis.call('HGET', META, 'layout'))
 end
 
 -- Counts `n` acknowledged reports (1 when nil); returns the new sequence
@@ -134,14 +162,118 @@ local function rep_of(run_id)
 end
 
 -- A run waiting in `rounds` scores ROUND_SCALE * round + position, so its
--- position needs no hash (positions stay below 2^32, rounds below 2^21:
+-- position needs no state (positions stay below 2^32, rounds below 2^21:
 -- exact in a double).
 local ROUND_SCALE = 4294967296
 
--- Creates the hash of a run that has none yet, with what a fresh run has:
--- pending, no attempt, at `pos`.
+-- A run's state (the layout: P.."runs") is a table of strings, as a hash's
+-- HMGET gave them: pos, state, attempts, excused, token, worker, expires,
+-- started, ended, outcome, reason, record, version (nil when a field is
+-- empty; `version` is nil when no version was recorded and '' when an empty
+-- one was), and `log`, its attempt records (JSON, one a line: JSON text
+-- holds no raw newline). Packed, the fields are joined by NUL bytes, the
+-- log last; in the three free-text ones (worker, reason, version) a NUL is
+-- written \1\2 and a \1 is written \1\1, so every value comes back exactly.
+-- `version` is written with a leading '=' when present. One
+-- `string.match` unpacks a run and one `table.concat` packs it: a batch's
+-- runs cost one HMGET and one HSET, not a command each.
+local RUNS = P .. 'runs'
+local UNPACK_RUN = '^' .. string.rep('([^%z]*)%z', 13) .. '(.*)$'
+
+local function escape(s)
+  if not (string.find(s, '\0', 1, true) or string.find(s, '\1', 1, true)) then return s end
+  return (string.gsub(string.gsub(s, '\1', '\1\1'), '%z', '\1\2'))
+end
+
+local function unescape(s)
+  if not string.find(s, '\1', 1, true) then return s end
+  return (string.gsub(s, '\1(.)', function(c) if c == '\2' then return '\0' end return c end))
+end
+
+local function present(s)
+  if s == '' then return nil end
+  return s
+end
+
+local function unpack_run(v)
+  local pos, state, attempts, excused, token, worker, expires, started, ended, outcome, reason, record, version, log =
+    string.match(v, UNPACK_RUN)
+  if not pos then error('a run state in ' .. RUNS .. ' is not in layout ' .. LAYOUT) end
+  return { pos = present(pos), state = present(state), attempts = present(attempts), excused = present(excused),
+    token = present(token), worker = worker ~= '' and unescape(worker) or nil, expires = present(expires),
+    started = present(started), ended = present(ended), outcome = present(outcome),
+    reason = reason ~= '' and unescape(reason) or nil, record = present(record),
+    version = version ~= '' and unescape(string.sub(version, 2)) or nil, log = log }
+end
+
+local function pack_run(r)
+  return table.concat({ r.pos or '', r.state or '', r.attempts or '', r.excused or '', r.token or '',
+    r.worker and escape(r.worker) or '', r.expires or '', r.started or '', r.ended or '', r.outcome or '',
+    r.reason and escape(r.reason) or '', r.record or '', r.version and ('=' .. escape(r.version)) or '',
+    r.log or '' }, '\0')
+end
+
+-- The run states this script call read (id -> state, or false: none) and
+-- the ids of those it changed, in order. A script changes a run's state in
+-- place (a table `run_of` gave, or `create_run`'s) and says so with
+-- `run_changed`; every changed state is written once, at the end of the
+-- call (`runs_write`, which redis.rs runs after every script's body), so a
+-- script that fails part way writes none of them.
+local RUN_CACHE, RUN_CHANGED, RUN_CHANGED_IDS = {}, {}, {}
+
+-- The run's state, or nil if it has none yet.
+local function run_of(run_id)
+  local r = RUN_CACHE[run_id]
+  if r == nil then
+    local v = redis.call('HGET', RUNS, run_id)
+    r = v and unpack_run(v) or false
+    RUN_CACHE[run_id] = r
+  end
+  return r or nil
+end
+
+local function run_changed(run_id, r)
+  RUN_CACHE[run_id] = r
+  if not RUN_CHANGED[run_id] then
+    RUN_CHANGED[run_id] = true
+    RUN_CHANGED_IDS[#RUN_CHANGED_IDS + 1] = run_id
+  end
+  return r
+end
+
+-- Formats an integer for a run's state (a Lua number concatenated would
+-- be written as a float past 1e14).
+local function int(n)
+  return string.format('%d', n)
+end
+
+-- Creates the state of a run that has none yet, with what a fresh run has:
+-- pending, no attempt, at `pos`. Returns it.
 local function create_run(run_id, pos)
-  redis.call('HSET', P .. 'run:' .. run_id, 'pos', pos, 'state', 'pending', 'attempts', 0)
+  return run_changed(run_id, { pos = tostring(pos), state = 'pending', attempts = '0', log = '' })
+end
+
+-- Appends an attempt record (JSON) to a run's log.
+local function log_attempt(r, json)
+  if r.log == nil or r.log == '' then
+    r.log = json
+  else
+    r.log = r.log .. '\n' .. json
+  end
+end
+
+-- A run's attempt records (JSON), in order.
+local function attempts_of(r)
+  local out = {}
+  if not r or r.log == nil or r.log == '' then return out end
+  for line in string.gmatch(r.log, '[^\n]+') do out[#out + 1] = line end
+  return out
+end
+
+-- The JSON of a run's last attempt record, or nil.
+local function last_attempt(r)
+  if not r or r.log == nil or r.log == '' then return nil end
+  return string.match(r.log, '([^\n]*)$')
 end
 
 -- A `fresh:ARM` entry's position, run id and position as written.
@@ -221,7 +353,7 @@ function Queue:take()
   return self.f_id[fi], self.f_str[fi], true
 end
 
--- Takes a run without a hash out of the queue it waits in (its arm's
+-- Takes a run without a state out of the queue it waits in (its arm's
 -- `pending` or `fresh` list, or `rounds`) and returns its position, or nil
 -- if it waits in none (no such run). Only `reclaim` (after a rollback)
 -- needs this: finding a run in its `fresh` list costs a scan of the
@@ -332,15 +464,36 @@ local function call_spread(head, args)
   return out
 end
 
+-- Reads the states of the runs `ids` this call has not read yet, in one
+-- HMGET: `run_of` then finds them without a command each.
+local function runs_read(ids)
+  local wanted = {}
+  for _, id in ipairs(ids) do
+    if RUN_CACHE[id] == nil then wanted[#wanted + 1] = id end
+  end
+  if #wanted == 0 then return end
+  local found = call_spread({ 'HMGET', RUNS }, wanted)
+  for i, id in ipairs(wanted) do RUN_CACHE[id] = found[i] and unpack_run(found[i]) or false end
+end
+
+-- Writes every run state this call changed, in one HSET.
+local function runs_write()
+  if #RUN_CHANGED_IDS == 0 then return end
+  local args = {}
+  for _, id in ipairs(RUN_CHANGED_IDS) do
+    args[#args + 1] = id
+    args[#args + 1] = pack_run(RUN_CACHE[id])
+  end
+  call_spread({ 'HSET', RUNS }, args)
+  RUN_CHANGED, RUN_CHANGED_IDS = {}, {}
+end
+
 -- Ends a run with `outcome`: the state and every count move together.
--- `t` gathers the counts and the `final` event (IMMEDIATE when nil);
--- `fields` (a list of field,
--- value, ...) are written to the run's hash in the same HSET.
-local function finalize(run_id, arm, outcome, reason, now, t, fields)
-  local hset = { 'HSET', P .. 'run:' .. run_id, 'state', 'final', 'outcome', outcome,
-    'reason', reason, 'ended', now }
-  for _, v in ipairs(fields or {}) do hset[#hset + 1] = v end
-  redis.call(unpack(hset))
+-- `t` gathers the counts and the `final` event (IMMEDIATE when nil).
+local function finalize(run_id, arm, outcome, reason, now, t)
+  local r = run_of(run_id)
+  r.state, r.outcome, r.reason, r.ended = 'final', outcome, reason, tostring(now)
+  run_changed(run_id, r)
   t = t or IMMEDIATE
   t:add(META, 'finished', 1)
   t:add(P .. 'counts', 'o|' .. outcome, 1)
@@ -354,7 +507,7 @@ local function record_attempt(run_id, attempt_json, worker, number, token)
   a['worker'] = worker
   a['attempt'] = number
   a['token'] = token
-  redis.call('RPUSH', P .. 'attempts:' .. run_id, cjson.encode(a))
+  log_attempt(run_changed(run_id, run_of(run_id)), cjson.encode(a))
   redis.call('HINCRBY', P .. 'counts', 'c|' .. a['class'], 1)
   return a
 end
@@ -378,7 +531,7 @@ local function push_attempt(run_id, tail, class, head, number, token, t)
   else
     json = head .. number .. ',"token":' .. token .. '}'
   end
-  redis.call('RPUSH', P .. 'attempts:' .. run_id, json)
+  log_attempt(run_changed(run_id, run_of(run_id)), json)
   t:add(P .. 'counts', 'c|' .. class, 1)
 end
 
@@ -387,10 +540,11 @@ end
 -- has it) when that is past the run's count (grants lost in a rollback and
 -- taken back by a heartbeat, which cannot say the number), else the count.
 local function attempt_number(run_id, reported)
-  local key = P .. 'run:' .. run_id
-  local n = tonumber(redis.call('HGET', key, 'attempts') or '0')
+  local r = run_of(run_id)
+  local n = tonumber(r.attempts or '0')
   if reported and reported > n then
-    redis.call('HSET', key, 'attempts', reported)
+    r.attempts = int(reported)
+    run_changed(run_id, r)
     return reported
   end
   return n
@@ -407,8 +561,8 @@ end
 
 -- Whether `run_id` is leased under `token` right now.
 local function is_current(run_id, token)
-  local r = redis.call('HMGET', P .. 'run:' .. run_id, 'state', 'token')
-  return r[1] == 'leased' and r[2] == tostring(token)
+  local r = run_of(run_id)
+  return r ~= nil and r.state == 'leased' and r.token == tostring(token)
 end
 
 -- Ends a lease: out of the lease set, the arm's slot freed.
@@ -419,12 +573,13 @@ end
 
 -- Puts a run back in the queue: ready at its position, or delayed.
 local function requeue(run_id, arm, not_before, now)
-  redis.call('HSET', P .. 'run:' .. run_id, 'state', 'pending', 'token', 0, 'worker', '')
+  local r = run_of(run_id)
+  r.state, r.token, r.worker = 'pending', '0', nil
+  run_changed(run_id, r)
   if not_before > now then
     redis.call('ZADD', P .. 'delayed', not_before, run_id)
   else
-    local pos = redis.call('HGET', P .. 'run:' .. run_id, 'pos')
-    redis.call('ZADD', P .. 'pending:' .. arm, pos, run_id)
+    redis.call('ZADD', P .. 'pending:' .. arm, r.pos, run_id)
   end
 end
 
@@ -443,29 +598,25 @@ end
 local function reclaim(run_id, token, worker, now, ttl, number)
   local t = tonumber(token)
   if not t or t >= tonumber(redis.call('HGET', META, 'token_floor') or '0') then return false end
-  local key = P .. 'run:' .. run_id
-  local r = redis.call('HMGET', key, 'state', 'token', 'worker', 'attempts', 'excused')
+  local r = run_of(run_id)
   local arm = arm_of(run_id)
-  if not r[1] then
-    -- No hash: a run that never changed (pending), or no run at all. It
+  if not r then
+    -- No state: a run that never changed (pending), or no run at all. It
     -- leaves its queue only if it is to be leased (below).
-    local last = redis.call('LINDEX', P .. 'attempts:' .. run_id, -1)
-    if last and tonumber(cjson.decode(last)['token'] or 0) >= t then return false end
     local pos = arm and take_waiting(run_id, arm)
     if not pos then return false end
-    create_run(run_id, pos)
-    r = { 'pending', '0', '', '0', nil }
+    r = create_run(run_id, pos)
   end
-  if r[1] == 'final' then return false end
-  if r[1] == 'leased' then
-    local held = tonumber(r[2])
+  if r.state == 'final' then return false end
+  if r.state == 'leased' then
+    local held = tonumber(r.token)
     if held >= t then return false end
     local lost = cjson.encode({ class = 'worker_lost', http_status = 0,
       detail = 'lease under token ' .. held .. ' replaced by token ' .. t .. ' in writes the ledger lost',
       started_ms = now, ended_ms = now, reclaimed_by = t })
-    record_attempt(run_id, lost, r[3], tonumber(r[4]), held)
+    record_attempt(run_id, lost, r.worker or '', tonumber(r.attempts), held)
   else
-    local last = redis.call('LINDEX', P .. 'attempts:' .. run_id, -1)
+    local last = last_attempt(r)
     if last and tonumber(cjson.decode(last)['token'] or 0) >= t then return false end
     redis.call('ZREM', P .. 'pending:' .. arm, run_id)
     redis.call('ZREM', P .. 'delayed', run_id)
@@ -473,14 +624,15 @@ local function reclaim(run_id, token, worker, now, ttl, number)
     redis.call('HINCRBY', P .. 'arms', arm .. '|leased', 1)
   end
   local attempts
-  if number and number > tonumber(r[4] or '0') then
+  if number and number > tonumber(r.attempts or '0') then
     attempts = number
-    redis.call('HSET', key, 'attempts', attempts)
   else
-    attempts = redis.call('HINCRBY', key, 'attempts', 1)
+    attempts = tonumber(r.attempts or '0') + 1
   end
-  if attempts - tonumber(r[5] or '0') == 1 then redis.call('HSET', key, 'started', now) end
-  redis.call('HSET', key, 'state', 'leased', 'token', t, 'worker', worker, 'expires', now + ttl)
+  r.attempts = int(attempts)
+  if attempts - tonumber(r.excused or '0') == 1 then r.started = int(now) end
+  r.state, r.token, r.worker, r.expires = 'leased', int(t), worker, int(now + ttl)
+  run_changed(run_id, r)
   redis.call('ZADD', P .. 'leases', now + ttl, run_id)
   event(now, 'reclaimed', run_id, 'lease under token ' .. t .. ' taken back by ' .. worker
     .. ': the ledger had lost it in a rollback')
@@ -523,10 +675,11 @@ local function release_rounds(now)
     redis.call('ZREM', P .. 'rounds', ids[i])
     redis.call('ZADD', P .. 'pending:' .. arm_of(ids[i]), tonumber(ids[i + 1]) % ROUND_SCALE, ids[i])
   end
-  -- A ledger seeded before scores the round alone: the position is in the hash.
+  -- A ledger seeded before scores the round alone: the position is in the
+  -- run's state.
   for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. 'rounds', '-inf', open)) do
     redis.call('ZREM', P .. 'rounds', id)
-    redis.call('ZADD', P .. 'pending:' .. arm_of(id), redis.call('HGET', P .. 'run:' .. id, 'pos'), id)
+    redis.call('ZADD', P .. 'pending:' .. arm_of(id), run_of(id).pos, id)
   end
 end
 
@@ -590,13 +743,13 @@ end
 -- none), `retry_after` the provider's Retry-After in ms (0 for none).
 -- Returns ('retry', not_before), ('final', outcome) or ('pause', reason).
 local function after_failure(run_id, arm, class, detail, now, status, retry_after)
-  local r = redis.call('HMGET', P .. 'run:' .. run_id, 'attempts', 'started', 'excused')
-  local counted = tonumber(r[1]) - tonumber(r[3] or '0')
+  local r = run_changed(run_id, run_of(run_id))
+  local counted = tonumber(r.attempts) - tonumber(r.excused or '0')
   if retry_after > 0 then hold_arm(arm, now + retry_after, now) end
-  local kind, value = decide(class, counted, tonumber(r[2]), now, retry_after)
+  local kind, value = decide(class, counted, tonumber(r.started), now, retry_after)
   end_lease(run_id, arm)
   if kind == 'pause' then
-    redis.call('HINCRBY', P .. 'run:' .. run_id, 'excused', 1)
+    r.excused = int(tonumber(r.excused or '0') + 1)
     counted = counted - 1
     local closed = closed_reason(arm, now, run_id)
     if closed then
@@ -606,7 +759,7 @@ local function after_failure(run_id, arm, class, detail, now, status, retry_afte
       return 'final', outcome
     end
     -- No counted attempt left: the run has not started, as after a release.
-    if counted == 0 then redis.call('HSET', P .. 'run:' .. run_id, 'started', 0) end
+    if counted == 0 then r.started = '0' end
     requeue(run_id, arm, 0, now)
     local reason = auth_pause_reason(arm, status, detail or '')
     redis.call('HSET', P .. 'arms', arm .. '|paused', reason)
@@ -636,13 +789,13 @@ end
 local function close_pending(reason, paused_reason, now, limit)
   local done = 0
   local arms = cjson.decode(redis.call('HGET', P .. 'arms', 'order'))
-  -- `pos` is the run's position if it has no hash yet (one is created).
+  -- `pos` is the run's position if it has no state yet (one is created).
   local function close_run(run_id, arm, pos)
-    local r = redis.call('HMGET', P .. 'run:' .. run_id, 'attempts', 'excused')
+    local r = run_of(run_id)
     local outcome = 'not_run'
-    if not r[1] then
+    if not r then
       create_run(run_id, pos)
-    elseif tonumber(r[1]) - tonumber(r[2] or '0') > 0 then
+    elseif tonumber(r.attempts) - tonumber(r.excused or '0') > 0 then
       outcome = 'unavailable'
     end
     local why = reason
@@ -667,8 +820,8 @@ local function close_pending(reason, paused_reason, now, limit)
       end
     end
   end
-  -- Delayed runs were leased (they have a hash); in `rounds` the score
-  -- holds the position (a score below ROUND_SCALE: the hash does).
+  -- Delayed runs were leased (they have a state); in `rounds` the score
+  -- holds the position (a score below ROUND_SCALE: the run's state does).
   for _, set in ipairs({ 'delayed', 'rounds' }) do
     if done < limit then
       local ids = redis.call('ZRANGE', P .. set, 0, limit - done - 1, 'WITHSCORES')
@@ -695,18 +848,18 @@ local function close_rounds_if_due(now, limit)
   if due <= before or due >= rounds then return 0 end
   release_rounds(now)
   local done = 0
-  -- A run without a hash waits in its arm's queue (score = position);
+  -- A run without a state waits in its arm's queue (score = position);
   -- delayed ones were leased and have one.
   local function sweep(set, arm)
     local ids = redis.call('ZRANGE', P .. set, 0, -1)
     for _, id in ipairs(ids) do
       if done >= limit then return end
       if rep_of(id) <= due then
-        local r = redis.call('HMGET', P .. 'run:' .. id, 'attempts', 'excused')
+        local r = run_of(id)
         local outcome = 'not_run'
-        if not r[1] then
+        if not r then
           create_run(id, redis.call('ZSCORE', P .. set, id))
-        elseif tonumber(r[1]) - tonumber(r[2] or '0') > 0 then
+        elseif tonumber(r.attempts) - tonumber(r.excused or '0') > 0 then
           outcome = 'unavailable'
         end
         redis.call('ZREM', P .. set, id)

@@ -11,12 +11,15 @@ local function reply(n)
 end
 if recovering(now) then return reply(0) end
 local ids = redis.call('ZRANGEBYSCORE', P .. 'leases', '-inf', now, 'LIMIT', 0, limit)
+runs_read(ids)
 for _, id in ipairs(ids) do
-  local r = redis.call('HMGET', P .. 'run:' .. id, 'attempts', 'token', 'worker', 'expires')
+  local r = run_of(id)
+  local worker = r.worker or ''
   local a = cjson.encode({ class = 'worker_lost', http_status = 0,
-    detail = 'lease expired at ' .. r[4] .. ' without a heartbeat', started_ms = tonumber(r[4]), ended_ms = now })
-  record_attempt(id, a, r[3], tonumber(r[1]), tonumber(r[2]))
-  event(now, 'expired', id, 'lease of ' .. r[3] .. ' (token ' .. r[2] .. ')')
+    detail = 'lease expired at ' .. r.expires .. ' without a heartbeat', started_ms = tonumber(r.expires),
+    ended_ms = now })
+  record_attempt(id, a, worker, tonumber(r.attempts), tonumber(r.token))
+  event(now, 'expired', id, 'lease of ' .. worker .. ' (token ' .. r.token .. ')')
   after_failure(id, arm_of(id), 'worker_lost', 'lease expired', now, 0, 0)
 end
 return reply(#ids)

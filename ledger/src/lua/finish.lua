@@ -50,6 +50,12 @@ local t = tally()
 -- Runs whose lease ends: out of the lease set in one ZREM at the end,
 -- and their arms' leased counts moved once an arm.
 local ended, ended_by_arm = {}, {}
+-- Every result's run state, read in one HMGET.
+local ids = {}
+for k = 1, #section_worker do
+  for i = section_first[k], section_last[k], GROUP do ids[#ids + 1] = ARGV[i] end
+end
+runs_read(ids)
 for k = 1, #section_worker do
   local worker = section_worker[k]
   local head = attempt_head(worker)
@@ -58,15 +64,14 @@ for k = 1, #section_worker do
     local record, version, has_version = ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
     local class, number_s, tail = ARGV[i + 7], ARGV[i + 8], ARGV[i + 9]
     local number = tonumber(number_s) or 0
-    local key = P .. 'run:' .. id
-    local held = redis.call('HMGET', key, 'state', 'token', 'record', 'outcome', 'attempts')
-    if held[1] == 'final' and held[2] == token and held[3] == record and held[4] == outcome then
+    local r = run_of(id)
+    if r and r.state == 'final' and r.token == token and r.record == record and r.outcome == outcome then
       out[#out + 1] = 1
     else
-      local current = held[1] == 'leased' and held[2] == token
+      local current = r and r.state == 'leased' and r.token == token
       if not current and reclaim(id, token, worker, now, 0, number) then
         current = true
-        held[5] = redis.call('HGET', key, 'attempts')
+        r = run_of(id)
       end
       if not current then
         discard(id, tonumber(token), worker, 'result', now, nil, outcome)
@@ -74,25 +79,21 @@ for k = 1, #section_worker do
       else
         -- The attempt's number: the worker's when past the run's count
         -- (common.lua `attempt_number`), which then moves to it; kept as the
-        -- string the hash or the worker wrote (a Lua number would be
-        -- formatted again for the JSON and the HSET).
-        local fields = { 'record', record }
-        local n = held[5] or '0'
+        -- string the run's state or the worker wrote (a Lua number would be
+        -- formatted again for the JSON).
+        r.record = record
+        local n = r.attempts or '0'
         if number > tonumber(n) then
           n = number_s
-          fields[#fields + 1] = 'attempts'
-          fields[#fields + 1] = n
+          r.attempts = n
         end
-        if has_version == '1' then
-          fields[#fields + 1] = 'version'
-          fields[#fields + 1] = version
-        end
+        if has_version == '1' then r.version = version end
         push_attempt(id, tail, class, head, n, token, t)
         local arm = arm_of(id)
         ended[#ended + 1] = id
         ended_by_arm[arm] = (ended_by_arm[arm] or 0) + 1
         -- `now` as ARGV has it: a string, written without formatting.
-        finalize(id, arm, outcome, reason, ARGV[1], t, fields)
+        finalize(id, arm, outcome, reason, ARGV[1], t)
         out[#out + 1] = 1
       end
     end

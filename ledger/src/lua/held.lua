@@ -3,12 +3,15 @@
 -- Returns {run_id, token, attempt, question_text, expires, ...} (groups of 5).
 local worker = ARGV[1]
 if redis.call('HGET', META, 'seeded') ~= '1' then return redis.error_reply('NOTSEEDED the ledger is not seeded') end
+local stop = layout_guard() if stop then return stop end
 local held = {}
-for _, id in ipairs(redis.call('ZRANGE', P .. 'leases', 0, -1)) do
-  local r = redis.call('HMGET', P .. 'run:' .. id, 'worker', 'state', 'pos', 'token', 'attempts', 'expires')
-  if r[1] == worker and r[2] == 'leased' then
-    table.insert(held, { id = id, pos = tonumber(r[3]), token = tonumber(r[4]), attempts = tonumber(r[5]),
-      q = q_of(id), expires = tonumber(r[6]) })
+local leased = redis.call('ZRANGE', P .. 'leases', 0, -1)
+runs_read(leased)
+for _, id in ipairs(leased) do
+  local r = run_of(id)
+  if r and r.worker == worker and r.state == 'leased' then
+    table.insert(held, { id = id, pos = tonumber(r.pos), token = tonumber(r.token), attempts = tonumber(r.attempts),
+      q = q_of(id), expires = tonumber(r.expires) })
   end
 end
 table.sort(held, function(x, y) return x.pos < y.pos end)

@@ -58,9 +58,10 @@ release_rounds(now)
 
 -- Retries whose backoff has elapsed go back to their arm's queue.
 local due = redis.call('ZRANGEBYSCORE', P .. 'delayed', '-inf', now)
+runs_read(due)
 for _, id in ipairs(due) do
   redis.call('ZREM', P .. 'delayed', id)
-  redis.call('ZADD', P .. 'pending:' .. arm_of(id), redis.call('HGET', P .. 'run:' .. id, 'pos'), id)
+  redis.call('ZADD', P .. 'pending:' .. arm_of(id), run_of(id).pos, id)
 end
 
 -- The arms that may grant, with their room.
@@ -110,6 +111,14 @@ while n < max do
   heads[best] = q:head() or false
 end
 
+-- The states of the runs that have one (not from a fresh list: common.lua,
+-- the layout), read in one HMGET.
+local changed = {}
+for k = 1, n do
+  if not cand_fresh[k] then changed[#changed + 1] = cand_id[k] end
+end
+runs_read(changed)
+
 local out = { 0, 0, 0 }
 -- The grants' tokens are the next n of the fencing counter, in order.
 local first_token = 0
@@ -135,30 +144,24 @@ for k = 1, n do
   end
   left = left - 1
   local id, arm = cand_id[k], cand_arm[k]
-  local key = P .. 'run:' .. id
   local token = string.format('%d', first_token + k - 1)
   local attempts
   local q = q_of(id)
-  -- A run in its fresh list never changed (common.lua, the layout), so it
-  -- has no hash to read.
-  local r = not cand_fresh[k] and redis.call('HMGET', key, 'attempts', 'excused')
-  if r and r[1] then
-    attempts = tonumber(r[1]) + 1
+  -- A run in its fresh list never changed, so it has no state to read.
+  local r = not cand_fresh[k] and run_of(id)
+  if r then
+    attempts = tonumber(r.attempts) + 1
     -- The first counted attempt starts the run (excused ones do not count).
-    if attempts - tonumber(r[2] or '0') == 1 then
-      redis.call('HSET', key, 'attempts', attempts, 'state', 'leased', 'token', token, 'worker', worker,
-        'expires', expires_s, 'started', now_s)
-    else
-      redis.call('HSET', key, 'attempts', attempts, 'state', 'leased', 'token', token, 'worker', worker,
-        'expires', expires_s)
-    end
+    if attempts - tonumber(r.excused or '0') == 1 then r.started = now_s end
+    r.attempts, r.state, r.token, r.worker, r.expires = int(attempts), 'leased', token, worker, expires_s
+    run_changed(id, r)
   else
-    -- No hash (a fresh run, or one put back without ever changing in a
+    -- No state (a fresh run, or one put back without ever changing in a
     -- ledger seeded before fresh lists): it is created now, as
     -- `create_run` would, and leased at once (its first attempt starts it).
     attempts = 1
-    redis.call('HSET', key, 'pos', cand_pos[k], 'state', 'leased',
-      'attempts', '1', 'token', token, 'worker', worker, 'expires', expires_s, 'started', now_s)
+    run_changed(id, { pos = cand_pos[k], state = 'leased', attempts = '1', token = token, worker = worker,
+      expires = expires_s, started = now_s, log = '' })
   end
   leases[2 * k - 1] = expires_s
   leases[2 * k] = id

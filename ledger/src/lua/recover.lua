@@ -23,6 +23,7 @@
 local now, grace = tonumber(ARGV[1]), tonumber(ARGV[2])
 local known_seq, known_token, known_epoch = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 if redis.call('HGET', META, 'seeded') ~= '1' then return redis.error_reply('NOTSEEDED the ledger is not seeded') end
+local stop = layout_guard() if stop then return stop end
 local live = live_run()
 local m = redis.call('HMGET', META, 'redis_run', 'epoch', 'seq', 'token')
 local stored_epoch, stored_seq, stored_token = tonumber(m[2] or '1'), tonumber(m[3] or '0'), tonumber(m[4] or '0')
@@ -35,9 +36,11 @@ local until_ms = now + grace
 redis.call('HSET', META, 'redis_run', live, 'epoch', epoch, 'seq', seq, 'token', token,
   'token_floor', token + 1, 'recovering_until', until_ms)
 local leases = redis.call('ZRANGEBYSCORE', P .. 'leases', '-inf', '(' .. until_ms)
+runs_read(leases)
 for _, id in ipairs(leases) do
   redis.call('ZADD', P .. 'leases', until_ms, id)
-  redis.call('HSET', P .. 'run:' .. id, 'expires', until_ms)
+  local r = run_of(id)
+  if r then run_changed(id, r).expires = int(until_ms) end
 end
 local found = 'no acknowledged report lost that this coordinator saw'
 if lost > 0 then

@@ -10,9 +10,11 @@ if not (is_current(id, token) or reclaim(id, token, worker, now, 0)) then
 end
 local arm = arm_of(id)
 end_lease(id, arm)
-local attempts = redis.call('HINCRBY', P .. 'run:' .. id, 'attempts', -1)
-local counted = attempts - tonumber(redis.call('HGET', P .. 'run:' .. id, 'excused') or '0')
-if counted == 0 then redis.call('HSET', P .. 'run:' .. id, 'started', 0) end
+local r = run_changed(id, run_of(id))
+local attempts = tonumber(r.attempts) - 1
+r.attempts = int(attempts)
+local counted = attempts - tonumber(r.excused or '0')
+if counted == 0 then r.started = '0' end
 local closed = closed_reason(arm, now, id)
 if closed then
   local outcome = 'not_run'

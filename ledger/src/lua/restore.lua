@@ -1,6 +1,6 @@
 -- restore: writes runs of a ledger being rebuilt (`RedisLedger::rebuild`),
 -- after its plan and before it is seeded: each run left out of the queues
--- by the plan's writing is given its hash, its attempts and its state.
+-- by the plan's writing is given its state and its attempts.
 -- KEYS[1] meta. ARGV: now_ms, manifest_sha256, then groups of 8: run_id,
 -- position, outcome ('' = pending, its attempts counted), reason,
 -- record_sha256, observed_version, has_version (0/1), attempts (JSON array
@@ -17,12 +17,10 @@ local n = 0
 for i = 3, #ARGV, 8 do
   local id, pos, outcome, reason = ARGV[i], tonumber(ARGV[i + 1]), ARGV[i + 2], ARGV[i + 3]
   local record, version, has_version, attempts = ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], cjson.decode(ARGV[i + 7])
-  local key = P .. 'run:' .. id
   local arm = arm_of(id)
   -- Written again from scratch: the plan's writing reset the counts.
-  redis.call('DEL', key, P .. 'attempts:' .. id)
   redis.call('ZREM', P .. 'pending:' .. arm, id)
-  create_run(id, pos)
+  local r = create_run(id, pos)
   local number, excused, started, ended = 0, 0, 0, now
   for k, a in ipairs(attempts) do
     local json = cjson.encode(a)
@@ -32,18 +30,18 @@ for i = 3, #ARGV, 8 do
     if k == 1 then started = a['started_ms'] end
     ended = a['ended_ms']
   end
-  redis.call('HSET', key, 'attempts', number, 'excused', excused, 'started', started)
+  r.attempts, r.excused, r.started = int(number), int(excused), int(started)
   -- The last lease's token and holder, where the evidence names them: a
   -- journal's replay of its report is then the same report again.
   local last = attempts[#attempts]
   if last and tonumber(last['token'] or 0) > 0 then
-    redis.call('HSET', key, 'token', last['token'], 'worker', last['worker'] or '')
+    r.token, r.worker = int(last['token']), present(last['worker'] or '')
   end
   if outcome ~= '' then
-    redis.call('HSET', key, 'record', record)
-    if has_version == '1' then redis.call('HSET', key, 'version', version) end
+    r.record = record
+    if has_version == '1' then r.version = version end
     finalize(id, arm, outcome, reason, now)
-    redis.call('HSET', key, 'ended', ended)
+    r.ended = int(ended)
   else
     requeue(id, arm, 0, now)
   end
