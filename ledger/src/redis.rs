@@ -629,6 +629,15 @@ impl RedisLedger {
     }
 
     /// A connection handle for one round trip (counted).
+    /// The packed states of runs `ids` (common.lua, the layout; `None`
+    /// for a run that has none yet), in one HMGET of the `runs` hash.
+    async fn states<Id: ::redis::ToRedisArgs + Send + Sync>(
+        &self,
+        ids: &[Id],
+    ) -> Result<Vec<Option<String>>, LedgerError> {
+        ::redis::cmd("HMGET").arg(self.key("runs")).arg(ids).query_async(&mut self.rt()).await.map_err(redis_err)
+    }
+
     fn rt(&self) -> RedisConn {
         self.round_trips.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.conn.clone()
@@ -1388,12 +1397,7 @@ impl Ledger for RedisLedger {
         let ids: Vec<String> = self.rt().lrange(self.key("order"), 0, -1).await.map_err(redis_err)?;
         let mut rows = Vec::with_capacity(ids.len());
         for (first, chunk) in ids.chunks(1000).enumerate().map(|(i, c)| (i * 1000, c)) {
-            let states: Vec<Option<String>> = ::redis::cmd("HMGET")
-                .arg(self.key("runs"))
-                .arg(chunk)
-                .query_async(&mut self.rt())
-                .await
-                .map_err(redis_err)?;
+            let states = self.states(chunk).await?;
             for (position, (id, packed)) in (first..).zip(chunk.iter().zip(states)) {
                 // The arm is read from the id (common.lua, the layout).
                 let (_, arm, _) = RunId::split(id)?;
@@ -1453,12 +1457,7 @@ impl Ledger for RedisLedger {
     async fn attempts_of(&self, run_ids: &[&str]) -> Result<Vec<Vec<AttemptRecord>>, LedgerError> {
         let mut out = Vec::with_capacity(run_ids.len());
         for chunk in run_ids.chunks(1000) {
-            let states: Vec<Option<String>> = ::redis::cmd("HMGET")
-                .arg(self.key("runs"))
-                .arg(chunk)
-                .query_async(&mut self.rt())
-                .await
-                .map_err(redis_err)?;
+            let states = self.states(chunk).await?;
             for (id, packed) in chunk.iter().zip(states) {
                 out.push(packed.map_or(Ok(Vec::new()), |p| PackedRun::parse(id, &p)?.attempts())?);
             }
@@ -1623,6 +1622,20 @@ mod tests {
     use crate::redis::RedisLedger;
     use crate::{Ledger, LedgerError};
 
+    /// A private server, a plain connection to it (for what the ledger
+    /// itself never does: write an old layout, read its keys) and the
+    /// ledger `cohort` on it, seeded with the conformance plan.
+    async fn seeded_on_a_private_server(
+        cohort: &str,
+    ) -> (RedisServer, ::redis::aio::MultiplexedConnection, RedisLedger) {
+        let server = RedisServer::start().unwrap();
+        let client = ::redis::Client::open(server.url()).unwrap();
+        let raw = client.get_multiplexed_async_connection().await.unwrap();
+        let ledger = RedisLedger::connect(&server.url(), cohort).await.unwrap();
+        ledger.seed(&conformance::header(), &conformance::questions(), &conformance::order(), 0).await.unwrap();
+        (server, raw, ledger)
+    }
+
     /// A key of the wrong type where the ledger's meta hash belongs: every
     /// call fails with WRONGTYPE (a plain command at seeding, inside a
     /// script at leasing), permanent, so the coordinator answers `Internal`
@@ -1768,14 +1781,10 @@ mod tests {
     #[tokio::test]
     async fn a_layout_1_ledger_with_a_history_is_moved_with_nothing_lost() {
         use super::PackedRun;
-        use crate::conformance::{TTL, completed, header, order, questions};
+        use crate::conformance::{TTL, completed, order};
         use crate::{AttemptRecord, LeaseRef};
 
-        let server = RedisServer::start().unwrap();
-        let client = ::redis::Client::open(server.url()).unwrap();
-        let mut raw = client.get_multiplexed_async_connection().await.unwrap();
-        let ledger = RedisLedger::connect(&server.url(), "hist").await.unwrap();
-        ledger.seed(&header(), &questions(), &order(), 0).await.unwrap();
+        let (_server, mut raw, ledger) = seeded_on_a_private_server("hist").await;
         let worker = "w\u{0}x\u{1}y";
         let leases = ledger.lease(worker, 3, 10, TTL).await.unwrap().leases;
         assert_eq!(leases.len(), 3);
@@ -2203,14 +2212,10 @@ mod tests {
     /// events make hold one each, as before.
     #[tokio::test]
     async fn a_batch_of_results_is_one_audit_entry_read_as_an_event_per_run() {
-        use crate::conformance::{self, TTL};
+        use crate::conformance::TTL;
         use crate::{LeaseRef, RunResult};
 
-        let server = RedisServer::start().unwrap();
-        let client = ::redis::Client::open(server.url()).unwrap();
-        let mut raw = client.get_multiplexed_async_connection().await.unwrap();
-        let l = RedisLedger::connect(&server.url(), "c").await.unwrap();
-        l.seed(&conformance::header(), &conformance::questions(), &conformance::order(), 0).await.unwrap();
+        let (_server, mut raw, l) = seeded_on_a_private_server("c").await;
         let batch = l.lease("w1", 3, 100, TTL).await.unwrap().leases;
         let results: Vec<(LeaseRef, RunResult)> = batch
             .iter()
