@@ -321,9 +321,15 @@ impl RedisLedger {
         // every report until the cohort ends (ARCHITECTURE.md, "Redis
         // Cluster").
         let horizon = if target.is_cluster() { None } else { aof_horizon(&mut conn, &format!("{prefix}meta")).await };
-        // A meta key that cannot be read here fails the first real call,
-        // with its own error.
-        let epoch: Option<u64> = conn.hget(format!("{prefix}meta"), "epoch").await.ok().flatten();
+        // What the ledger holds already, in one round trip: its epoch, and
+        // whether it is written in an older layout. A meta key that cannot
+        // be read here fails the first real call, with its own error (a
+        // script that meets an older layout moves it then: `call`).
+        let meta = format!("{prefix}meta");
+        let held: Option<(Option<u64>, bool, Option<String>)> =
+            ::redis::pipe().hget(&meta, "epoch").exists(&meta).hget(&meta, "layout").query_async(&mut conn).await.ok();
+        let epoch = held.as_ref().and_then(|(epoch, _, _)| *epoch);
+        let old_layout = held.is_some_and(|(_, written, layout)| written && layout.as_deref() != Some(RUNS_LAYOUT));
         let ledger = RedisLedger {
             conn,
             prefix,
@@ -336,27 +342,20 @@ impl RedisLedger {
             results: std::sync::Arc::new(Gather::new()),
             gather: std::env::var_os("COHORT_LEDGER_GATHER").is_none_or(|v| v != "0"),
         };
-        ledger.migrate_layout().await?;
+        if old_layout {
+            ledger.migrate_layout().await?;
+        }
         Ok(ledger)
     }
 
     /// Moves a ledger written in layout 1 (a hash `run:ID` and a list
     /// `attempts:ID` a run) into layout [`RUNS_LAYOUT`] (`lua/migrate.lua`),
     /// [`MIGRATE_CHUNK`] runs a call, so that the scripts, which refuse an
-    /// old layout (`OLDLAYOUT`), run on it. A ledger not written yet, or
-    /// already moved, costs one command. Several processes connecting at
-    /// once share the work: each call moves the next chunk. A meta key
-    /// that cannot be read here is left to fail the first real call, with
-    /// its own error (a script that finds the old layout then moves it
-    /// first: [`RedisLedger::call`]).
+    /// old layout (`OLDLAYOUT`), run on it. A ledger already moved costs
+    /// one call. Several processes moving it at once share the work: each
+    /// call moves the next chunk.
     async fn migrate_layout(&self) -> Result<(), LedgerError> {
         let meta = self.meta();
-        let read: Result<(bool, Option<String>), _> =
-            ::redis::pipe().exists(&meta).hget(&meta, "layout").query_async(&mut self.rt()).await;
-        let Ok((true, layout)) = read else { return Ok(()) };
-        if layout.as_deref() == Some(RUNS_LAYOUT) {
-            return Ok(());
-        }
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
@@ -628,7 +627,6 @@ impl RedisLedger {
         p.query_async::<()>(&mut self.rt()).await.map_err(redis_err)
     }
 
-    /// A connection handle for one round trip (counted).
     /// The packed states of runs `ids` (common.lua, the layout; `None`
     /// for a run that has none yet), in one HMGET of the `runs` hash.
     async fn states<Id: ::redis::ToRedisArgs + Send + Sync>(
@@ -638,6 +636,7 @@ impl RedisLedger {
         ::redis::cmd("HMGET").arg(self.key("runs")).arg(ids).query_async(&mut self.rt()).await.map_err(redis_err)
     }
 
+    /// A connection handle for one round trip (counted).
     fn rt(&self) -> RedisConn {
         self.round_trips.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.conn.clone()
@@ -1430,16 +1429,16 @@ impl Ledger for RedisLedger {
                 let outcome = run.field(PackedRun::OUTCOME);
                 rows.push(RunRow {
                     run_id: id.clone(),
-                    position: run.field(PackedRun::POS).parse().unwrap_or(0),
+                    position: run.number(PackedRun::POS),
                     arm_id: arm.to_owned(),
                     state,
-                    attempts: run.field(PackedRun::ATTEMPTS).parse().unwrap_or(0),
+                    attempts: run.number(PackedRun::ATTEMPTS),
                     outcome: (!outcome.is_empty()).then(|| outcome_from(outcome)).transpose()?,
                     reason: run.text(PackedRun::REASON),
                     record_sha256: run.field(PackedRun::RECORD).to_owned(),
                     observed_version: run.version(),
-                    started_ms: run.field(PackedRun::STARTED).parse().unwrap_or(0),
-                    ended_ms: run.field(PackedRun::ENDED).parse().unwrap_or(0),
+                    started_ms: run.number(PackedRun::STARTED),
+                    ended_ms: run.number(PackedRun::ENDED),
                 });
             }
         }
@@ -1556,20 +1555,25 @@ impl<'a> PackedRun<'a> {
 
     fn parse(run_id: &str, packed: &'a str) -> Result<PackedRun<'a>, LedgerError> {
         let mut parts = packed.splitn(14, '\0');
+        let mut next = || {
+            parts.next().ok_or_else(|| {
+                LedgerError::Corrupt(format!("run {run_id}: its state in the runs hash has fewer than 14 parts"))
+            })
+        };
         let mut fields = [""; 13];
         for field in &mut fields {
-            *field = parts.next().ok_or_else(|| {
-                LedgerError::Corrupt(format!("run {run_id}: its state in the runs hash has fewer than 14 parts"))
-            })?;
+            *field = next()?;
         }
-        let log = parts.next().ok_or_else(|| {
-            LedgerError::Corrupt(format!("run {run_id}: its state in the runs hash has fewer than 14 parts"))
-        })?;
-        Ok(PackedRun { fields, log })
+        Ok(PackedRun { fields, log: next()? })
     }
 
     fn field(&self, i: usize) -> &'a str {
         self.fields[i]
+    }
+
+    /// A numeric field (0 when empty).
+    fn number<N: std::str::FromStr + Default>(&self, i: usize) -> N {
+        self.fields[i].parse().unwrap_or_default()
     }
 
     /// A free-text field, unescaped.

@@ -255,7 +255,7 @@ end
 
 -- Appends an attempt record (JSON) to a run's log.
 local function log_attempt(r, json)
-  if r.log == nil or r.log == '' then
+  if r.log == '' then
     r.log = json
   else
     r.log = r.log .. '\n' .. json
@@ -265,14 +265,14 @@ end
 -- A run's attempt records (JSON), in order.
 local function attempts_of(r)
   local out = {}
-  if not r or r.log == nil or r.log == '' then return out end
+  if not r or r.log == '' then return out end
   for line in string.gmatch(r.log, '[^\n]+') do out[#out + 1] = line end
   return out
 end
 
 -- The JSON of a run's last attempt record, or nil.
 local function last_attempt(r)
-  if not r or r.log == nil or r.log == '' then return nil end
+  if not r or r.log == '' then return nil end
   return string.match(r.log, '([^\n]*)$')
 end
 

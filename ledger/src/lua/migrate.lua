@@ -5,7 +5,7 @@
 -- nothing to move. Once the order is done, `layout` is set and every other
 -- script runs on the ledger again (`guard`). The fields hashes written
 -- before issue 24 also hold (arm, q, rep) are read from the run's id and
--- are not kept. Atomic per call, and a call made again after the last one
+-- are not kept (`pack_run` writes only the layout's fields). Atomic per call, and a call made again after the last one
 -- finds the ledger moved and changes nothing.
 -- KEYS[1] meta. ARGV: now_ms, limit. Returns the runs moved by this call, or -1
 -- once the ledger is in layout LAYOUT.
@@ -28,9 +28,7 @@ for _, id in ipairs(ids) do
       r[f] = present(r[f] or '')
     end
     r.log = table.concat(redis.call('LRANGE', list, 0, -1), '\n')
-    run_changed(id, { pos = r.pos, state = r.state, attempts = r.attempts, excused = r.excused, token = r.token,
-      worker = r.worker, expires = r.expires, started = r.started, ended = r.ended, outcome = r.outcome,
-      reason = r.reason, record = r.record, version = r.version, log = r.log })
+    run_changed(id, r)
     redis.call('DEL', key, list)
     moved = moved + 1
   end
