@@ -5,8 +5,9 @@
 -- nothing to move. Once the order is done, `layout` is set and every other
 -- script runs on the ledger again (`guard`). The fields hashes written
 -- before issue 24 also hold (arm, q, rep) are read from the run's id and
--- are not kept (`pack_run` writes only the layout's fields). Atomic per call, and a call made again after the last one
--- finds the ledger moved and changes nothing.
+-- are not kept (`pack_run` writes only the layout's fields). Atomic per
+-- call, and a call made again after the last one finds the ledger moved
+-- and changes nothing.
 -- KEYS[1] meta. ARGV: now_ms, limit. Returns the runs moved by this call, or -1
 -- once the ledger is in layout LAYOUT.
 local now, limit = ARGV[1], tonumber(ARGV[2])
