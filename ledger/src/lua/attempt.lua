@@ -59,8 +59,8 @@ local function restore_lost()
       list[i] = cjson.encode(attempt)
       r.log = table.concat(list, '\n')
       run_changed(id, r)
-      redis.call('HINCRBY', P .. 'counts', 'c|' .. l['class'], -1)
-      redis.call('HINCRBY', P .. 'counts', 'c|' .. attempt['class'], 1)
+      redis.call('HINCRBY', COUNTS, 'c|' .. l['class'], -1)
+      redis.call('HINCRBY', COUNTS, 'c|' .. attempt['class'], 1)
       return true
     end
     if tonumber(l['attempt']) == number then return false end
@@ -75,7 +75,7 @@ local function restore_lost()
   end
   if not placed then table.insert(kept, encoded) end
   r.log = table.concat(kept, '\n')
-  redis.call('HINCRBY', P .. 'counts', 'c|' .. attempt['class'], 1)
+  redis.call('HINCRBY', COUNTS, 'c|' .. attempt['class'], 1)
   if number > tonumber(r.attempts or '0') then r.attempts = int(number) end
   run_changed(id, r)
   return true
