@@ -45,15 +45,19 @@ for k = 1, #section_worker do
     end
   end
 end
-local out = {}
+local out, n_out = {}, 0
 local t = tally()
 -- Runs whose lease ends: out of the lease set in one ZREM at the end,
 -- and their arms' leased counts moved once an arm.
-local ended, ended_by_arm = {}, {}
+-- (The lists are filled through counts: common.lua, RUN_CHANGED_N.)
+local ended, n_ended, ended_by_arm = {}, 0, {}
 -- Every result's run state, read in one HMGET.
-local ids = {}
+local ids, n_ids = {}, 0
 for k = 1, #section_worker do
-  for i = section_first[k], section_last[k], GROUP do ids[#ids + 1] = ARGV[i] end
+  for i = section_first[k], section_last[k], GROUP do
+    n_ids = n_ids + 1
+    ids[n_ids] = ARGV[i]
+  end
 end
 runs_read(ids)
 for k = 1, #section_worker do
@@ -66,7 +70,8 @@ for k = 1, #section_worker do
     local number = tonumber(number_s) or 0
     local r = run_of(id)
     if r and r.state == 'final' and r.token == token and r.record == record and r.outcome == outcome then
-      out[#out + 1] = 1
+      n_out = n_out + 1
+      out[n_out] = 1
     else
       local current = r and r.state == 'leased' and r.token == token
       if not current and reclaim(id, token, worker, now, 0, number) then
@@ -75,7 +80,8 @@ for k = 1, #section_worker do
       end
       if not current then
         discard(id, tonumber(token), worker, 'result', now, nil, outcome)
-        out[#out + 1] = 0
+        n_out = n_out + 1
+        out[n_out] = 0
       else
         -- The attempt's number: the worker's when past the run's count
         -- (common.lua `attempt_number`), which then moves to it; kept as the
@@ -90,17 +96,19 @@ for k = 1, #section_worker do
         if has_version == '1' then r.version = version end
         push_attempt(id, tail, class, head, n, token, t)
         local arm = arm_of(id)
-        ended[#ended + 1] = id
+        n_ended = n_ended + 1
+        ended[n_ended] = id
         ended_by_arm[arm] = (ended_by_arm[arm] or 0) + 1
         -- `now` as ARGV has it: a string, written without formatting.
         finalize(id, arm, outcome, reason, ARGV[1], t)
-        out[#out + 1] = 1
+        n_out = n_out + 1
+        out[n_out] = 1
       end
     end
   end
 end
 for arm, count in pairs(ended_by_arm) do t:add(P .. 'arms', arm .. '|leased', -count) end
-if #ended > 0 then call_spread({ 'ZREM', P .. 'leases' }, ended) end
+if n_ended > 0 then call_spread({ 'ZREM', P .. 'leases' }, ended) end
 t:flush()
-table.insert(out, bump_seq(#out))
+out[n_out + 1] = bump_seq(n_out)
 return out
