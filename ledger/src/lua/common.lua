@@ -182,7 +182,7 @@ local ROUND_SCALE = 4294967296
 -- run, 1.8 of them in Lua's pattern matcher, and packing by a
 -- `table.concat` 1.0 us; now 1.26 and 0.66 us.)
 local RUNS = P .. 'runs'
--- The counts' hash, named once: a concatenation a result was a share of a finish.
+-- The counts' hash, named once rather than concatenated for every result.
 local COUNTS = P .. 'counts'
 local UNPACK_RUN = string.rep('s', 13)
 local NUL = '\0'
