@@ -20,8 +20,8 @@ use cohort_core::http_class::error_chain;
 use cohort_core::order::RunId;
 use cohort_proto::v1 as pb;
 use cohort_proto::v1::coordinator_server::{Coordinator, CoordinatorServer};
-use cohort_telemetry::DirectSpan;
 use cohort_telemetry::ops::OpsRole;
+use cohort_telemetry::{DirectSpan, SpanBatch};
 use tokio::net::TcpListener;
 use tokio::sync::RwLock;
 use tonic::service::interceptor::InterceptedService;
@@ -368,11 +368,12 @@ impl CoordinatorService {
         }
         let accepted = self.ledger.finish_many(worker_id, &batch, self.clock.now_ms()).await.map_err(ledger_status)?;
         self.metrics.results(&accepted);
-        let ended = SystemTime::now();
+        let mut ended = SpanBatch::with_capacity(spans.len());
         for (mut span, ok) in spans.into_iter().zip(&accepted) {
             span.bool("cohort.accepted", *ok);
-            span.end_at(ended);
+            ended.push(span);
         }
+        ended.end();
         for ((lease, result), ok) in batch.iter().zip(&accepted) {
             if *ok {
                 // Accepted, so the run id is one the ledger holds: it parses.
@@ -386,16 +387,18 @@ impl CoordinatorService {
     }
 
     /// The span of one granted lease, from the ledger call that granted it
-    /// (`started`) to the lease message built: the top of this attempt's
-    /// spans, a child of the run's root span (`cohort run`, emitted with
-    /// the first attempt's lease) in the run's own trace (both ids derived
-    /// from the manifest and the run), so every attempt of a run, whichever
-    /// coordinator process leased it, is one tree. Its context goes to the
-    /// worker in the lease.
-    fn lease_span(&self, worker_id: &str, g: &LeaseGrant, started: SystemTime) -> DirectSpan {
+    /// (`started`) to the lease batch built: the top of this attempt's
+    /// spans, a child of the run's root span (`cohort run`, made with the
+    /// first attempt's lease and put in `ending`) in the run's own trace
+    /// (both ids derived from the manifest and the run), so every attempt
+    /// of a run, whichever coordinator process leased it, is one tree. The
+    /// run's ids (cohort, run, question, arm) are the root's attributes,
+    /// set once per run; the lease span carries what differs by attempt.
+    /// Its context goes to the worker in the lease.
+    fn lease_span(&self, worker_id: &str, g: &LeaseGrant, started: SystemTime, ending: &mut SpanBatch) -> DirectSpan {
         let root = self.run_roots.of(&g.run_id);
         if g.attempt == 1 {
-            cohort_telemetry::emit_run_root(
+            ending.push(cohort_telemetry::run_root_span(
                 &root,
                 &[
                     ("cohort.name", &self.plan.cohort),
@@ -403,16 +406,11 @@ impl CoordinatorService {
                     ("cohort.question.id", &g.question_id),
                     ("cohort.arm.id", &g.arm_id),
                 ],
-            );
+                started,
+            ));
         }
         let mut span = DirectSpan::under_root(&root, "lease run", started);
-        span.str("cohort.name", &self.plan.cohort)
-            .str("cohort.run.id", &g.run_id)
-            .str("cohort.question.id", &g.question_id)
-            .str("cohort.arm.id", &g.arm_id)
-            .int("cohort.attempt", i64::from(g.attempt))
-            .str("cohort.worker.id", worker_id)
-            .link(&self.cohort_link);
+        span.int("cohort.attempt", i64::from(g.attempt)).str("cohort.worker.id", worker_id).link(&self.cohort_link);
         span
     }
 
@@ -478,13 +476,17 @@ impl Coordinator for CoordinatorService {
         let batch = self.ledger.lease(&r.worker_id, max, now, self.config.lease_ttl_ms).await.map_err(ledger_status)?;
         self.metrics.leases_granted(batch.leases.len());
         let mut leases: Vec<pb::Lease> = Vec::with_capacity(batch.leases.len());
+        // The lease spans and the runs' roots, ended together.
+        let mut spans = SpanBatch::with_capacity(2 * batch.leases.len());
         for g in batch.leases {
-            let span = self.lease_span(&r.worker_id, &g, started);
+            let span = self.lease_span(&r.worker_id, &g, started, &mut spans);
             let previous = previous_attempts(self.ledger.as_ref(), &g).await;
             let traceparent = span.traceparent();
+            spans.push(span);
             let deadline = now + self.plan.run_timeout_ms;
             leases.push(lease_message(g, &self.plan.suffix, deadline, previous, traceparent));
         }
+        spans.end();
         let retry_after_ms = if leases.is_empty() && !batch.closed { self.config.empty_lease_retry_ms } else { 0 };
         Ok(Response::new(pb::LeaseResponse {
             leases,

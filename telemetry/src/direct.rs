@@ -60,9 +60,11 @@ struct Recording {
     parent: SpanId,
     parent_is_remote: bool,
     name: &'static str,
-    start: SystemTime,
+    /// Start and end in nanoseconds since the Unix epoch (`encode::nanos`),
+    /// converted once, when set.
+    start_ns: u64,
     /// Set by `end_at`, else by the drop.
-    end: Option<SystemTime>,
+    end_ns: Option<u64>,
     /// `Span.attributes` and `Span.links` fields (`encode::span_attribute`,
     /// `encode::span_link`): a few hundred bytes, one allocation, freed
     /// on the thread that made it.
@@ -71,17 +73,20 @@ struct Recording {
 
 impl Recording {
     fn new(name: &'static str, start: SystemTime, context: SpanContext, parent: SpanId, remote: bool) -> Recording {
-        Recording { context, parent, parent_is_remote: remote, name, start, end: None, body: bodies::take() }
+        let start_ns = encode::nanos(start);
+        Recording { context, parent, parent_is_remote: remote, name, start_ns, end_ns: None, body: bodies::take() }
     }
 
-    fn fields(&self, end: SystemTime) -> DirectFields<'_> {
+    /// The span's fields, ending at its own end if it was given one, else
+    /// at `end_ns`; never before its start.
+    fn fields(&self, end_ns: u64) -> DirectFields<'_> {
         DirectFields {
             context: &self.context,
             parent: self.parent,
             parent_is_remote: self.parent_is_remote,
             name: self.name,
-            start_ns: encode::nanos(self.start),
-            end_ns: encode::nanos(end),
+            start_ns: self.start_ns,
+            end_ns: self.end_ns.unwrap_or(end_ns).max(self.start_ns),
             body: &self.body,
         }
     }
@@ -194,34 +199,66 @@ impl DirectSpan {
     /// Ends the span now and exports it (as dropping it does).
     pub fn end(self) {}
 
+    /// Sets the span's end, kept when it is exported (dropped, or ended
+    /// with a [`SpanBatch`]).
+    pub(crate) fn ending_at(mut self, end: SystemTime) -> DirectSpan {
+        if let Some(r) = &mut self.0 {
+            r.end_ns = Some(encode::nanos(end));
+        }
+        self
+    }
+
     /// Ends the span at `end` and exports it.
     pub fn end_at(mut self, end: SystemTime) {
         if let Some(r) = &mut self.0 {
-            r.end = Some(end);
+            r.end_ns = Some(encode::nanos(end));
         }
     }
 }
 
-/// Each thread's spare span bodies: a body goes back when its span has
-/// been written, and the next span takes it. The coordinator holds a
-/// report's worth of spans at once (dozens), more than the allocator's
-/// per-thread cache keeps of one size, and without this every third
-/// allocation of a traced lifecycle went to the allocator's slow paths.
+/// Spare span bodies: a body goes back when its span has been written,
+/// and the next span takes it. The coordinator holds a report's worth of
+/// spans at once (dozens), more than the allocator's per-thread cache
+/// keeps of one size; and a span is often made on one runtime thread and
+/// written on the other (its task moved while it awaited the ledger), so
+/// one thread's bodies pile up while the other's run out. Each thread keeps
+/// its own, and hands a run of them to a pool both share when it has too
+/// many, or takes a run from it when it has none: one lock per [`MOVED`]
+/// spans, and no body allocated on one thread and freed on another.
 mod bodies {
     use std::cell::RefCell;
+    use std::sync::Mutex;
 
-    /// Room for a lease span's six attributes and its link.
+    /// Room for the largest span's attributes (a run's root: four).
     const ROOM: usize = 384;
-    /// The most spare bodies a thread keeps, and the largest one kept.
-    const KEPT: usize = 256;
+    /// The largest body kept.
     const LARGEST: usize = 4 * ROOM;
+    /// The most spare bodies a thread keeps before it hands [`MOVED`] of
+    /// them to the shared pool; the run taken or handed at once.
+    const KEPT: usize = 128;
+    const MOVED: usize = 64;
+    /// The most bodies the shared pool holds (more are freed).
+    const SHARED_MAX: usize = 1024;
+
+    static SHARED: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
 
     thread_local! {
         static SPARE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
     }
 
     pub(super) fn take() -> Vec<u8> {
-        SPARE.with(|spare| spare.borrow_mut().pop()).unwrap_or_else(|| Vec::with_capacity(ROOM))
+        SPARE
+            .with(|spare| {
+                let mut spare = spare.borrow_mut();
+                if spare.is_empty()
+                    && let Ok(mut shared) = SHARED.lock()
+                {
+                    let from = shared.len().saturating_sub(MOVED);
+                    spare.extend(shared.drain(from..));
+                }
+                spare.pop()
+            })
+            .unwrap_or_else(|| Vec::with_capacity(ROOM))
     }
 
     pub(super) fn give_back(mut body: Vec<u8>) {
@@ -231,8 +268,14 @@ mod bodies {
         body.clear();
         SPARE.with(|spare| {
             let mut spare = spare.borrow_mut();
-            if spare.len() < KEPT {
-                spare.push(body);
+            spare.push(body);
+            if spare.len() >= KEPT
+                && let Ok(mut shared) = SHARED.lock()
+            {
+                let room = SHARED_MAX.saturating_sub(shared.len()).min(MOVED);
+                let from = spare.len() - MOVED;
+                shared.extend(spare.drain(from..from + room));
+                spare.truncate(from);
             }
         });
     }
@@ -241,10 +284,69 @@ mod bodies {
 impl Drop for DirectSpan {
     fn drop(&mut self) {
         let Some(r) = self.0.take() else { return };
-        let end = r.end.unwrap_or_else(|| SystemTime::now().max(r.start));
-        let fields = r.fields(end);
-        queue::record(encode::direct_span_len(&fields), |buf| encode::direct_span(buf, &fields));
+        let end = if r.end_ns.is_some() { 0 } else { encode::nanos(SystemTime::now()) };
+        write_all(std::slice::from_ref(&r), end);
         bodies::give_back(r.body);
+    }
+}
+
+/// Exports `spans` under one lock of the queue, each ended at the end it
+/// was given (a run's root: [`DirectSpan::ending_at`]) or else at `end`.
+fn write_all(spans: &[Recording], end_ns: u64) {
+    queue::record_all(
+        spans,
+        |r| encode::direct_span_len(&r.fields(end_ns)),
+        |buf, r| encode::direct_span(buf, &r.fields(end_ns)),
+    );
+}
+
+/// Spans that end together, exported together: one clock reading and
+/// one lock of the queue for all of them (a lease batch's spans, the
+/// result spans of one report), where ending each on its own takes one
+/// of each a span.
+#[derive(Debug, Default)]
+pub struct SpanBatch(Vec<Recording>);
+
+impl SpanBatch {
+    /// Room for `n` spans.
+    pub fn with_capacity(n: usize) -> SpanBatch {
+        SpanBatch(if queue::active() { Vec::with_capacity(n) } else { Vec::new() })
+    }
+
+    /// Adds `span`, to end with the others (nothing if it is not recorded).
+    pub fn push(&mut self, mut span: DirectSpan) {
+        if let Some(r) = span.0.take() {
+            self.0.push(r);
+        }
+    }
+
+    /// Ends every span at `end` (a span given its own end keeps it) and
+    /// exports them all.
+    pub fn end_at(mut self, end: SystemTime) {
+        self.write(end);
+    }
+
+    /// Ends every span now (a span given its own end keeps it) and
+    /// exports them all, as dropping the batch does.
+    pub fn end(self) {}
+
+    fn write(&mut self, end: SystemTime) {
+        if self.0.is_empty() {
+            return;
+        }
+        write_all(&self.0, encode::nanos(end));
+        for r in self.0.drain(..) {
+            bodies::give_back(r.body);
+        }
+    }
+}
+
+impl Drop for SpanBatch {
+    /// Spans not ended yet end now (as a `DirectSpan` dropped does).
+    fn drop(&mut self) {
+        if !self.0.is_empty() {
+            self.write(SystemTime::now());
+        }
     }
 }
 
@@ -465,7 +567,7 @@ mod tests {
             }
             encode::span_link(&mut r.body, &cohort_span);
             let mut bytes = Vec::new();
-            let fields = r.fields(end);
+            let fields = r.fields(encode::nanos(end));
             encode::sized_message(&mut bytes, 2, encode::direct_span_len(&fields), |buf| {
                 encode::direct_span(buf, &fields);
             });

@@ -30,7 +30,7 @@ use tracing_subscriber::Layer as _;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
-pub use direct::DirectSpan;
+pub use direct::{DirectSpan, SpanBatch};
 pub use export::TraceExport;
 pub use otlp_metrics::MetricsExport;
 
@@ -131,7 +131,7 @@ static EXPORTING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool:
 /// The root of one run's trace: the trace id and the root span id, both
 /// derived from the run's key (the cohort's manifest hash and the run id),
 /// and the sampler's decision for that trace, worked out once per lease and
-/// given to [`emit_run_root`] and [`DirectSpan::under_root`] ([`RunRoots::of`]).
+/// given to [`run_root_span`] and [`DirectSpan::under_root`] ([`RunRoots::of`]).
 /// Empty (nothing derived) when spans are not exported.
 #[derive(Debug, Clone)]
 pub struct RunRoot(Option<opentelemetry::trace::SpanContext>);
@@ -161,24 +161,23 @@ impl RunRoots {
     }
 }
 
-/// Exports the root span of a run's trace, `cohort run`, with the ids
-/// [`RunRoot`] derived (the parent [`DirectSpan::under_root`] gives its
-/// attempts), and `attributes`. The coordinator emits it once, when it
-/// leases the run's first attempt (a span of no duration: it marks the
-/// run's start; the attempts below it carry the time). So every attempt of
-/// a run, leased by any coordinator process, lands in one tree, and a ratio
+/// The root span of a run's trace, `cohort run`, with the ids [`RunRoot`]
+/// derived (the parent [`DirectSpan::under_root`] gives its attempts) and
+/// `attributes`, exported when dropped or ended with a [`SpanBatch`]. The
+/// coordinator makes it once, when it leases the run's first attempt: a
+/// span of no duration at `at`, the lease's start, marking the run's
+/// start (the attempts below it carry the time). So every attempt of a
+/// run, leased by any coordinator process, lands in one tree, and a ratio
 /// sampler (`OTEL_TRACES_SAMPLER=traceidratio`) keeps or drops a run whole.
 /// Nothing without export.
-pub fn emit_run_root(root: &RunRoot, attributes: &[(&'static str, &str)]) {
-    if root.0.is_none() {
-        return;
+pub fn run_root_span(root: &RunRoot, attributes: &[(&'static str, &str)], at: std::time::SystemTime) -> DirectSpan {
+    let mut span = DirectSpan::run_root(root, "cohort run", at);
+    if span.is_recording() {
+        for (key, value) in attributes {
+            span.str(key, value);
+        }
     }
-    let now = std::time::SystemTime::now();
-    let mut span = DirectSpan::run_root(root, "cohort run", now);
-    for (key, value) in attributes {
-        span.str(key, value);
-    }
-    span.end_at(now);
+    span.ending_at(at)
 }
 
 /// A span another span links to ([`DirectSpan::link`]), its context read once:

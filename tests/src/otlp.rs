@@ -30,6 +30,9 @@ pub struct Got {
     pub trace: Vec<u8>,
     pub id: Vec<u8>,
     pub parent: Vec<u8>,
+    /// Start and end, nanoseconds since the Unix epoch.
+    pub start_ns: u64,
+    pub end_ns: u64,
     /// The span's attributes as text, and the resource's under `resource.`.
     pub attributes: HashMap<String, String>,
 }
@@ -134,6 +137,8 @@ fn collect(into: &Spans, request: ExportTraceServiceRequest) {
                     trace: s.trace_id,
                     id: s.span_id,
                     parent: s.parent_span_id,
+                    start_ns: s.start_time_unix_nano,
+                    end_ns: s.end_time_unix_nano,
                     attributes: attrs,
                 });
             }

@@ -201,7 +201,23 @@ fn a_runs_spans_form_one_trace_across_coordinator_worker_and_judge_proxy() {
     let mut judged_runs = 0;
     for lease in &leases {
         assert_eq!(lease.service, "cohort-coordinator");
-        let run_id = lease.attributes.get("cohort.run.id").unwrap().clone();
+        // The run's ids are its root's, set once; a lease span carries what
+        // differs by attempt, and starts no earlier than the run's root
+        // (no duration: it marks the run's start).
+        let root = roots.iter().find(|r| r.trace == lease.trace).unwrap();
+        let run_id = root.attributes.get("cohort.run.id").unwrap().clone();
+        for key in ["cohort.name", "cohort.question.id", "cohort.arm.id"] {
+            assert!(root.attributes.contains_key(key), "the root has no {key}: {:?}", root.attributes);
+        }
+        assert!(lease.attributes.contains_key("cohort.worker.id"), "{:?}", lease.attributes);
+        assert!(lease.attributes.get("cohort.attempt").is_some_and(|a| a.parse::<u32>().is_ok_and(|a| a >= 1)));
+        assert!(
+            !lease.attributes.contains_key("cohort.run.id"),
+            "the run's ids are its root's: {:?}",
+            lease.attributes
+        );
+        assert_eq!(root.start_ns, root.end_ns, "the run's root has no duration");
+        assert!(root.start_ns > 0 && root.start_ns <= lease.start_ns && lease.start_ns <= lease.end_ns);
         let run = one(&lease.trace, "cohort-worker", "run", &lease.id);
         assert_eq!(run.attributes.get("cohort.run.id"), Some(&run_id));
         // An attempt that hit an outage has no outcome; the last one has.
@@ -219,6 +235,8 @@ fn a_runs_spans_form_one_trace_across_coordinator_worker_and_judge_proxy() {
         assert_eq!(adapter.attributes.get("cohort.vendor_lineage").map(String::as_str), Some("cohort-sim"));
         let recorded = one(&lease.trace, "cohort-coordinator", "record result", &run.id);
         assert_eq!(recorded.attributes.get("cohort.accepted").map(String::as_str), Some("true"));
+        assert_eq!(recorded.attributes.get("cohort.run.id"), Some(&run_id));
+        assert!(recorded.start_ns > 0 && recorded.start_ns <= recorded.end_ns);
         // The judge: worker batch -> proxy judge -> proxy upstream call.
         for batch in spans.iter().filter(|s| s.trace == lease.trace && s.name == "judge batch") {
             assert_eq!(batch.service, "cohort-worker");

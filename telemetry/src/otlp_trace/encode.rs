@@ -378,9 +378,18 @@ pub(crate) enum Scalar<'a> {
 /// A span attribute (`Span.attributes`, field 9), written as the
 /// protocol crate writes `KeyValue::new(name, value)`.
 pub(crate) fn span_attribute(buf: &mut Vec<u8>, name: &str, value: Scalar<'_>) {
-    message(buf, 9, |buf| {
+    // Both lengths are known before the bytes are written (no byte set
+    // aside, nothing moved: a direct span sets several of these a lifecycle).
+    let value_len = match value {
+        Scalar::Str(s) => bytes_field_len(1, s.len()),
+        Scalar::Bool(b) => key_len(2) + varint_len(u64::from(b)),
+        Scalar::I64(i) => key_len(3) + varint_len(i as u64),
+    };
+    let name_len = if name.is_empty() { 0 } else { bytes_field_len(1, name.len()) };
+    let pair_len = name_len + bytes_field_len(2, value_len);
+    sized_message(buf, 9, pair_len, |buf| {
         nonempty(buf, 1, name.as_bytes());
-        message(buf, 2, |buf| match value {
+        sized_message(buf, 2, value_len, |buf| match value {
             Scalar::Str(s) => bytes_field(buf, 1, s.as_bytes()),
             Scalar::Bool(b) => {
                 key(buf, 2, VARINT);
@@ -473,8 +482,8 @@ fn direct_span_fields(buf: &mut Vec<u8>, s: &DirectFields<'_>) {
     fixed64(buf, 7, s.start_ns);
     fixed64(buf, 8, s.end_ns);
     buf.extend_from_slice(s.body);
-    // An unset status, present as the protocol crate writes it.
-    message(buf, 15, |_| {});
+    // An unset status, present (empty) as the protocol crate writes it.
+    bytes_field(buf, 15, &[]);
     fixed32(buf, 16, flags(s.context.trace_flags().to_u8(), s.parent_is_remote));
 }
 

@@ -308,11 +308,12 @@ impl OtlpTraceExporter {
             })
     }
 
-    /// Sends a batch of direct spans ([`queue`]), in cohort's scope. A
-    /// failure is logged (the first, then every time the count doubles).
+    /// Sends a batch of direct spans ([`queue`]), in cohort's scope, its
+    /// buffer given back to the queue once wrapped. A failure is logged
+    /// (the first, then every time the count doubles).
     pub(crate) async fn export_encoded(&self, batch: queue::Batch) {
         let body = encode::wrap(&self.resource, &[(crate::direct::scope(), &batch.bytes)]);
-        drop(batch);
+        queue::recycle(batch);
         if let Err(e) = self.send_with_retries(Bytes::from(body)).await {
             let n = self.failures.fetch_add(1, Ordering::Relaxed) + 1;
             if n.is_power_of_two() {

@@ -10,7 +10,16 @@
 //! to be encoded. At the coordinator's rate (three spans a lifecycle,
 //! tens of thousands a second on two cores) that cost about as much as
 //! the lifecycle itself (issue 24). Here a span costs its own encoding
-//! and one uncontended lock.
+//! and a share of one lock: spans that end together (a lease batch's, a
+//! report's results) go in under one ([`record_all`]).
+//!
+//! A batch's buffer is never freed: once its spans are wrapped into a
+//! request the export task gives it back ([`recycle`]) and the next batch
+//! takes it. A new buffer of a batch's size (hundreds of kilobytes) for
+//! every batch was allocated on a request's thread and freed on the export
+//! thread, which made glibc lock the request thread's arena and fold its
+//! small free chunks together (`malloc_consolidate`): a cost the
+//! requests' own small allocations then paid.
 //!
 //! The same limits as the SDK's processor, read from the same variables
 //! (`crate::export::BatchSettings`): a batch of at most
@@ -35,6 +44,8 @@ static QUEUE: OnceLock<Queue> = OnceLock::new();
 #[derive(Debug)]
 struct Queue {
     open: Mutex<Batch>,
+    /// Emptied buffers of sent batches, for the next batches to fill.
+    spare: Mutex<Vec<Vec<u8>>>,
     /// Full batches to the export task (bounded: see the module header).
     ship: tokio::sync::mpsc::Sender<Batch>,
     max_spans: usize,
@@ -53,19 +64,38 @@ pub(crate) fn active() -> bool {
     QUEUE.get().is_some()
 }
 
-/// Writes one span (`write` writes its `Span` fields, `len` bytes) into
-/// the open batch, and ships the batch when it is full. Nothing when the
-/// queue is not running.
-pub(crate) fn record(len: usize, write: impl FnOnce(&mut Vec<u8>)) {
+/// Writes spans into the open batch under one lock, each as `len` says
+/// its `Span` fields take and `write` writes them, and ships each batch
+/// that fills. Nothing when the queue is not running.
+pub(crate) fn record_all<T>(spans: &[T], len: impl Fn(&T) -> usize, write: impl Fn(&mut Vec<u8>, &T)) {
     let Some(queue) = QUEUE.get() else { return };
-    let full = {
+    let mut full = Vec::new();
+    {
         let Ok(mut open) = queue.open.lock() else { return };
-        sized_message(&mut open.bytes, 2, len, write);
-        open.spans += 1;
-        (open.spans >= queue.max_spans).then(|| queue.replace(&mut open))
-    };
-    if let Some(batch) = full {
+        for span in spans {
+            sized_message(&mut open.bytes, 2, len(span), |buf| write(buf, span));
+            open.spans += 1;
+            if open.spans >= queue.max_spans {
+                full.push(queue.replace(&mut open));
+            }
+        }
+    }
+    for batch in full {
         queue.send(batch);
+    }
+}
+
+/// Gives a sent batch's buffer back for a later batch to fill.
+pub(crate) fn recycle(batch: Batch) {
+    /// Enough for the batch being sent while the next one fills.
+    const KEPT: usize = 2;
+    let Some(queue) = QUEUE.get() else { return };
+    let mut bytes = batch.bytes;
+    bytes.clear();
+    if let Ok(mut spare) = queue.spare.lock()
+        && spare.len() < KEPT
+    {
+        spare.push(bytes);
     }
 }
 
@@ -83,10 +113,13 @@ impl Queue {
     }
 
     /// `open`'s spans, leaving it an empty batch with as much room (a
-    /// batch grown span by span from nothing is copied a dozen times).
+    /// batch grown span by span from nothing is copied a dozen times): a
+    /// sent batch's buffer when one is spare.
     fn replace(&self, open: &mut Batch) -> Batch {
         let room = open.bytes.capacity();
-        std::mem::replace(open, Batch { bytes: Vec::with_capacity(room), spans: 0 })
+        let spare = self.spare.lock().ok().and_then(|mut spare| spare.pop());
+        let bytes = spare.unwrap_or_else(|| Vec::with_capacity(room));
+        std::mem::replace(open, Batch { bytes, spans: 0 })
     }
 }
 
@@ -108,7 +141,13 @@ pub(crate) fn start(
     let BatchSettings { max_queue, max_batch, delay } = settings;
     let max_spans = max_batch.max(1);
     let (ship, mut batches) = tokio::sync::mpsc::channel((max_queue / max_spans).max(1));
-    let queue = Queue { open: Mutex::new(Batch::default()), ship, max_spans, dropped: AtomicU64::new(0) };
+    let queue = Queue {
+        open: Mutex::new(Batch::default()),
+        spare: Mutex::new(Vec::new()),
+        ship,
+        max_spans,
+        dropped: AtomicU64::new(0),
+    };
     QUEUE.set(queue).ok()?;
     let queue = QUEUE.get()?;
     let stop = Arc::new(tokio::sync::Notify::new());
