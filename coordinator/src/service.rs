@@ -345,7 +345,7 @@ impl CoordinatorService {
         results: Vec<pb::ReportResultRequest>,
     ) -> Result<Vec<bool>, Status> {
         let mut batch = Vec::with_capacity(results.len());
-        let mut spans = Vec::with_capacity(results.len());
+        let mut spans = SpanBatch::with_capacity(results.len());
         // One span per result, a child of the worker's span the report
         // names; all of them timing the one ledger call that records them.
         let started = SystemTime::now();
@@ -368,12 +368,10 @@ impl CoordinatorService {
         }
         let accepted = self.ledger.finish_many(worker_id, &batch, self.clock.now_ms()).await.map_err(ledger_status)?;
         self.metrics.results(&accepted);
-        let mut ended = SpanBatch::with_capacity(spans.len());
-        for (mut span, ok) in spans.into_iter().zip(&accepted) {
-            span.bool("cohort.accepted", *ok);
-            ended.push(span);
+        for (i, ok) in accepted.iter().enumerate() {
+            spans.set_bool(i, "cohort.accepted", *ok);
         }
-        ended.end();
+        spans.end();
         for ((lease, result), ok) in batch.iter().zip(&accepted) {
             if *ok {
                 // Accepted, so the run id is one the ledger holds: it parses.

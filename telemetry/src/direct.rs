@@ -285,38 +285,62 @@ impl Drop for DirectSpan {
     fn drop(&mut self) {
         let Some(r) = self.0.take() else { return };
         let end = if r.end_ns.is_some() { 0 } else { encode::nanos(SystemTime::now()) };
-        write_all(std::slice::from_ref(&r), end);
+        let written = [Some(r)];
+        write_all(&written, end);
+        let [Some(r)] = written else { return };
         bodies::give_back(r.body);
     }
 }
 
-/// Exports `spans` under one lock of the queue, each ended at the end it
-/// was given (a run's root: [`DirectSpan::ending_at`]) or else at `end`.
-fn write_all(spans: &[Recording], end_ns: u64) {
+/// Exports the recorded ones of `spans` under one lock of the queue, each
+/// ended at the end it was given (a run's root: [`DirectSpan::ending_at`])
+/// or else at `end_ns`, and gives their bodies back.
+fn write_all(spans: &[Option<Recording>], end_ns: u64) {
     queue::record_all(
         spans,
-        |r| encode::direct_span_len(&r.fields(end_ns)),
-        |buf, r| encode::direct_span(buf, &r.fields(end_ns)),
+        |r| r.as_ref().map(|r| encode::direct_span_len(&r.fields(end_ns))),
+        |buf, r| {
+            if let Some(r) = r {
+                encode::direct_span(buf, &r.fields(end_ns));
+            }
+        },
     );
 }
 
 /// Spans that end together, exported together: one clock reading and
 /// one lock of the queue for all of them (a lease batch's spans, the
 /// result spans of one report), where ending each on its own takes one
-/// of each a span.
-#[derive(Debug, Default)]
-pub struct SpanBatch(Vec<Recording>);
+/// of each a span. Its list comes from a pool and goes back to it: nothing
+/// is allocated for a batch once the pool holds a list.
+#[derive(Debug)]
+pub struct SpanBatch(Vec<Option<Recording>>);
+
+/// Emptied lists of [`SpanBatch`]es, for the next ones (a few: one per
+/// call in flight).
+static LISTS: std::sync::Mutex<Vec<Vec<Option<Recording>>>> = std::sync::Mutex::new(Vec::new());
 
 impl SpanBatch {
-    /// Room for `n` spans.
+    /// Room for `n` spans (nothing when spans are not exported).
     pub fn with_capacity(n: usize) -> SpanBatch {
-        SpanBatch(if queue::active() { Vec::with_capacity(n) } else { Vec::new() })
+        if !queue::active() {
+            return SpanBatch(Vec::new());
+        }
+        let mut list = LISTS.lock().ok().and_then(|mut lists| lists.pop()).unwrap_or_default();
+        list.reserve(n);
+        SpanBatch(list)
     }
 
-    /// Adds `span`, to end with the others (nothing if it is not recorded).
+    /// Adds `span`, the batch's `len()`th, to end with the others.
     pub fn push(&mut self, mut span: DirectSpan) {
-        if let Some(r) = span.0.take() {
-            self.0.push(r);
+        if queue::active() {
+            self.0.push(span.0.take());
+        }
+    }
+
+    /// Sets a boolean attribute on the `i`th span pushed (when recorded).
+    pub fn set_bool(&mut self, i: usize, key: &'static str, value: bool) {
+        if let Some(Some(r)) = self.0.get_mut(i) {
+            encode::span_attribute(&mut r.body, key, Scalar::Bool(value));
         }
     }
 
@@ -335,17 +359,30 @@ impl SpanBatch {
             return;
         }
         write_all(&self.0, encode::nanos(end));
-        for r in self.0.drain(..) {
+        for r in self.0.drain(..).flatten() {
             bodies::give_back(r.body);
         }
     }
 }
 
 impl Drop for SpanBatch {
-    /// Spans not ended yet end now (as a `DirectSpan` dropped does).
+    /// Spans not ended yet end now (as a `DirectSpan` dropped does); the
+    /// list goes back to the pool.
     fn drop(&mut self) {
-        if !self.0.is_empty() {
+        /// Lists kept (one per call in flight is enough) and the longest.
+        const KEPT: usize = 16;
+        const LONGEST: usize = 4096;
+        if self.0.iter().any(Option::is_some) {
             self.write(SystemTime::now());
+        }
+        let mut list = std::mem::take(&mut self.0);
+        list.clear();
+        if list.capacity() > 0
+            && list.capacity() <= LONGEST
+            && let Ok(mut lists) = LISTS.lock()
+            && lists.len() < KEPT
+        {
+            lists.push(list);
         }
     }
 }

@@ -65,15 +65,17 @@ pub(crate) fn active() -> bool {
 }
 
 /// Writes spans into the open batch under one lock, each as `len` says
-/// its `Span` fields take and `write` writes them, and ships each batch
-/// that fills. Nothing when the queue is not running.
-pub(crate) fn record_all<T>(spans: &[T], len: impl Fn(&T) -> usize, write: impl Fn(&mut Vec<u8>, &T)) {
+/// its `Span` fields take (None: not a span to write) and `write` writes
+/// them, and ships each batch that fills. Nothing when the queue is not
+/// running.
+pub(crate) fn record_all<T>(spans: &[T], len: impl Fn(&T) -> Option<usize>, write: impl Fn(&mut Vec<u8>, &T)) {
     let Some(queue) = QUEUE.get() else { return };
     let mut full = Vec::new();
     {
         let Ok(mut open) = queue.open.lock() else { return };
         for span in spans {
-            sized_message(&mut open.bytes, 2, len(span), |buf| write(buf, span));
+            let Some(len) = len(span) else { continue };
+            sized_message(&mut open.bytes, 2, len, |buf| write(buf, span));
             open.spans += 1;
             if open.spans >= queue.max_spans {
                 full.push(queue.replace(&mut open));
