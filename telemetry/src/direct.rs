@@ -37,6 +37,7 @@ use opentelemetry_sdk::trace::{IdGenerator as _, RandomIdGenerator};
 
 use crate::otlp_trace::encode::{self, DirectFields, Scalar};
 use crate::otlp_trace::queue;
+use crate::spares::Spares;
 use crate::{LinkTarget, RunRoot, export};
 
 /// The instrumentation scope of every span cohort makes (the tracer
@@ -63,11 +64,11 @@ struct Recording {
     /// Start and end in nanoseconds since the Unix epoch (`encode::nanos`),
     /// converted once, when set.
     start_ns: u64,
-    /// Set by `end_at`, else by the drop.
+    /// Set by `ending_at`, else when written.
     end_ns: Option<u64>,
     /// `Span.attributes` and `Span.links` fields (`encode::span_attribute`,
-    /// `encode::span_link`): a few hundred bytes, one allocation, freed
-    /// on the thread that made it.
+    /// `encode::span_link`): a few hundred bytes, taken from and given
+    /// back to the spare bodies (`bodies`).
     body: Vec<u8>,
 }
 
@@ -207,13 +208,6 @@ impl DirectSpan {
         }
         self
     }
-
-    /// Ends the span at `end` and exports it.
-    pub fn end_at(mut self, end: SystemTime) {
-        if let Some(r) = &mut self.0 {
-            r.end_ns = Some(encode::nanos(end));
-        }
-    }
 }
 
 /// Spare span bodies: a body goes back when its span has been written,
@@ -284,7 +278,7 @@ mod bodies {
 impl Drop for DirectSpan {
     fn drop(&mut self) {
         let Some(r) = self.0.take() else { return };
-        let end = if r.end_ns.is_some() { 0 } else { encode::nanos(SystemTime::now()) };
+        let end = r.end_ns.unwrap_or_else(|| encode::nanos(SystemTime::now()));
         let written = [Some(r)];
         write_all(&written, end);
         let [Some(r)] = written else { return };
@@ -316,8 +310,8 @@ fn write_all(spans: &[Option<Recording>], end_ns: u64) {
 pub struct SpanBatch(Vec<Option<Recording>>);
 
 /// Emptied lists of [`SpanBatch`]es, for the next ones (a few: one per
-/// call in flight).
-static LISTS: std::sync::Mutex<Vec<Vec<Option<Recording>>>> = std::sync::Mutex::new(Vec::new());
+/// call in flight), of up to 4,096 spans.
+static LISTS: Spares<Option<Recording>> = Spares::new(16, 4096);
 
 impl SpanBatch {
     /// Room for `n` spans (nothing when spans are not exported).
@@ -325,7 +319,7 @@ impl SpanBatch {
         if !queue::active() {
             return SpanBatch(Vec::new());
         }
-        let mut list = LISTS.lock().ok().and_then(|mut lists| lists.pop()).unwrap_or_default();
+        let mut list = LISTS.take().unwrap_or_default();
         list.reserve(n);
         SpanBatch(list)
     }
@@ -344,46 +338,23 @@ impl SpanBatch {
         }
     }
 
-    /// Ends every span at `end` (a span given its own end keeps it) and
-    /// exports them all.
-    pub fn end_at(mut self, end: SystemTime) {
-        self.write(end);
-    }
-
     /// Ends every span now (a span given its own end keeps it) and
     /// exports them all, as dropping the batch does.
     pub fn end(self) {}
-
-    fn write(&mut self, end: SystemTime) {
-        if self.0.is_empty() {
-            return;
-        }
-        write_all(&self.0, encode::nanos(end));
-        for r in self.0.drain(..).flatten() {
-            bodies::give_back(r.body);
-        }
-    }
 }
 
 impl Drop for SpanBatch {
-    /// Spans not ended yet end now (as a `DirectSpan` dropped does); the
-    /// list goes back to the pool.
+    /// Every span ends now (a span given its own end keeps it) and is
+    /// exported; the list goes back to the pool.
     fn drop(&mut self) {
-        /// Lists kept (one per call in flight is enough) and the longest.
-        const KEPT: usize = 16;
-        const LONGEST: usize = 4096;
         if self.0.iter().any(Option::is_some) {
-            self.write(SystemTime::now());
+            write_all(&self.0, encode::nanos(SystemTime::now()));
         }
         let mut list = std::mem::take(&mut self.0);
-        list.clear();
-        if list.capacity() > 0
-            && list.capacity() <= LONGEST
-            && let Ok(mut lists) = LISTS.lock()
-            && lists.len() < KEPT
-        {
-            lists.push(list);
+        for r in list.drain(..).flatten() {
+            bodies::give_back(r.body);
         }
+        LISTS.give(list);
     }
 }
 

@@ -23,6 +23,7 @@ pub mod ops;
 mod otlp_metrics;
 mod otlp_trace;
 pub mod propagation;
+mod spares;
 
 use std::sync::OnceLock;
 
@@ -172,10 +173,8 @@ impl RunRoots {
 /// Nothing without export.
 pub fn run_root_span(root: &RunRoot, attributes: &[(&'static str, &str)], at: std::time::SystemTime) -> DirectSpan {
     let mut span = DirectSpan::run_root(root, "cohort run", at);
-    if span.is_recording() {
-        for (key, value) in attributes {
-            span.str(key, value);
-        }
+    for (key, value) in attributes {
+        span.str(key, value);
     }
     span.ending_at(at)
 }

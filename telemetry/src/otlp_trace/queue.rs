@@ -36,6 +36,7 @@ use std::time::Duration;
 use super::OtlpTraceExporter;
 use super::encode::sized_message;
 use crate::export::BatchSettings;
+use crate::spares::Spares;
 
 /// The process's direct-span queue, set once by the exporting
 /// `crate::init` ([`start`]).
@@ -44,8 +45,9 @@ static QUEUE: OnceLock<Queue> = OnceLock::new();
 #[derive(Debug)]
 struct Queue {
     open: Mutex<Batch>,
-    /// Emptied buffers of sent batches, for the next batches to fill.
-    spare: Mutex<Vec<Vec<u8>>>,
+    /// Emptied buffers of sent batches, for the next batches to fill
+    /// (two: the batch being sent while the next one fills).
+    spare: Spares<u8>,
     /// Full batches to the export task (bounded: see the module header).
     ship: tokio::sync::mpsc::Sender<Batch>,
     max_spans: usize,
@@ -89,15 +91,8 @@ pub(crate) fn record_all<T>(spans: &[T], len: impl Fn(&T) -> Option<usize>, writ
 
 /// Gives a sent batch's buffer back for a later batch to fill.
 pub(crate) fn recycle(batch: Batch) {
-    /// Enough for the batch being sent while the next one fills.
-    const KEPT: usize = 2;
-    let Some(queue) = QUEUE.get() else { return };
-    let mut bytes = batch.bytes;
-    bytes.clear();
-    if let Ok(mut spare) = queue.spare.lock()
-        && spare.len() < KEPT
-    {
-        spare.push(bytes);
+    if let Some(queue) = QUEUE.get() {
+        queue.spare.give(batch.bytes);
     }
 }
 
@@ -119,8 +114,7 @@ impl Queue {
     /// sent batch's buffer when one is spare.
     fn replace(&self, open: &mut Batch) -> Batch {
         let room = open.bytes.capacity();
-        let spare = self.spare.lock().ok().and_then(|mut spare| spare.pop());
-        let bytes = spare.unwrap_or_else(|| Vec::with_capacity(room));
+        let bytes = self.spare.take().unwrap_or_else(|| Vec::with_capacity(room));
         std::mem::replace(open, Batch { bytes, spans: 0 })
     }
 }
@@ -145,7 +139,7 @@ pub(crate) fn start(
     let (ship, mut batches) = tokio::sync::mpsc::channel((max_queue / max_spans).max(1));
     let queue = Queue {
         open: Mutex::new(Batch::default()),
-        spare: Mutex::new(Vec::new()),
+        spare: Spares::new(2, usize::MAX),
         ship,
         max_spans,
         dropped: AtomicU64::new(0),
